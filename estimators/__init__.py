@@ -1,0 +1,56 @@
+"""rfkit.estimators — numpy reference estimators for random-feature attention (float64 by default).
+
+Primitives (this package's modules):
+
+* :mod:`~rfkit.estimators.kernels` — exact kernels (softmax, Gaussian, dot-product kernels);
+* :mod:`~rfkit.estimators.projections` — random projections (iid Gaussian, spherical, Haar-orthogonal
+  blocks, Rademacher);
+* :mod:`~rfkit.estimators.features` — trigonometric, positive and hyperbolic random features;
+* :mod:`~rfkit.estimators.attention` — exact softmax/kernel attention and linear attention from
+  features (bidirectional and causal);
+* :mod:`~rfkit.estimators.importance` — IS, SNIS and effective sample size.
+
+Conventions (shapes, scaling, randomness, errors) are those of the project's DESIGN notes: queries
+``(..., N, d)``, keys ``(..., M, d)``, values ``(..., M, d_v)``; every random function takes ``rng``;
+invalid input raises ``ValueError``/``TypeError`` naming the argument; unavoidable overflow raises
+:class:`NumericalError`.
+"""
+
+from ._checks import NonPositiveDenominatorWarning, NumericalError
+from .attention import (
+    AttentionStats,
+    kernel_attention,
+    linear_attention,
+    linear_attention_quadratic,
+    softmax_attention,
+)
+from .features import (
+    FEATURE_MAPS,
+    Features,
+    hyperbolic_features,
+    positive_features,
+    random_features,
+    trig_features,
+)
+from .importance import effective_sample_size, is_estimate, log_importance_weights, snis_estimate
+from .kernels import KERNELS, dot_product_kernel, gaussian_kernel, get_kernel, softmax_kernel
+from .projections import (
+    NORM_LAWS,
+    PROJECTIONS,
+    gaussian_projection,
+    haar_orthogonal,
+    orthogonal_projection,
+    projection,
+    rademacher_projection,
+    spherical_projection,
+)
+
+__all__ = [
+    "AttentionStats", "FEATURE_MAPS", "Features", "KERNELS", "NORM_LAWS", "NonPositiveDenominatorWarning",
+    "NumericalError", "PROJECTIONS", "dot_product_kernel", "effective_sample_size", "gaussian_kernel",
+    "gaussian_projection", "get_kernel", "haar_orthogonal", "hyperbolic_features", "is_estimate",
+    "kernel_attention", "linear_attention", "linear_attention_quadratic", "log_importance_weights",
+    "orthogonal_projection", "positive_features", "projection", "rademacher_projection",
+    "random_features", "snis_estimate", "softmax_attention", "softmax_kernel", "spherical_projection",
+    "trig_features",
+]

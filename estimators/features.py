@@ -1,0 +1,245 @@
+r"""Random feature maps for the softmax kernel, kept in a factored, overflow-free form.
+
+Every feature map returns :class:`Features`, the pair ``(values, log_scale)`` with
+
+.. math::  φ(x_i) = \mathrm{values}_i \cdot \exp(\mathrm{log\_scale}_i),
+
+so exponential prefactors such as ``exp(‖x‖²/2)`` never overflow. A per-row scale is exactly the kind of
+constant that cancels in attention's ratio (Performer App. A.3/B.3): :func:`rfkit.estimators.attention.
+linear_attention` consumes it without ever exponentiating it, and :meth:`Features.kernel` forms
+``φ(x)ᵀφ(y)`` in log space. ``stabilize=False`` returns plain values (``log_scale = 0``) and raises
+:class:`NumericalError` when they overflow.
+
+Feature maps (Performer ``003_4855bc6ab225d7a6.txt``; ``ω_1..ω_m`` are the rows of ``omega``; every map
+uses the ``1/√m`` convention so that ``E φ(x)ᵀφ(y)`` is the target kernel):
+
+* trigonometric, Sec 2.3: ``φ(x) = exp(‖x‖²/2)/√m · (sin ω_1ᵀx..sin ω_mᵀx, cos ω_1ᵀx..cos ω_mᵀx)``,
+  ``r = 2m``; ``φ(x)ᵀφ(y) = exp((‖x‖²+‖y‖²)/2)·(1/m)Σ cos ω_iᵀ(x-y)``, unbiased for ``SM(x, y)``.
+* positive (SM⁺), Lemma 1: ``φ(x) = exp(-‖x‖²/2)/√m · (exp ω_1ᵀx .. exp ω_mᵀx)``, ``r = m``.
+* hyperbolic (SM^hyp+), Lemma 1: ``φ(x) = exp(-‖x‖²/2)/√(2m) · (exp ω_iᵀx .., exp -ω_iᵀx ..)``, ``r = 2m``;
+  ``φ(x)ᵀφ(y) = Λ·(1/m)Σ cosh ω_iᵀ(x+y)`` with ``Λ = exp(-(‖x‖²+‖y‖²)/2)``.
+
+Layout: blocks ``[f_1 block | f_2 block]`` (Performer Eq 5). Unbiasedness holds for any rows with the
+marginal ``N(0, I_d)`` (iid Gaussian or ORF with chi norms); rows uniform on ``√d S^{d-1}`` give the
+regularized kernel SMREG instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._checks import NumericalError, as_float_array, check_choice, check_same_last_dim
+
+__all__ = [
+    "Features",
+    "trig_features",
+    "positive_features",
+    "hyperbolic_features",
+    "random_features",
+    "FEATURE_MAPS",
+]
+
+
+@dataclass(frozen=True)
+class Features:
+    """Feature matrix in factored form: ``φ(x_i) = values[..., i, :] * exp(log_scale[..., i])``.
+
+    Attributes
+    ----------
+    values : ndarray, shape ``(..., L, r)``
+    log_scale : ndarray, shape ``(..., L)``
+    """
+
+    values: np.ndarray
+    log_scale: np.ndarray
+
+    def __post_init__(self):
+        if self.values.ndim < 2 or self.log_scale.shape != self.values.shape[:-1]:
+            raise ValueError(f"Features: log_scale shape {self.log_scale.shape} must equal values shape "
+                             f"{self.values.shape} without its last axis")
+
+    @classmethod
+    def plain(cls, values, *, name: str = "features", dtype=np.float64) -> Features:
+        """Wrap an ordinary feature matrix ``(..., L, r)`` (``log_scale = 0``)."""
+        values = as_float_array(values, name, dtype=dtype, min_ndim=2)
+        return cls(values, np.zeros(values.shape[:-1], values.dtype))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    @property
+    def num_features(self) -> int:
+        return self.values.shape[-1]
+
+    def dense(self) -> np.ndarray:
+        """The feature matrix itself; raises :class:`NumericalError` if it overflows."""
+        with np.errstate(over="ignore"):
+            out = self.values * np.exp(self.log_scale)[..., None]
+        if not np.isfinite(out).all():
+            raise NumericalError("feature values overflow; keep them factored (see Features)")
+        return out
+
+    def kernel(self, other: Features, *, log: bool = False):
+        """Estimated Gram matrix ``φ(x_i)ᵀφ(y_j)`` of shape ``(..., N, M)``.
+
+        With ``log=True`` returns ``(sign, logabs)`` so that the estimate is ``sign·exp(logabs)``
+        (``logabs = -inf`` where the estimate is exactly 0), which never overflows.
+        """
+        dot = self.values @ np.swapaxes(other.values, -1, -2)
+        shift = self.log_scale[..., :, None] + other.log_scale[..., None, :]
+        if log:
+            with np.errstate(divide="ignore"):
+                return np.sign(dot), np.log(np.abs(dot)) + shift
+        with np.errstate(over="ignore"):
+            out = dot * np.exp(shift)
+        if not np.isfinite(out).all():
+            raise NumericalError("kernel estimate overflows; call kernel(..., log=True)")
+        return out
+
+
+def _project(x, omega, dtype):
+    x = as_float_array(x, "x", dtype=dtype, min_ndim=1)
+    omega = as_float_array(omega, "omega", dtype=dtype, ndim=2)
+    check_same_last_dim(x, omega, "x", "omega")
+    if x.ndim == 1:
+        x = x[None, :]
+    return x, omega, x @ omega.T
+
+
+def _half_sq_norm(x):
+    return 0.5 * np.einsum("...i,...i->...", x, x)
+
+
+#: Largest |ω_jᵀx| for which exp() is taken without a per-row shift: values then lie in
+#: [e^-B, e^B], so products of two stay well inside the dtype's range (float64: e^±709, float32: e^±88).
+_SAFE_EXPONENT = {np.dtype(np.float64): 150.0, np.dtype(np.float32): 20.0}
+
+
+def _exp_rows(log_phi: np.ndarray, row_offset: np.ndarray, stabilize: bool, row_bound: np.ndarray) -> Features:
+    """Features ``exp(log_phi - row_offset)``, overwriting ``log_phi`` (a fresh array) in place.
+
+    ``row_offset`` is never exponentiated when stabilising: it becomes ``log_scale``. A row whose
+    ``row_bound`` (an upper bound of its ``|log_phi|``, from Cauchy-Schwarz) is small is exponentiated
+    as it is; any other row moves its maximum into ``log_scale`` too (values in ``(0, 1]``). The choice
+    is per row, so one token's features never depend on another token (causal attention needs this).
+    """
+    if stabilize:
+        unsafe = row_bound > _SAFE_EXPONENT[log_phi.dtype]
+        if unsafe.any():
+            shift = np.where(unsafe, log_phi.max(axis=-1), 0.0).astype(log_phi.dtype, copy=False)
+            log_phi -= shift[..., None]
+            row_offset = row_offset - shift
+        np.exp(log_phi, out=log_phi)
+        return Features(log_phi, -row_offset)
+    log_phi -= row_offset[..., None]
+    with np.errstate(over="ignore", under="ignore"):
+        np.exp(log_phi, out=log_phi)
+    if (log_phi == 0).any():
+        raise NumericalError("unstabilized positive features underflow to 0; use stabilize=True")
+    return _unstabilized(log_phi)
+
+
+def _projection_bound(x: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    """Per row ``‖x_i‖ · max_j ‖ω_j‖ >= max_j |ω_jᵀx_i|`` (Cauchy-Schwarz)."""
+    return np.sqrt(4.0 * _half_sq_norm(x) * _half_sq_norm(omega).max(initial=0.0))
+
+
+def _unstabilized(values: np.ndarray) -> Features:
+    if not np.isfinite(values).all():
+        raise NumericalError("unstabilized features overflow; use stabilize=True")
+    return Features(values, np.zeros(values.shape[:-1], values.dtype))
+
+
+def trig_features(x, omega, *, stabilize: bool = True, dtype=np.float64) -> Features:
+    r"""Trigonometric random features ``exp(‖x‖²/2)/√m·[sin(Wx), cos(Wx)]`` (Performer Sec 2.3).
+
+    Parameters
+    ----------
+    x : array_like, shape ``(..., L, d)`` (or ``(d,)``)
+        Inputs, already scaled (attention uses ``q/d^{1/4}``).
+    omega : array_like, shape ``(m, d)``
+        Projection rows; marginally ``N(0, I_d)`` for an unbiased estimate of ``SM``.
+    stabilize : bool
+        Keep ``exp(‖x‖²/2)/√m`` as ``log_scale`` (default) or multiply it in (may overflow).
+
+    Returns
+    -------
+    Features with ``r = 2m`` columns; values can be negative, so renormalisers can be ``<= 0``.
+
+    Notes
+    -----
+    ``E φ(x)ᵀφ(y) = exp((‖x‖²+‖y‖²)/2) E cos(ωᵀ(x-y)) = SM(x, y)``. Cost ``O(Lmd)``.
+
+    Examples
+    --------
+    >>> f = trig_features([[0.0, 0.0]], np.ones((3, 2)))
+    >>> f.kernel(f)  # x = y = 0: SM = 1 exactly, for any omega
+    array([[1.]])
+    """
+    x, omega, proj = _project(x, omega, dtype)
+    m = omega.shape[0]
+    values = np.empty(proj.shape[:-1] + (2 * m,), proj.dtype)
+    np.sin(proj, out=values[..., :m])
+    np.cos(proj, out=values[..., m:])
+    log_scale = _half_sq_norm(x) - 0.5 * np.log(m)
+    if stabilize:
+        return Features(values, log_scale)
+    with np.errstate(over="ignore"):
+        values *= np.exp(log_scale)[..., None]
+    return _unstabilized(values)
+
+
+def positive_features(x, omega, *, stabilize: bool = True, dtype=np.float64) -> Features:
+    r"""Positive random features ``exp(ω_iᵀx - ‖x‖²/2)/√m`` (FAVOR+, Performer Lemma 1, SM⁺).
+
+    The exponent is formed in the computation dtype before exponentiating; with ``stabilize`` each row's
+    maximum exponent becomes its ``log_scale``, so ``values`` lie in ``(0, 1]``.
+
+    Notes
+    -----
+    ``E φ(x)ᵀφ(y) = exp(-(‖x‖²+‖y‖²)/2) E exp(ωᵀ(x+y)) = SM(x, y)`` for ``ω ~ N(0, I_d)``. Cost ``O(Lmd)``.
+
+    Examples
+    --------
+    >>> f = positive_features([[0.0, 0.0]], np.ones((4, 2)))
+    >>> f.kernel(f)
+    array([[1.]])
+    """
+    x, omega, proj = _project(x, omega, dtype)
+    m = omega.shape[0]
+    return _exp_rows(proj, _half_sq_norm(x) + 0.5 * np.log(m), stabilize, _projection_bound(x, omega))
+
+
+def hyperbolic_features(x, omega, *, stabilize: bool = True, dtype=np.float64) -> Features:
+    r"""Hyperbolic positive features ``exp(±ω_iᵀx - ‖x‖²/2)/√(2m)`` (Performer Lemma 1, SM^hyp+).
+
+    The antithetic halves use the identical rows ``+ω_i`` and ``-ω_i``; ``r = 2m``.
+
+    Notes
+    -----
+    ``φ(x)ᵀφ(y) = Λ·(1/m)Σ_i cosh(ω_iᵀ(x+y))``, ``Λ = exp(-(‖x‖²+‖y‖²)/2)``, unbiased for ``SM(x, y)``.
+    """
+    x, omega, proj = _project(x, omega, dtype)
+    m = omega.shape[0]
+    log_phi = np.empty(proj.shape[:-1] + (2 * m,), proj.dtype)
+    log_phi[..., :m] = proj
+    np.negative(proj, out=log_phi[..., m:])
+    return _exp_rows(log_phi, _half_sq_norm(x) + 0.5 * np.log(2 * m), stabilize,
+                     _projection_bound(x, omega))
+
+
+#: Named softmax-kernel feature maps for :func:`random_features`.
+FEATURE_MAPS = {
+    "trig": trig_features,
+    "positive": positive_features,
+    "hyperbolic": hyperbolic_features,
+}
+
+
+def random_features(kind: str, x, omega, *, stabilize: bool = True, dtype=np.float64) -> Features:
+    """Apply a feature map by name: one of :data:`FEATURE_MAPS`."""
+    kind = check_choice(kind, "kind", FEATURE_MAPS)
+    return FEATURE_MAPS[kind](x, omega, stabilize=stabilize, dtype=dtype)

@@ -1,0 +1,1 @@
+"""rfkit.validation — claims, Monte Carlo checks, verdicts, results, reports and the ``rfkit`` CLI."""

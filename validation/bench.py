@@ -1,0 +1,203 @@
+"""``rfkit bench``: speed and memory of the estimators against exact attention, measured side by side.
+
+Each row is one *case* (an estimator at one size) timed in this process, in one run:
+
+* ``seconds`` — the best of several timed calls (inputs prepared outside the timer);
+* ``gflops`` — the case's exact matrix-product flop count (:mod:`rfkit.theory.cost`) over ``seconds``;
+* ``roofline_fraction`` — achieved flop rate over the flop rate of *plain numpy matrix products of the
+  same shapes*, timed in the same run: the practical limit of this machine's BLAS for this work;
+* ``peak_bytes`` — peak traced allocation (``tracemalloc``, which numpy reports to) during one call;
+* ``speedup_vs_exact`` / ``memory_vs_exact`` — exact softmax attention's time / this time and this
+  peak / exact's peak at the same ``L`` and direction (``null`` where exact is not run).
+
+Timings are measurements, never assertions: tests check the rows' structure and the memory law, not
+speed.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+import tracemalloc
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rfkit.estimators import (
+    linear_attention,
+    orthogonal_projection,
+    positive_features,
+    softmax_attention,
+)
+from rfkit.estimators.attention import DEFAULT_CHUNK_SIZE
+from rfkit.theory.cost import (
+    feature_map_gemms,
+    gemm_flops,
+    linear_attention_gemms,
+    softmax_attention_gemms,
+)
+
+__all__ = ["Case", "default_cases", "run_cases", "measure_roofline", "format_table"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark row: ``setup()`` prepares inputs and returns the zero-argument call to time."""
+
+    name: str
+    params: dict
+    setup: Callable[[], Callable[[], object]]
+    gemms: tuple
+    baseline: str | None = None  # name of the exact case with the same L and direction
+    extra: dict = field(default_factory=dict)
+
+
+def _best_time(fn: Callable[[], object], *, min_total: float, max_runs: int) -> float:
+    fn()  # warm-up: first-touch of caches, lazy imports
+    times, total = [], 0.0
+    while len(times) < max_runs and (total < min_total or len(times) < 2):
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        total += dt
+    return min(times)
+
+
+def _peak_bytes(fn: Callable[[], object]) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def measure_roofline(gemms, *, dtype=np.float64, min_total: float = 0.2, max_runs: int = 10,
+                     rng=None) -> float:
+    """Seconds that plain numpy matrix products of exactly these shapes take (best of several runs)."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    operands = [(rng.standard_normal((n, k)).astype(dtype), rng.standard_normal((k, p)).astype(dtype), c)
+                for n, k, p, c in gemms]
+
+    def products():
+        for a, b, c in operands:
+            for _ in range(c):
+                a @ b
+
+    return _best_time(products, min_total=min_total, max_runs=max_runs)
+
+
+def _qkv(length: int, d: int, dv: int, dtype, seed: int):
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((length, n)).astype(dtype) for n in (d, d, dv))
+    return q, k, v
+
+
+def _exact_case(length: int, d: int, causal: bool, dtype) -> Case:
+    def setup():
+        q, k, v = _qkv(length, d, d, dtype, 1)
+        return lambda: softmax_attention(q, k, v, causal=causal, dtype=dtype)
+
+    direction = "causal" if causal else "bidirectional"
+    return Case(f"exact softmax ({direction})", dict(L=length, d=d, m=None, dtype=np.dtype(dtype).name,
+                                                     causal=causal),
+                setup, softmax_attention_gemms(length, length, d, d))
+
+
+def _favor_case(length: int, d: int, m: int, causal: bool, dtype, *, features_included: bool) -> Case:
+    scale = d ** -0.25
+
+    def setup():
+        q, k, v = _qkv(length, d, d, dtype, 1)
+        w = orthogonal_projection(m, d, rng=2, dtype=dtype)
+        if features_included:
+            return lambda: linear_attention(positive_features(q * scale, w, dtype=dtype),
+                                            positive_features(k * scale, w, dtype=dtype), v,
+                                            causal=causal, dtype=dtype)
+        qf = positive_features(q * scale, w, dtype=dtype)
+        kf = positive_features(k * scale, w, dtype=dtype)
+        return lambda: linear_attention(qf, kf, v, causal=causal, dtype=dtype)
+
+    direction = "causal" if causal else "bidirectional"
+    gemms = linear_attention_gemms(length, m, d, causal=causal, chunk=DEFAULT_CHUNK_SIZE)
+    if features_included:
+        gemms = gemms + feature_map_gemms(length, d, m, batch=2)
+        name = f"favor+ positive ORF ({direction})"
+    else:
+        name = f"linear attention from features ({direction})"
+    return Case(name, dict(L=length, d=d, m=m, dtype=np.dtype(dtype).name, causal=causal), setup, gemms,
+                baseline=f"exact softmax ({direction})")
+
+
+def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.float64) -> list[Case]:
+    """FAVOR+-style linear attention vs exact softmax attention, d = 64, m = 256.
+
+    ``L ∈ {1024, 4096, 16384}`` bidirectional and causal, plus causal FAVOR+ at ``L = 65,536`` (exact
+    attention is not run there: its ``L×L`` matrix would take 34 GB). The full run adds ``L = 32,768``.
+    ``lengths`` replaces the lengths (and drops the ``L = 65,536`` row).
+    """
+    d, m = 64, 256
+    custom = lengths is not None
+    if not custom:
+        lengths = [1024, 4096, 16384] + ([] if quick else [32768])
+    cases = []
+    for length in lengths:
+        for causal in (False, True):
+            cases.append(_exact_case(length, d, causal, dtype))
+            cases.append(_favor_case(length, d, m, causal, dtype, features_included=True))
+            cases.append(_favor_case(length, d, m, causal, dtype, features_included=False))
+    if not custom:
+        cases.append(_favor_case(65536, d, m, True, dtype, features_included=True))
+    return cases
+
+
+def run_cases(cases: Iterable[Case], *, quick: bool = True, progress: bool = False) -> list[dict]:
+    """Time every case and its roofline; return one dict per row (see the module docstring)."""
+    cases = list(cases)
+    min_total, max_runs = (0.3, 5) if quick else (1.0, 20)
+    rows: list[dict] = []
+    iterator = cases
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(cases, desc="bench", unit="case", leave=False)
+    for case in iterator:
+        fn = case.setup()
+        seconds = _best_time(fn, min_total=min_total, max_runs=max_runs)
+        peak = _peak_bytes(fn)
+        del fn
+        gc.collect()
+        flops = gemm_flops(case.gemms)
+        dtype = np.dtype(case.params["dtype"])
+        roof = measure_roofline(case.gemms, dtype=dtype, min_total=min(min_total, 0.2), max_runs=max_runs)
+        rows.append(dict(name=case.name, **case.params, seconds=seconds, gflops=flops / seconds / 1e9,
+                         roofline_fraction=roof / seconds, peak_bytes=peak, flops=flops,
+                         baseline=case.baseline, **case.extra))
+    by_key = {(r["name"], r["L"]): r for r in rows}
+    for r in rows:
+        base = by_key.get((r.pop("baseline"), r["L"]))
+        r["speedup_vs_exact"] = base["seconds"] / r["seconds"] if base else None
+        r["memory_vs_exact"] = r["peak_bytes"] / base["peak_bytes"] if base else None
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """A fixed-width text table of the rows."""
+    head = f"{'name':44} {'L':>6} {'m':>4} {'seconds':>9} {'GFLOP/s':>8} {'roofline':>8} {'peak MiB':>9} " \
+           f"{'vs exact':>8}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        speed = f"{r['speedup_vs_exact']:.1f}x" if r["speedup_vs_exact"] else "-"
+        lines.append(f"{r['name']:44} {r['L']:>6} {r['m'] or '-':>4} {r['seconds']:>9.4f} {r['gflops']:>8.1f} "
+                     f"{r['roofline_fraction']:>8.2f} {r['peak_bytes'] / 2**20:>9.1f} {speed:>8}")
+    return "\n".join(lines)
+
+
+def to_json_lines(rows: list[dict]) -> str:
+    return "\n".join(json.dumps(r) for r in rows)

@@ -1,0 +1,84 @@
+"""Statistical assertions for a user's pytest suite: regression-test estimator math with stated power.
+
+Each assertion runs one of :mod:`rfkit.validation.stats`' procedures and raises ``AssertionError`` with
+the evidence (the witness) when the estimator violates the property at level ``alpha``, when the test
+cannot be trusted (heavy tails), or when it is too weak to see a violation of size ``tolerance``
+(``mde > tolerance``). It returns the :class:`~rfkit.validation.stats.Evidence` otherwise.
+
+A deterministic test (fixed seed) fails with probability at most ``alpha`` over seeds when the property
+holds: choose ``alpha`` as the false-failure rate you accept.
+
+Example
+-------
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> ev = assert_unbiased(rng.normal(1.0, 1.0, 10_000), 1.0, tolerance=0.1)
+>>> ev.p_value > 1e-3
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+from rfkit.validation.stats import Evidence, binomial_test, mean_test, slope_test
+
+__all__ = ["assert_unbiased", "assert_moment_matches", "assert_tail_bound", "assert_rate"]
+
+
+def _describe(ev: Evidence) -> str:
+    return (f"estimate {ev.estimate:.6g} vs prediction {ev.prediction:.6g} (stderr {ev.stderr:.3g}, "
+            f"statistic {ev.statistic:.3g}, p = {ev.p_value:.3g}, n = {ev.n}, {ev.method}; "
+            f"minimal detectable effect {ev.mde:.3g})")
+
+
+def _judge(ev: Evidence, what: str, alpha: float, tolerance: float | None) -> Evidence:
+    if ev.flags:
+        raise AssertionError(f"cannot test {what}: {'; '.join(ev.flags)} — {_describe(ev)}")
+    if ev.p_value < alpha:
+        raise AssertionError(f"{what} violated at alpha = {alpha:g}: {_describe(ev)}")
+    if tolerance is not None and not ev.mde <= tolerance:
+        raise AssertionError(f"test of {what} underpowered: it detects only violations >= {ev.mde:.3g}, "
+                             f"more than tolerance {tolerance:g}; add replicates — {_describe(ev)}")
+    return ev
+
+
+def assert_unbiased(samples, target: float, *, alpha: float = 1e-3, tolerance: float | None = None,
+                    relative: bool = True, sd: float | None = None, power: float = 0.8) -> Evidence:
+    """Assert ``E[estimate] = target`` from iid replicates of an estimator.
+
+    ``tolerance`` is the smallest bias that matters (relative to ``|target|`` when ``relative``);
+    ``sd`` the exact per-replicate standard deviation if known (a z test, else batch means).
+    """
+    scale = abs(target) if relative and target != 0 else 1.0
+    ev = mean_test(samples, target, alpha=alpha, power=power, scale=scale, sd=sd)
+    return _judge(ev, "unbiasedness", alpha, tolerance)
+
+
+def assert_moment_matches(squared_errors, predicted: float, *, alpha: float = 1e-3,
+                          tolerance: float | None = None, sd: float | None = None,
+                          power: float = 0.8) -> Evidence:
+    """Assert ``E[(T - θ)²] = predicted`` (an MSE or variance formula) from replicates' squared errors.
+
+    Effects are relative: ``estimate = MSE_hat / predicted`` compared with 1.
+    """
+    if not predicted > 0:
+        raise ValueError(f"predicted must be > 0, got {predicted}")
+    ev = mean_test(squared_errors, predicted, alpha=alpha, power=power, scale=predicted, sd=sd)
+    return _judge(ev, "the moment formula", alpha, tolerance)
+
+
+def assert_tail_bound(exceedances: int, n: int, bound: float, *, alpha: float = 1e-3,
+                      tolerance: float | None = None, power: float = 0.8) -> Evidence:
+    """Assert ``P(exceed) <= bound`` from ``exceedances`` out of ``n`` independent trials."""
+    ev = binomial_test(exceedances, n, bound, alpha=alpha, power=power)
+    return _judge(ev, f"the tail bound {bound:g}", alpha, tolerance)
+
+
+def assert_rate(x, y, y_se, slope: float, *, alpha: float = 1e-3, tolerance: float | None = None,
+                alternative: str = "two-sided", power: float = 0.8) -> Evidence:
+    """Assert that ``y`` scales as ``x**slope`` (log-log slope, WLS with the standard errors ``y_se``)."""
+    ev = slope_test(x, y, y_se, slope, alpha=alpha, power=power, alternative=alternative)
+    if tolerance is not None and math.isnan(ev.estimate):
+        raise AssertionError(f"rate undefined: {'; '.join(ev.flags)}")
+    return _judge(ev, f"the rate x^{slope:g}", alpha, tolerance)
