@@ -75,29 +75,43 @@ def haar_orthogonal(d: int, *, rng, size: int | None = None, dtype=np.float64) -
     return _sign_fix(q, r).astype(dt, copy=False)
 
 
-def _radial(m: int, d: int, norms: str, rng: np.random.Generator) -> np.ndarray:
+def _radial(shape: tuple[int, ...], d: int, norms: str, rng: np.random.Generator) -> np.ndarray:
     if norms == "chi":
-        return np.sqrt(rng.chisquare(d, size=m))
+        return np.sqrt(rng.chisquare(d, size=shape))
     if norms == "sqrt_d":
-        return np.full(m, np.sqrt(d))
-    return np.ones(m)
+        return np.full(shape, np.sqrt(d))
+    return np.ones(shape)
 
 
-def gaussian_projection(m: int, d: int, *, rng, dtype=np.float64) -> np.ndarray:
-    """Rows iid ``N(0, I_d)``: ``W`` of shape ``(m, d)``. Unbiased projections for SM and ``K_gauss``."""
+def _shape(m: int, d: int, size: int | None) -> tuple[int, ...]:
+    return (m, d) if size is None else (check_positive_int(size, "size"), m, d)
+
+
+def gaussian_projection(m: int, d: int, *, rng, size: int | None = None, dtype=np.float64) -> np.ndarray:
+    """Rows iid ``N(0, I_d)``: ``W`` of shape ``(m, d)`` (``(size, m, d)`` for ``size`` independent draws).
+
+    Unbiased projections for SM and ``K_gauss``.
+    """
     m, d = check_positive_int(m, "m"), check_positive_int(d, "d")
-    return check_rng(rng).standard_normal((m, d)).astype(compute_dtype(dtype), copy=False)
+    return check_rng(rng).standard_normal(_shape(m, d, size)).astype(compute_dtype(dtype), copy=False)
 
 
-def spherical_projection(m: int, d: int, *, rng, dtype=np.float64) -> np.ndarray:
+def spherical_projection(m: int, d: int, *, rng, size: int | None = None, dtype=np.float64) -> np.ndarray:
     """Rows iid uniform on the sphere of radius ``√d`` (``√d·g/‖g‖``, ``g ~ N(0, I_d)``); SMREG's law."""
     m, d = check_positive_int(m, "m"), check_positive_int(d, "d")
-    g = check_rng(rng).standard_normal((m, d))
-    w = np.sqrt(d) * g / np.linalg.norm(g, axis=1, keepdims=True)
+    g = check_rng(rng).standard_normal(_shape(m, d, size))
+    w = np.sqrt(d) * g / np.linalg.norm(g, axis=-1, keepdims=True)
     return w.astype(compute_dtype(dtype), copy=False)
 
 
-def orthogonal_projection(m: int, d: int, *, rng, norms: str = "chi", dtype=np.float64) -> np.ndarray:
+def _haar_frame(d: int, k: int, rng: np.random.Generator, lead: tuple[int, ...]) -> np.ndarray:
+    """``k <= d`` Haar-orthonormal rows in ``R^d``: the thin QR of a ``d×k`` Gaussian, sign-fixed."""
+    q, r = np.linalg.qr(rng.standard_normal(lead + (d, k)))
+    return np.swapaxes(_sign_fix(q, r), -1, -2)
+
+
+def orthogonal_projection(m: int, d: int, *, rng, norms: str = "chi", size: int | None = None,
+                          dtype=np.float64) -> np.ndarray:
     """Orthogonal random features: Haar-orthonormal directions in blocks of ``d`` rows, independent norms.
 
     Parameters
@@ -110,10 +124,13 @@ def orthogonal_projection(m: int, d: int, *, rng, norms: str = "chi", dtype=np.f
         Radial law of each row, independent of the directions and of each other: ``chi`` (each row is
         marginally ``N(0, I_d)``; unbiased for SM), ``sqrt_d`` (marginally uniform on ``√d S^{d-1}``;
         the regularized softmax kernel SMREG), ``unit`` (diagnostic).
+    size : int, optional
+        Number of independent projection matrices; the result then has shape ``(size, m, d)``.
 
     Notes
     -----
-    Cost: one ``d×d`` QR per block, ``O(⌈m/d⌉ d³)``; storage ``O(md)``.
+    A block of ``k <= d`` rows is a Haar ``k``-frame, the sign-fixed thin QR of a ``d×k`` Gaussian matrix
+    (the first ``k`` columns of a Haar orthogonal matrix). Cost ``O(m d²)`` per matrix; storage ``O(md)``.
 
     Examples
     --------
@@ -124,16 +141,23 @@ def orthogonal_projection(m: int, d: int, *, rng, norms: str = "chi", dtype=np.f
     m, d = check_positive_int(m, "m"), check_positive_int(d, "d")
     norms = check_choice(norms, "norms", NORM_LAWS)
     rng = check_rng(rng)
-    blocks = -(-m // d)
-    directions = haar_orthogonal(d, rng=rng, size=blocks).reshape(blocks * d, d)[:m]
-    w = directions * _radial(m, d, norms, rng)[:, None]
+    lead = () if size is None else (check_positive_int(size, "size"),)
+    full, rest = divmod(m, d)
+    parts = []
+    if full:
+        blocks = _haar_frame(d, d, rng, lead + (full,))
+        parts.append(blocks.reshape(lead + (full * d, d)))
+    if rest:
+        parts.append(_haar_frame(d, rest, rng, lead))
+    directions = np.concatenate(parts, axis=-2) if len(parts) > 1 else parts[0]
+    w = directions * _radial(lead + (m,), d, norms, rng)[..., None]
     return w.astype(compute_dtype(dtype), copy=False)
 
 
-def rademacher_projection(m: int, d: int, *, rng, dtype=np.float64) -> np.ndarray:
-    """Entries iid uniform on ``{-1, +1}``: ``W`` of shape ``(m, d)``."""
+def rademacher_projection(m: int, d: int, *, rng, size: int | None = None, dtype=np.float64) -> np.ndarray:
+    """Entries iid uniform on ``{-1, +1}``: ``W`` of shape ``(m, d)`` (or ``(size, m, d)``)."""
     m, d = check_positive_int(m, "m"), check_positive_int(d, "d")
-    signs = check_rng(rng).integers(0, 2, size=(m, d), dtype=np.int8)
+    signs = check_rng(rng).integers(0, 2, size=_shape(m, d, size), dtype=np.int8)
     return (2 * signs - 1).astype(compute_dtype(dtype))
 
 
@@ -146,7 +170,8 @@ PROJECTIONS = {
 }
 
 
-def projection(kind: str, m: int, d: int, *, rng, dtype=np.float64, **options) -> np.ndarray:
+def projection(kind: str, m: int, d: int, *, rng, size: int | None = None, dtype=np.float64,
+               **options) -> np.ndarray:
     """Draw a projection matrix by name: one of :data:`PROJECTIONS` (``options`` go to the sampler)."""
     kind = check_choice(kind, "kind", PROJECTIONS)
-    return PROJECTIONS[kind](m, d, rng=rng, dtype=dtype, **options)
+    return PROJECTIONS[kind](m, d, rng=rng, size=size, dtype=dtype, **options)

@@ -1,20 +1,148 @@
-"""The ``rfkit`` command line."""
+"""The ``rfkit`` command line.
+
+Exit status: 0 success; 1 a ``--fail-on`` condition was met; 2 bad usage (unknown claim, paper or tier,
+an unwritable output folder); 3 the run itself failed (a check raised).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
+from pathlib import Path
 
-from rfkit.validation.claims import all_claims
+from rfkit.validation.claims import all_claims, get_claim, papers
+from rfkit.validation.model import TIERS
+
+EXIT_FAIL_ON, EXIT_USAGE, EXIT_RUN_FAILED = 1, 2, 3
+
+
+class UsageError(Exception):
+    """A user mistake on the command line: printed as one line, exit status 2."""
+
+
+def _claims_for(args) -> list:
+    if args.claim:
+        try:
+            claims = [get_claim(cid) for cid in args.claim]
+        except KeyError as exc:
+            raise UsageError(exc.args[0]) from None
+    else:
+        claims = all_claims()
+    if args.paper:
+        if args.paper not in papers():
+            raise UsageError(f"unknown paper {args.paper!r}; expected one of {papers()}")
+        claims = [c for c in claims if c.paper == args.paper]
+    return claims
 
 
 def _cmd_list(args) -> int:
-    claims = all_claims()
-    if args.paper:
-        claims = [c for c in claims if c.paper == args.paper]
-    for c in claims:
+    if args.paper and args.paper not in papers():
+        raise UsageError(f"unknown paper {args.paper!r}; expected one of {papers()}")
+    for c in all_claims():
+        if args.paper and c.paper != args.paper:
+            continue
         print(c.id if args.ids else f"{c.id:48} {c.kind:12} {c.source}")
+    return 0
+
+
+def _cmd_show(args) -> int:
+    try:
+        claim = get_claim(args.id)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if args.witness:
+        return _show_witness(claim, Path(args.out))
+    print(f"{claim.id}  ({claim.paper}, {claim.kind})")
+    print(f"source:      {claim.source}")
+    print(f"statement:   {claim.statement}")
+    print(f"hypotheses:  {claim.hypotheses}")
+    print(f"tolerance:   {claim.tolerance:g} {claim.units}")
+    if len(claim.variants) > 1:
+        for v in claim.variants:
+            print(f"variant:     {v}  {claim.variant_notes.get(v, '')}")
+    for tier in TIERS:
+        cells = sum(len(claim.cells(tier, v)) for v in claim.variants)
+        search = claim.n_restarts(tier) * len(claim.variants)
+        print(f"tier {tier:6} {cells} grid cells, {search} search restarts, {claim.n_replicates(tier)} replicates")
+    if claim.roles:
+        print(f"roles:       {', '.join(claim.roles)}")
+    if claim.untestable:
+        print(f"untestable:  {claim.untestable}")
+    return 0
+
+
+def _show_witness(claim, out: Path) -> int:
+    from rfkit.validation.engine import run_cell, spec_from_witness
+
+    path = out / "verdicts.json"
+    if not path.exists():
+        raise UsageError(f"{path} not found: run `rfkit validate --claim {claim.id} --out {out}` first")
+    entry = next((c for c in json.loads(path.read_text())["claims"] if c["id"] == claim.id), None)
+    if entry is None:
+        raise UsageError(f"{claim.id} is not in {path}")
+    witness = entry.get("witness")
+    if not witness:
+        print(f"{claim.id}: {entry['verdict']} — no witness (only refuted claims store one)")
+        return 0
+    outcome = run_cell(spec_from_witness(witness, claim))
+    print(f"{claim.id}: {entry['verdict']}; witness cell {json.dumps(witness['params'])} variant "
+          f"{witness['variant']} ({witness['kind']}), seed {witness['seed']}, tier {witness['tier']}")
+    if outcome.error:
+        print(f"re-evaluation failed: {outcome.error}")
+        return EXIT_RUN_FAILED
+    ev = outcome.evidence
+    for key in ("estimate", "prediction", "effect", "upper", "p_value", "statistic"):
+        print(f"  {key:10} stored {witness[key]!s:>24}   re-evaluated {getattr(ev, key)!s:>24}")
+    same = all(str(witness[k]) == str(getattr(ev, k)) or witness[k] == getattr(ev, k)
+               for k in ("estimate", "statistic", "p_value"))
+    print("  reproduced exactly" if same else "  differs from the stored witness")
+    return 0
+
+
+def _writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".rfkit-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write to output folder {out}: {exc.strerror or exc}") from None
+
+
+def _cmd_validate(args) -> int:
+    from rfkit.validation.engine import validate
+    from rfkit.validation.report import text_table, write_reports
+    from rfkit.validation.results import write_run
+
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    claims = _claims_for(args)
+    if not claims:
+        raise UsageError("no claims selected")
+    out = Path(args.out)
+    _writable(out)
+    run = validate(claims, tier=args.tier, seed=args.seed, alpha=args.alpha, workers=args.workers,
+                   scheduler=args.scheduler, progress=False if args.quiet else None)
+    write_run(run, out)
+    write_reports(run, out, latex=args.latex, figures=not args.no_figures)
+    if not args.quiet:
+        print(text_table(run))
+        print(f"\nwrote {out}/verdicts.json, {out}/report.md, {out}/report.html and {len(run.claims)} result(s) "
+              f"in {out}/results/ ({run.seconds:.1f} s)")
+    if run.failed:
+        for c in run.claims:
+            for o in c.outcomes:
+                if o.error:
+                    print(f"error in {c.claim.id}: {o.error}", file=sys.stderr)
+                    break
+        return EXIT_RUN_FAILED
+    verdicts = {c.verdict for c in run.claims}
+    if args.fail_on == "refuted" and "refuted" in verdicts:
+        return EXIT_FAIL_ON
+    if args.fail_on == "inconclusive" and verdicts & {"refuted", "inconclusive"}:
+        return EXIT_FAIL_ON
     return 0
 
 
@@ -28,7 +156,8 @@ def _cmd_bench(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rfkit", description=__doc__)
+    parser = argparse.ArgumentParser(prog="rfkit", description="Random-feature attention estimators and "
+                                     "measured verdicts on the claims made about them.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("list", help="list registered claims")
@@ -36,11 +165,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ids", action="store_true", help="print claim ids only, one per line")
     p.set_defaults(func=_cmd_list)
 
+    p = sub.add_parser("show", help="describe a claim, or re-evaluate its stored witness")
+    p.add_argument("id", help="claim id")
+    p.add_argument("--witness", action="store_true", help="re-run the witness stored in OUT/verdicts.json")
+    p.add_argument("--out", default="rfkit-out", help="output folder of a previous validate run")
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("validate", help="test claims and compute verdicts")
+    p.add_argument("--paper", help="only this paper's claims")
+    p.add_argument("--claim", nargs="+", metavar="ID", help="only these claims")
+    p.add_argument("--tier", choices=TIERS, default="quick", help="sweep size (default quick)")
+    p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    p.add_argument("--alpha", type=float, default=1e-3, help="family-wise level per claim (default 1e-3)")
+    p.add_argument("--out", default="rfkit-out", help="output folder (default rfkit-out)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--workers", type=int, help="run cells on a local dask cluster of N processes")
+    group.add_argument("--scheduler", metavar="ADDRESS", help="run cells on an existing dask scheduler")
+    p.add_argument("--fail-on", choices=("refuted", "inconclusive"),
+                   help="exit 1 if a claim is refuted (or refuted or inconclusive)")
+    p.add_argument("--latex", action="store_true", help="also write OUT/verdicts.tex")
+    p.add_argument("--no-figures", action="store_true", help="skip the per-claim figures")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    p.set_defaults(func=_cmd_validate)
+
     p = sub.add_parser("bench", help="speed and memory against exact attention")
     p.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
     p.add_argument("--json", action="store_true", help="one JSON object per row")
-    p.add_argument("--lengths", type=int, nargs="+", metavar="L",
-                   help="sequence lengths to run instead of the defaults")
+    p.add_argument("--lengths", type=int, nargs="+", metavar="L", help="sequence lengths instead of the defaults")
     p.set_defaults(func=_cmd_bench)
     return parser
 
@@ -49,4 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE") and argv is None:  # `rfkit ... | head` ends quietly
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"rfkit {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,9 +1,10 @@
 """Statistical assertions for a user's pytest suite: regression-test estimator math with stated power.
 
 Each assertion runs one of :mod:`rfkit.validation.stats`' procedures and raises ``AssertionError`` with
-the evidence (the witness) when the estimator violates the property at level ``alpha``, when the test
-cannot be trusted (heavy tails), or when it is too weak to see a violation of size ``tolerance``
-(``mde > tolerance``). It returns the :class:`~rfkit.validation.stats.Evidence` otherwise.
+the evidence (the witness) when the estimator violates the property by more than ``tolerance`` at level
+``alpha``, when the test cannot be trusted (heavy tails), or — given a ``tolerance`` — when it cannot
+establish the property to within it (its resolution ``mde`` or its upper confidence bound on the
+violation exceeds ``tolerance``). It returns the :class:`~rfkit.validation.stats.Evidence` otherwise.
 
 A deterministic test (fixed seed) fails with probability at most ``alpha`` over seeds when the property
 holds: choose ``alpha`` as the false-failure rate you accept.
@@ -38,8 +39,11 @@ def _judge(ev: Evidence, what: str, alpha: float, tolerance: float | None) -> Ev
     if ev.p_value < alpha:
         raise AssertionError(f"{what} violated at alpha = {alpha:g}: {_describe(ev)}")
     if tolerance is not None and not ev.mde <= tolerance:
-        raise AssertionError(f"test of {what} underpowered: it detects only violations >= {ev.mde:.3g}, "
+        raise AssertionError(f"test of {what} underpowered: it resolves only deviations >= {ev.mde:.3g}, "
                              f"more than tolerance {tolerance:g}; add replicates — {_describe(ev)}")
+    if tolerance is not None and not ev.upper <= tolerance:
+        raise AssertionError(f"{what} not established: a violation up to {ev.upper:.3g} (> tolerance "
+                             f"{tolerance:g}) cannot be excluded — {_describe(ev)}")
     return ev
 
 
@@ -51,7 +55,7 @@ def assert_unbiased(samples, target: float, *, alpha: float = 1e-3, tolerance: f
     ``sd`` the exact per-replicate standard deviation if known (a z test, else batch means).
     """
     scale = abs(target) if relative and target != 0 else 1.0
-    ev = mean_test(samples, target, alpha=alpha, power=power, scale=scale, sd=sd)
+    ev = mean_test(samples, target, alpha=alpha, power=power, scale=scale, sd=sd, tolerance=tolerance or 0.0)
     return _judge(ev, "unbiasedness", alpha, tolerance)
 
 
@@ -64,21 +68,23 @@ def assert_moment_matches(squared_errors, predicted: float, *, alpha: float = 1e
     """
     if not predicted > 0:
         raise ValueError(f"predicted must be > 0, got {predicted}")
-    ev = mean_test(squared_errors, predicted, alpha=alpha, power=power, scale=predicted, sd=sd)
+    ev = mean_test(squared_errors, predicted, alpha=alpha, power=power, scale=predicted, sd=sd,
+                   tolerance=tolerance or 0.0)
     return _judge(ev, "the moment formula", alpha, tolerance)
 
 
 def assert_tail_bound(exceedances: int, n: int, bound: float, *, alpha: float = 1e-3,
                       tolerance: float | None = None, power: float = 0.8) -> Evidence:
     """Assert ``P(exceed) <= bound`` from ``exceedances`` out of ``n`` independent trials."""
-    ev = binomial_test(exceedances, n, bound, alpha=alpha, power=power)
+    ev = binomial_test(exceedances, n, bound, alpha=alpha, power=power, tolerance=tolerance or 0.0)
     return _judge(ev, f"the tail bound {bound:g}", alpha, tolerance)
 
 
 def assert_rate(x, y, y_se, slope: float, *, alpha: float = 1e-3, tolerance: float | None = None,
                 alternative: str = "two-sided", power: float = 0.8) -> Evidence:
     """Assert that ``y`` scales as ``x**slope`` (log-log slope, WLS with the standard errors ``y_se``)."""
-    ev = slope_test(x, y, y_se, slope, alpha=alpha, power=power, alternative=alternative)
+    ev = slope_test(x, y, y_se, slope, alpha=alpha, power=power, alternative=alternative,
+                    tolerance=tolerance or 0.0)
     if tolerance is not None and math.isnan(ev.estimate):
         raise AssertionError(f"rate undefined: {'; '.join(ev.flags)}")
     return _judge(ev, f"the rate x^{slope:g}", alpha, tolerance)

@@ -1,0 +1,297 @@
+"""The validation engine, tested like an instrument: calibration, power (planted bugs), reproducibility,
+outputs, and the failure modes (underpowered, heavy tails, errors, disagreeing readings)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from rfkit.estimators import Features, is_estimate, linear_attention_quadratic, positive_features
+from rfkit.estimators import projections as proj_mod
+from rfkit.validation import validate
+from rfkit.validation.claims import all_claims, get_claim
+from rfkit.validation.model import Claim
+from rfkit.validation.results import to_dataset
+from rfkit.validation.search import margin_evidence, minimize_margin
+from rfkit.validation.stats import mean_test
+
+
+def run_one(claim_id, **kw):
+    kw.setdefault("tier", "smoke")
+    kw.setdefault("progress", False)
+    return validate([get_claim(claim_id)], **kw).claims[0]
+
+
+# --------------------------------------------------------------------------------- core verdicts
+
+
+def test_core_claims_supported_at_smoke():
+    run = validate(None, paper="core", tier="smoke", seed=0, progress=False)
+    assert {c.claim.id: c.verdict for c in run.claims} == {c.id: "supported" for c in all_claims()
+                                                            if c.paper == "core"}
+    assert not run.failed
+
+
+# ------------------------------------------------------------------------- power: planted bugs
+
+
+def test_planted_wrong_feature_scale_is_refuted():
+    def one_over_m(x, omega):  # 1/m instead of 1/sqrt(m)
+        f = positive_features(x, omega)
+        return Features(f.values, f.log_scale - 0.5 * np.log(omega.shape[0]))
+
+    result = validate([get_claim("core.features.unbiased")], tier="smoke", progress=False,
+                      implementations={"feature_map.positive": one_over_m}).claims[0]
+    assert result.verdict == "refuted"
+    assert result.witness["params"]["feature"] == "positive"
+
+
+def test_planted_missing_sign_fix_is_refuted(monkeypatch):
+    monkeypatch.setattr(proj_mod, "_sign_fix", lambda q, r: q)
+    result = run_one("core.orf.haar_law")
+    assert result.verdict == "refuted"
+
+
+def test_planted_off_by_one_causal_mask_is_refuted():
+    def strict_mask(qf, kf, v, *, causal):
+        a = qf.dense() @ kf.dense().T
+        if causal:
+            a = np.tril(a, k=-1) + np.eye(len(a)) * 1e-300  # excludes the diagonal j = i
+        return (a @ v) / a.sum(axis=1, keepdims=True)
+
+    result = validate([get_claim("core.linear_attention.exact")], tier="smoke", progress=False,
+                      implementations={"linear_attention": strict_mask}).claims[0]
+    assert result.verdict == "refuted"
+    assert result.witness["params"]["direction"] == "causal"
+
+
+def test_planted_denominator_eps_is_refuted():
+    def with_eps(qf, kf, v, *, causal):
+        out = linear_attention_quadratic(qf, kf, v, causal=causal)
+        return out * (1 - 1e-6)  # what an eps of 1e-6 relative to D does to the output
+
+    result = validate([get_claim("core.linear_attention.exact")], tier="smoke", progress=False,
+                      implementations={"linear_attention": with_eps}).claims[0]
+    assert result.verdict == "refuted"
+
+
+def test_planted_global_stabiliser_leaks_the_future():
+    # the authors' JAX-style key stabiliser: a global max over all keys plus an additive eps
+    def global_max(qf, kf, v, *, causal):
+        kv = kf.values * np.exp(kf.log_scale - kf.log_scale.max())[:, None] + 1e-6
+        a = np.tril(qf.values @ kv.T)
+        return (a @ v) / a.sum(axis=1, keepdims=True)
+
+    result = validate([get_claim("core.causal.no_future_leak")], tier="smoke", progress=False,
+                      implementations={"linear_attention": global_max}).claims[0]
+    assert result.verdict == "refuted"
+
+
+def test_planted_is_normalisation_bug_is_refuted():
+    def over_s_minus_one(values, *, log_weights):
+        s = values.shape[-1]
+        return is_estimate(values, log_weights=log_weights) * s / max(s - 1, 1) * (1.2 if s == 1 else 1)
+
+    result = validate([get_claim("core.is.unbiased")], tier="smoke", progress=False,
+                      implementations={"is_estimate": over_s_minus_one}).claims[0]
+    assert result.verdict == "refuted"
+
+
+def test_planted_ess_bug_is_found_by_the_search():
+    def ess_plus_one(*, weights):
+        w = np.asarray(weights)
+        return w.sum() ** 2 / (w * w).sum() + 1e-6 * (w.size > 1)
+
+    result = validate([get_claim("core.ess.range")], tier="smoke", progress=False,
+                      implementations={"effective_sample_size": ess_plus_one}).claims[0]
+    assert result.verdict == "refuted"
+
+
+# ----------------------------------------------------------------------------------- calibration
+
+
+def _boundary_rejections(seeds, alpha, tol=0.05, n=400):
+    """Reject rate of mean_test when the true bias equals the tolerance exactly (worst case of H0)."""
+    rejected = 0
+    for seed in seeds:
+        x = np.random.default_rng(seed).normal(1.0 + tol, 1.0, n)
+        rejected += mean_test(x, 1.0, alpha=alpha, tolerance=tol, sd=1.0).p_value < alpha
+    return rejected
+
+
+def test_mean_test_level_at_the_tolerance_boundary():
+    # 2000 seeds at alpha = 0.05: the rejection count is Binomial(2000, <= 0.05); fail only if it exceeds
+    # the 0.9999 quantile of Binomial(2000, 0.05) (false-failure rate 1e-4).
+    count = _boundary_rejections(range(2000), 0.05)
+    assert count <= stats.binom.ppf(0.9999, 2000, 0.05)
+    assert count >= stats.binom.ppf(0.0001, 2000, 0.05)  # exact at the boundary: not grossly conservative
+
+
+def _claim_refutations(seeds, alpha):
+    return sum(run_one("core.is.unbiased", seed=s, alpha=alpha).verdict == "refuted" for s in seeds)
+
+
+def test_correct_estimator_is_rarely_refuted():
+    # CI-sized calibration: 30 seeds at family-wise alpha 0.1; fails if refutations exceed the 0.999
+    # quantile of Binomial(30, 0.1) (false-failure rate <= 1e-3).
+    assert _claim_refutations(range(30), 0.1) <= stats.binom.ppf(0.999, 30, 0.1)
+
+
+@pytest.mark.slow
+def test_correct_estimator_refutation_rate_over_200_seeds():
+    assert _claim_refutations(range(200), 0.05) <= stats.binom.ppf(0.999, 200, 0.05)
+
+
+def _biased_by(offset):
+    def estimator(values, *, log_weights):
+        return is_estimate(values, log_weights=log_weights) + offset
+
+    return estimator
+
+
+def test_bias_at_the_tolerance_is_refuted_at_most_at_level_alpha():
+    # every cell biased by exactly the tolerance (the edge of H0): family-wise refutation rate <= alpha
+    claim = get_claim("core.is.unbiased")
+    refuted = sum(validate([claim], tier="smoke", seed=s, alpha=0.1, progress=False,
+                           implementations={"is_estimate": _biased_by(claim.tolerance)}).claims[0].verdict
+                  == "refuted" for s in range(30))
+    assert refuted <= stats.binom.ppf(0.999, 30, 0.1)
+
+
+def test_bias_twice_the_tolerance_is_refuted():
+    claim = get_claim("core.is.unbiased")
+    result = validate([claim], tier="smoke", progress=False,
+                      implementations={"is_estimate": _biased_by(2 * claim.tolerance)}).claims[0]
+    assert result.verdict == "refuted"
+
+
+# ------------------------------------------------------------------------------- reproducibility
+
+
+def _numbers(run):
+    doc = run.verdicts()
+    return [(c["id"], c["verdict"], c["mde"], c["witness"]) for c in doc["claims"]], \
+        [[(o.spec.key, o.evidence.estimate, o.evidence.p_value) for o in c.outcomes] for c in run.claims]
+
+
+def test_same_seed_same_numbers_in_process_and_on_a_two_worker_cluster():
+    pytest.importorskip("dask.distributed")
+    claims = [get_claim(i) for i in ("core.is.unbiased", "core.features.unbiased", "core.ess.range")]
+    local = validate(claims, tier="smoke", seed=7, progress=False)
+    again = validate(claims, tier="smoke", seed=7, progress=False)
+    cluster = validate(claims, tier="smoke", seed=7, progress=False, workers=2)
+    assert _numbers(local) == _numbers(again) == _numbers(cluster)
+    other = validate(claims, tier="smoke", seed=8, progress=False)
+    assert _numbers(other)[1] != _numbers(local)[1]
+
+
+# ------------------------------------------------------------------------------ inconclusive paths
+
+
+def _toy_claim(cell, **kw):
+    base = dict(id="core.toy.claim", paper="core", source="test", statement="toy", kind="expectation",
+                hypotheses="none", tolerance=0.05, cell=cell, grid={"smoke": dict(k=[1, 2])}, replicates=200)
+    base.update(kw)
+    return Claim(**base)
+
+
+def _normal_cell(ctx):
+    return mean_test(ctx.rng.normal(1.0, 1.0, ctx.replicates), 1.0, **ctx.test)
+
+
+def test_underpowered_is_inconclusive():
+    result = validate([_toy_claim(_normal_cell)], tier="smoke", progress=False).claims[0]
+    assert result.verdict == "inconclusive" and "underpowered" in result.reason
+
+
+def test_heavy_tails_are_flagged_not_decided():
+    def lognormal(ctx):
+        return mean_test(ctx.rng.lognormal(0, 3.0, ctx.replicates), math.exp(4.5), scale=math.exp(4.5),
+                         **ctx.test)
+
+    result = validate([_toy_claim(lognormal, replicates=20_000)], tier="smoke",
+                      progress=False).claims[0]
+    assert result.verdict == "inconclusive" and ("skewed" in result.reason or "heavy tails" in result.reason)
+
+
+def test_failing_check_is_reported_and_inconclusive():
+    def boom(ctx):
+        raise RuntimeError("planted failure")
+
+    run = validate([_toy_claim(boom)], tier="smoke", progress=False)
+    assert run.failed and run.claims[0].verdict == "inconclusive"
+    assert "planted failure" in run.claims[0].reason
+
+
+def test_readings_that_disagree_make_the_claim_inconclusive():
+    def by_variant(ctx):
+        return mean_test(np.full(100, 1.0 if ctx.variant == "a" else 2.0), 1.0, **ctx.test)
+
+    result = validate([_toy_claim(by_variant, variants=("a", "b"))], tier="smoke", progress=False).claims[0]
+    assert {k: v.verdict for k, v in result.variants.items()} == {"a": "supported", "b": "refuted"}
+    assert result.verdict == "inconclusive" and "depends on the reading" in result.reason
+
+
+def test_universal_claim_needs_a_search():
+    def exact_ok(ctx):
+        return margin_evidence(1.0, tolerance=ctx.tolerance)
+
+    result = validate([_toy_claim(exact_ok, kind="inequality", universal=True)], tier="smoke",
+                      progress=False).claims[0]
+    assert result.verdict == "inconclusive" and "adversarial search" in result.reason
+
+
+def test_untestable_claim_is_inconclusive_with_its_reason():
+    claim = _toy_claim(None, untestable="needs a GPU and training", grid={})
+    result = validate([claim], tier="smoke", progress=False).claims[0]
+    assert result.verdict == "inconclusive" and result.reason == "needs a GPU and training"
+
+
+# ------------------------------------------------------------------------------------ search
+
+
+def test_search_finds_a_hidden_violation():
+    rng = np.random.default_rng(0)
+    found = [minimize_margin(lambda x: (x[0] - 0.731) ** 2 + (x[1] + 0.2) ** 2 - 1e-4, [(-1, 1), (-1, 1)],
+                             rng=rng, restart=r).margin for r in range(3)]
+    assert min(found) < 0
+
+
+def test_search_scans_corners_on_restart_zero():
+    res = minimize_margin(lambda x: -x.sum(), [(0, 1)] * 3, rng=np.random.default_rng(0), restart=0)
+    np.testing.assert_allclose(res.x, 1.0)
+
+
+# -------------------------------------------------------------------------------------- results
+
+
+def test_dataset_layout_and_netcdf_roundtrip(tmp_path):
+    result = run_one("core.features.unbiased")
+    ds = to_dataset(result)
+    assert ds.attrs["claim_id"] == "core.features.unbiased" and ds.attrs["verdict"] == "supported"
+    assert set(ds["estimate"].dims) == {"variant", "feature", "projection", "d", "m", "pair"}
+    assert (ds["cell_verdict"] == "ok").all()
+    path = tmp_path / "x.nc"
+    ds.to_netcdf(path, engine="h5netcdf")
+    from rfkit.validation.results import load_dataset
+
+    back = load_dataset(path)
+    np.testing.assert_array_equal(back["estimate"].values, ds["estimate"].values)
+    ess = to_dataset(run_one("core.ess.range"))
+    assert "search_margin" in ess and ess.sizes["restart"] == 2
+    assert json.loads(ess.attrs["variant_verdicts"]) == {"default": "supported"}
+
+
+def test_torch_implementation_through_the_adapter():
+    torch = pytest.importorskip("torch")
+    from rfkit.validation import adapt
+
+    def torch_positive(x, omega):  # a user's torch feature map (dense, 1/sqrt(m) convention)
+        proj = x @ omega.T
+        return torch.exp(proj - (x * x).sum(-1, keepdim=True) / 2) / omega.shape[0] ** 0.5
+
+    result = validate([get_claim("core.features.unbiased")], tier="smoke", progress=False,
+                      implementations={"feature_map.positive": adapt(torch_positive, backend="torch")}).claims[0]
+    assert result.verdict == "supported"

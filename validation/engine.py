@@ -1,0 +1,419 @@
+"""The engine: plan sweep cells, seed them, run them (in-process or on dask), and compute verdicts.
+
+Seeding. Every cell gets its own ``SeedSequence(root_seed, spawn_key=H(claim, variant, kind, restart,
+params))`` where ``H`` is a SHA-256 of the cell's coordinates. Results therefore depend only on the root
+seed and the cell, never on scheduling order or the number of workers.
+
+Verdicts (per variant, then per claim):
+
+* **refuted** — some cell of the variant is rejected by Holm's procedure at family-wise level ``alpha``
+  across *all* cells of the claim (every variant, grid and search); the witness is the rejected cell with
+  the smallest adjusted p-value (largest violation on ties).
+* **supported** — nothing rejected, and every cell is conclusive: no cell is flagged (heavy tails,
+  infinite variance, non-finite values), every cell's upper confidence bound on the violation is at most
+  the claim's tolerance, and so is every minimal detectable effect (the test could have resolved a
+  violation of that size); a universally quantified claim must also have run its adversarial search.
+* **inconclusive** — otherwise, with the reason.
+
+A claim's verdict is its variants' common verdict; when readings disagree it is *inconclusive* and the
+reason lists each reading's verdict (the claim is then true or false depending on how it is read).
+Cells whose check raises are reported (the run counts as failed) and make the claim inconclusive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from rfkit.validation.model import TIERS, CellContext, Claim
+from rfkit.validation.stats import Evidence, holm
+
+__all__ = ["CellSpec", "CellOutcome", "VariantVerdict", "ClaimResult", "RunResult", "plan", "run_cell",
+           "decide", "validate", "rfkit_version", "VERDICTS"]
+
+VERDICTS = ("supported", "refuted", "inconclusive")
+
+
+def rfkit_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rfkit")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+def _spawn_key(*parts: Any) -> tuple[int, ...]:
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    digest = hashlib.sha256(blob).digest()
+    return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One unit of work: a grid point (``kind="grid"``) or a search restart (``kind="search"``)."""
+
+    claim: Claim
+    variant: str
+    params: Mapping[str, Any]
+    tier: str
+    seed: int
+    kind: str = "grid"
+    restart: int | None = None
+    alpha: float = 1e-3
+    power: float = 0.8
+    backend: str = "numpy"
+    device: str = "cpu"
+    implementations: Mapping[str, Callable] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The cell's coordinates as a string: unique within a run."""
+        return json.dumps([self.claim.id, self.variant, self.kind, self.restart, dict(self.params)],
+                          sort_keys=True, default=str)
+
+    @property
+    def spawn_key(self) -> tuple[int, ...]:
+        return _spawn_key(self.claim.id, self.variant, self.kind, self.restart, dict(self.params))
+
+    def context(self) -> CellContext:
+        rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=self.spawn_key))
+        return CellContext(self.claim.id, self.variant, dict(self.params), self.tier,
+                           self.claim.n_replicates(self.tier), self.alpha, self.power, self.claim.tolerance, rng,
+                           dict(self.implementations), self.backend, self.device, self.restart)
+
+    def describe(self) -> dict:
+        """JSON-able coordinates of this cell (enough to re-run it: see :func:`spec_from_witness`)."""
+        return dict(claim_id=self.claim.id, variant=self.variant, kind=self.kind, restart=self.restart,
+                    params=dict(self.params), tier=self.tier, seed=self.seed, alpha_cell=self.alpha,
+                    power=self.power, replicates=self.claim.n_replicates(self.tier), backend=self.backend,
+                    implementations=sorted(self.implementations))
+
+
+@dataclass
+class CellOutcome:
+    spec: CellSpec
+    evidence: Evidence | None
+    seconds: float
+    error: str | None = None
+
+
+def run_cell(spec: CellSpec) -> CellOutcome:
+    """Run one cell's check (top-level and picklable: the unit of work on dask workers)."""
+    t0 = time.perf_counter()
+    fn = spec.claim.cell if spec.kind == "grid" else spec.claim.search
+    try:
+        evidence = fn(spec.context())
+        if not isinstance(evidence, Evidence):
+            raise TypeError(f"check of {spec.claim.id} returned {type(evidence).__name__}, not Evidence")
+        return CellOutcome(spec, evidence, time.perf_counter() - t0)
+    except Exception as exc:  # a failing check is reported, never turned into a verdict silently
+        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return CellOutcome(spec, None, time.perf_counter() - t0, tb)
+
+
+def plan(claim: Claim, *, tier: str, seed: int, alpha: float = 1e-3, power: float = 0.8,
+         backend: str = "numpy", device: str = "cpu",
+         implementations: Mapping[str, Callable] | None = None) -> list[CellSpec]:
+    """All cells of one claim at ``tier``; the Bonferroni level ``alpha / n_cells`` goes to each."""
+    if tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
+    points = [(v, "grid", None, p) for v in claim.variants for p in claim.cells(tier, v)]
+    points += [(v, "search", r, {}) for v in claim.variants for r in range(claim.n_restarts(tier))]
+    alpha_cell = alpha / max(len(points), 1)
+    impls = dict(implementations or {})
+    return [CellSpec(claim, v, p, tier, seed, kind, r, alpha_cell, power, backend, device, impls)
+            for v, kind, r, p in points]
+
+
+@dataclass
+class VariantVerdict:
+    verdict: str
+    reason: str
+    witness: dict | None
+    mde: float
+    cells: int
+
+
+def _witness(outcome: CellOutcome, p_adj: float) -> dict:
+    ev = outcome.evidence
+    return dict(outcome.spec.describe(), estimate=ev.estimate, prediction=ev.prediction, stderr=ev.stderr,
+                statistic=ev.statistic, p_value=ev.p_value, p_adjusted=float(p_adj), effect=ev.effect,
+                upper=ev.upper, mde=ev.mde, method=ev.method, extra=_jsonable(ev.extra))
+
+
+def _jsonable(obj):
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, (np.floating, float)):
+        return float(obj) if math.isfinite(obj) else str(float(obj))
+    if isinstance(obj, (np.integer, np.bool_)):
+        return obj.item()
+    return obj
+
+
+def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
+           ) -> tuple[str, str, dict[str, VariantVerdict], np.ndarray, np.ndarray]:
+    """Verdicts from one claim's cell outcomes: ``(verdict, reason, variants, reject, p_adjusted)``."""
+    n = len(outcomes)
+    reject, p_adj = np.zeros(n, bool), np.ones(n)
+    ok = [i for i, o in enumerate(outcomes) if o.evidence is not None]
+    if ok:
+        r, p = holm([outcomes[i].evidence.p_value for i in ok], alpha)
+        reject[ok], p_adj[ok] = r, p
+    variants: dict[str, VariantVerdict] = {}
+    for variant in claim.variants:
+        idx = [i for i, o in enumerate(outcomes) if o.spec.variant == variant]
+        variants[variant] = _decide_variant(claim, outcomes, idx, reject, p_adj)
+    if claim.untestable and not outcomes:
+        return "inconclusive", claim.untestable, variants, reject, p_adj
+    verdicts = {v.verdict for v in variants.values()}
+    if len(verdicts) > 1:
+        reason = "verdict depends on the reading: " + ", ".join(f"{k} {v.verdict}" for k, v in variants.items())
+        return "inconclusive", reason, variants, reject, p_adj
+    if len(variants) == 1:
+        only = next(iter(variants.values()))
+        return only.verdict, only.reason, variants, reject, p_adj
+    reason = "; ".join(f"{name}: {v.reason}" for name, v in variants.items() if v.reason)
+    return verdicts.pop(), reason, variants, reject, p_adj
+
+
+def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdict:
+    cells = [outcomes[i] for i in idx]
+    mdes = [o.evidence.mde for o in cells if o.evidence is not None]
+    mde = max(mdes) if mdes else math.inf
+    errors = [o for o in cells if o.error]
+    rejected = [i for i in idx if reject[i]]
+    if rejected:
+        best = min(rejected, key=lambda i: (p_adj[i], -(outcomes[i].evidence.effect or 0)))
+        ev = outcomes[best].evidence
+        return VariantVerdict("refuted", f"violation {ev.effect:.3g} (tolerance {claim.tolerance:g}) at "
+                              f"{_where(outcomes[best].spec)}, adjusted p = {p_adj[best]:.3g}",
+                              _witness(outcomes[best], p_adj[best]), mde, len(cells))
+    if errors:
+        return VariantVerdict("inconclusive", f"{len(errors)} cell(s) failed: {errors[0].error}", None, mde,
+                              len(cells))
+    if not cells:
+        reason = claim.untestable or "no cell of this tier lies in the claim's hypothesis domain"
+        return VariantVerdict("inconclusive", reason, None, mde, 0)
+    flagged = [o for o in cells if o.evidence.flags]
+    if flagged:
+        return VariantVerdict("inconclusive", f"{len(flagged)} of {len(cells)} cell(s) cannot decide: "
+                              f"{flagged[0].evidence.flags[0]} at {_where(flagged[0].spec)}", None, mde, len(cells))
+    weak = [o for o in cells if not o.evidence.mde <= claim.tolerance]
+    if weak:
+        worst = max(weak, key=lambda o: o.evidence.mde)
+        return VariantVerdict("inconclusive", f"underpowered: {len(weak)} of {len(cells)} cell(s) resolve only "
+                              f"deviations >= {worst.evidence.mde:.3g} > tolerance {claim.tolerance:g} "
+                              f"(worst at {_where(worst.spec)}); use a larger tier", None, mde, len(cells))
+    edge = [o for o in cells if not o.evidence.upper <= claim.tolerance]
+    if edge:
+        worst = max(edge, key=lambda o: o.evidence.upper)
+        return VariantVerdict("inconclusive", f"{len(edge)} of {len(cells)} cell(s) cannot exclude a violation "
+                              f"beyond the tolerance: upper bound {worst.evidence.upper:.3g} > "
+                              f"{claim.tolerance:g} at {_where(worst.spec)}", None, mde, len(cells))
+    if claim.universal and not any(o.spec.kind == "search" for o in cells):
+        return VariantVerdict("inconclusive", "universally quantified claim without an adversarial search",
+                              None, mde, len(cells))
+    return VariantVerdict("supported", "", None, mde, len(cells))
+
+
+def _where(spec: CellSpec) -> str:
+    if spec.kind == "search":
+        return f"search restart {spec.restart}"
+    return ", ".join(f"{k}={v}" for k, v in spec.params.items()) or "the single cell"
+
+
+@dataclass
+class ClaimResult:
+    """A claim's verdict with all its evidence; ``dataset`` gives the xarray view."""
+
+    claim: Claim
+    tier: str
+    seed: int
+    alpha: float
+    verdict: str
+    reason: str
+    variants: dict[str, VariantVerdict]
+    outcomes: list[CellOutcome]
+    reject: np.ndarray
+    p_adjusted: np.ndarray
+    seconds: float
+    created: str
+    version: str
+
+    @property
+    def witness(self) -> dict | None:
+        for v in self.variants.values():
+            if v.witness is not None:
+                return v.witness
+        return None
+
+    @property
+    def mde(self) -> float:
+        return max((v.mde for v in self.variants.values()), default=math.inf)
+
+    @property
+    def failed(self) -> bool:
+        return any(o.error for o in self.outcomes)
+
+    @property
+    def dataset(self):
+        from rfkit.validation.results import to_dataset
+
+        return to_dataset(self)
+
+    def summary(self) -> dict:
+        """The ``verdicts.json`` entry of this claim."""
+        return dict(id=self.claim.id, paper=self.claim.paper, kind=self.claim.kind, verdict=self.verdict,
+                    variants={k: v.verdict for k, v in self.variants.items()}, witness=self.witness,
+                    mde=_jsonable(self.mde), tolerance=self.claim.tolerance, cells=len(self.outcomes),
+                    seconds=round(self.seconds, 4), reason=self.reason,
+                    variant_reasons={k: v.reason for k, v in self.variants.items()})
+
+
+@dataclass
+class RunResult:
+    claims: list[ClaimResult]
+    tier: str
+    seed: int
+    alpha: float
+    created: str
+    version: str
+    seconds: float
+
+    @property
+    def failed(self) -> bool:
+        return any(c.failed for c in self.claims)
+
+    def verdicts(self) -> dict:
+        """The ``verdicts.json`` document."""
+        return dict(rfkit_version=self.version, seed=self.seed, tier=self.tier, alpha=self.alpha,
+                    created=self.created, seconds=round(self.seconds, 3),
+                    claims=[c.summary() for c in self.claims])
+
+    def table(self):
+        """One row per claim (a pandas DataFrame)."""
+        import pandas as pd
+
+        return pd.DataFrame([dict(id=c.claim.id, paper=c.claim.paper, kind=c.claim.kind, verdict=c.verdict,
+                                  mde=c.mde, tolerance=c.claim.tolerance, cells=len(c.outcomes),
+                                  seconds=c.seconds, reason=c.reason) for c in self.claims])
+
+
+def _executor(specs: list[CellSpec], workers: int | None, scheduler: str | None) -> Iterator[CellOutcome]:
+    if not workers and not scheduler:
+        for spec in specs:
+            yield run_cell(spec)
+        return
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    try:
+        futures = client.map(run_cell, specs, pure=False)
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _show_progress(progress: bool | None) -> bool:
+    if progress is not None:
+        return progress
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None, tier: str = "quick",
+             seed: int = 0, alpha: float = 1e-3, power: float = 0.8, workers: int | None = None,
+             scheduler: str | None = None, implementations: Mapping[str, Callable] | None = None,
+             backend: str = "numpy", device: str = "cpu", progress: bool | None = None) -> RunResult:
+    """Validate claims and return their verdicts with all evidence.
+
+    Parameters
+    ----------
+    claims : iterable of Claim, optional
+        Default: every registered claim (of ``paper`` if given); with ``implementations``, the claims
+        that use one of those roles.
+    tier : {"smoke", "quick", "full"}
+    seed : int
+        Root seed; every cell's generator derives from it and the cell's coordinates.
+    alpha : float
+        Family-wise level per claim (Holm across its cells and variants).
+    power : float
+        Power at which minimal detectable effects are computed.
+    workers, scheduler
+        Run cells on a local dask cluster of ``workers`` processes, or on an existing scheduler.
+    implementations : mapping role -> callable
+        Third-party estimators to validate in place of rfkit's (see :mod:`rfkit.validation.adapters`).
+    """
+    from rfkit.validation.claims import all_claims
+
+    if tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if claims is None:
+        claims = [c for c in all_claims() if paper is None or c.paper == paper]
+        if implementations:
+            claims = [c for c in claims if set(c.roles) & set(implementations)]
+    claims = list(claims)
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    version = rfkit_version()
+    t0 = time.perf_counter()
+    specs_by_claim = {c.id: plan(c, tier=tier, seed=seed, alpha=alpha, power=power, backend=backend,
+                                 device=device, implementations=implementations) for c in claims}
+    all_specs = [s for specs in specs_by_claim.values() for s in specs]
+    index = {s.key: i for i, s in enumerate(all_specs)}
+    outcomes: list[CellOutcome | None] = [None] * len(all_specs)
+    bar = None
+    if _show_progress(progress):
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(all_specs), desc=f"validate ({tier})", unit="cell")
+    try:
+        for outcome in _executor(all_specs, workers, scheduler):
+            outcomes[index[outcome.spec.key]] = outcome
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(outcome.spec.claim.id, refresh=False)
+    finally:
+        if bar is not None:
+            bar.close()
+    results, start = [], 0
+    for claim in claims:
+        n = len(specs_by_claim[claim.id])
+        mine = outcomes[start:start + n]
+        start += n
+        verdict, reason, variants, reject, p_adj = decide(claim, mine, alpha)
+        results.append(ClaimResult(claim, tier, seed, alpha, verdict, reason, variants, mine, reject, p_adj,
+                                   sum(o.seconds for o in mine), created, version))
+    return RunResult(results, tier, seed, alpha, created, version, time.perf_counter() - t0)
+
+
+def spec_from_witness(witness: Mapping, claim: Claim) -> CellSpec:
+    """Rebuild the cell that produced a witness (rfkit's own implementations)."""
+    return CellSpec(claim, witness["variant"], dict(witness["params"]), witness["tier"], int(witness["seed"]),
+                    witness["kind"], witness["restart"], float(witness["alpha_cell"]), float(witness["power"]),
+                    witness.get("backend", "numpy"))

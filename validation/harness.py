@@ -1,0 +1,78 @@
+"""Measurement helpers shared by claim checks: batched replicates of estimators, controlled inputs.
+
+Checks draw all replicates of a cell at once (one projection matrix holding every replicate's rows) so
+that a cell costs a few matrix products, and chunk replicates to bound memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from rfkit.estimators import Features, gaussian_projection, orthogonal_projection, spherical_projection
+
+__all__ = ["controlled_pair", "replicate_projections", "kernel_estimates", "as_features", "chunks"]
+
+#: Replicates drawn per batch inside a cell (bounds memory at about chunk · m · d doubles).
+CHUNK = 20_000
+
+
+def chunks(total: int, size: int = CHUNK) -> Iterator[int]:
+    """Batch sizes summing to ``total``."""
+    while total > 0:
+        yield min(size, total)
+        total -= size
+
+
+def controlled_pair(norm_x: float, norm_y: float, angle: float, d: int, rng: np.random.Generator):
+    """Vectors of prescribed norms and angle, placed in a uniformly random 2-D subspace of R^d (I2).
+
+    For ``d = 1`` the angle must be 0 or π.
+    """
+    if d == 1:
+        if not (np.isclose(angle, 0) or np.isclose(angle, np.pi)):
+            raise ValueError("in d = 1 the angle between two vectors is 0 or pi")
+        sign = 1.0 if np.isclose(angle, 0) else -1.0
+        return np.array([norm_x]), np.array([sign * norm_y])
+    basis, _ = np.linalg.qr(rng.standard_normal((d, 2)))
+    x = norm_x * basis[:, 0]
+    y = norm_y * (np.cos(angle) * basis[:, 0] + np.sin(angle) * basis[:, 1])
+    return x, y
+
+
+def replicate_projections(kind: str, replicates: int, m: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """``(replicates·m, d)`` rows: ``replicates`` independent projection matrices of ``m`` rows each.
+
+    ``kind``: ``iid`` (Gaussian), ``spherical`` (iid on √d·S^{d-1}), ``orthogonal`` (ORF, chi norms) or
+    ``orthogonal_sqrt_d`` (ORF, √d norms).
+    """
+    samplers = {"iid": (gaussian_projection, {}), "spherical": (spherical_projection, {}),
+                "orthogonal": (orthogonal_projection, dict(norms="chi")),
+                "orthogonal_sqrt_d": (orthogonal_projection, dict(norms="sqrt_d"))}
+    if kind not in samplers:
+        raise ValueError(f"unknown projection kind {kind!r}; expected one of {tuple(samplers)}")
+    sampler, options = samplers[kind]
+    return sampler(m, d, rng=rng, size=replicates, **options).reshape(replicates * m, d)
+
+
+def as_features(f) -> Features:
+    """Accept a :class:`Features` or a dense ``(..., L, r)`` array from a third-party feature map."""
+    return f if isinstance(f, Features) else Features.plain(np.asarray(f, dtype=np.float64))
+
+
+def kernel_estimates(feature_map: Callable, x: np.ndarray, y: np.ndarray, omega: np.ndarray,
+                     replicates: int) -> np.ndarray:
+    """``φ(x)ᵀφ(y)`` for each of ``replicates`` projection matrices stacked in ``omega``.
+
+    Works for every map of the Eq 5 form ``φ(x) = h(x)/√M · [f_1(Wx) | ... | f_l(Wx)]``: with
+    ``M = replicates·m`` rows, replicate ``j`` owns columns ``j·m..(j+1)·m`` of each block, and its own
+    ``1/√m`` normalisation is restored by a factor ``replicates``.
+    """
+    f = as_features(feature_map(np.stack([x, y]), omega))
+    total = omega.shape[0]
+    m = total // replicates
+    blocks = f.values.shape[-1] // total
+    vals = f.values.reshape(2, blocks, replicates, m)
+    dots = np.einsum("lrm,lrm->r", vals[0], vals[1])
+    return dots * replicates * np.exp(f.log_scale[0] + f.log_scale[1])

@@ -1,0 +1,124 @@
+"""The claim model: a claim is declarative data plus a check that measures one sweep cell.
+
+A :class:`Claim` names what a paper asserts (``id`` exactly as in ``../shared/claims/*.md``), under which
+hypotheses, how it is swept at each tier, the smallest violation that matters (``tolerance``), and a
+``cell`` function. The engine calls ``cell(ctx)`` once per grid point and variant with a
+:class:`CellContext` (parameters, a seeded ``rng``, replicate count, the test level) and gets back
+:class:`~rfkit.validation.stats.Evidence`. Universally quantified claims (bounds, inequalities, "for
+every input") also declare a ``search``: it runs once per restart and variant, hunting for a violation
+over the hypothesis domain; without it such a claim can never be *supported*.
+
+Verdicts are computed by :mod:`rfkit.validation.engine`; nothing here states one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KINDS", "TIERS", "Claim", "CellContext", "per_tier"]
+
+KINDS = ("identity", "expectation", "moment", "inequality", "tail-bound", "rate", "optimality", "complexity",
+         "reproduction")
+TIERS = ("smoke", "quick", "full")
+PAPERS = ("core", "performer", "lara", "eva", "macformer")
+
+
+def per_tier(value, tier: str):
+    """Look ``tier`` up in a per-tier mapping, falling back to the next smaller tier; plain values pass."""
+    if not isinstance(value, Mapping) or not set(value) <= set(TIERS):
+        return value
+    for t in TIERS[: TIERS.index(tier) + 1][::-1]:
+        if t in value:
+            return value[t]
+    raise KeyError(f"no setting for tier {tier!r} or a smaller one in {sorted(value)}")
+
+
+@dataclass
+class CellContext:
+    """Everything one cell's check needs. ``rng`` is seeded from the cell's coordinates."""
+
+    claim_id: str
+    variant: str
+    params: dict[str, Any]
+    tier: str
+    replicates: int
+    alpha: float
+    power: float
+    tolerance: float
+    rng: np.random.Generator
+    implementations: Mapping[str, Callable] = field(default_factory=dict)
+    backend: str = "numpy"
+    device: str = "cpu"
+    restart: int | None = None
+
+    @property
+    def test(self) -> dict:
+        """Keyword arguments for :mod:`rfkit.validation.stats` procedures: ``alpha``, ``power``, ``tolerance``."""
+        return dict(alpha=self.alpha, power=self.power, tolerance=self.tolerance)
+
+    def impl(self, role: str, default: Callable) -> Callable:
+        """The implementation of ``role`` under test: a user's adapter if given, else ``default``."""
+        return self.implementations.get(role, default)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A registered claim (see the module docstring). Per-tier settings are ``{"smoke": .., ...}``."""
+
+    id: str
+    paper: str
+    source: str
+    statement: str
+    kind: str
+    hypotheses: str
+    tolerance: float
+    cell: Callable[[CellContext], Any] | None
+    grid: Mapping[str, Mapping[str, Sequence]] = field(default_factory=dict)
+    replicates: Any = 0
+    variants: tuple[str, ...] = ("default",)
+    variant_notes: Mapping[str, str] = field(default_factory=dict)
+    where: Callable[[dict, str], bool] | None = None
+    search: Callable[[CellContext], Any] | None = None
+    restarts: Any = 0
+    universal: bool = False
+    roles: tuple[str, ...] = ()
+    untestable: str | None = None
+    plot_x: str | None = None
+    units: str = ""
+    notes: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.id}: unknown kind {self.kind!r}; expected one of {KINDS}")
+        if self.paper not in PAPERS:
+            raise ValueError(f"claim {self.id}: unknown paper {self.paper!r}; expected one of {PAPERS}")
+        if not self.id.startswith(self.paper + "."):
+            raise ValueError(f"claim {self.id}: id must start with its paper {self.paper!r}")
+        if self.cell is None and self.search is None and self.untestable is None:
+            raise ValueError(f"claim {self.id}: needs a cell, a search or an `untestable` reason")
+        if not self.tolerance > 0:
+            raise ValueError(f"claim {self.id}: tolerance must be > 0")
+
+    def axes(self, tier: str) -> dict[str, list]:
+        """The sweep axes and their values at ``tier``."""
+        return {k: list(v) for k, v in per_tier(self.grid, tier).items()} if self.grid else {}
+
+    def cells(self, tier: str, variant: str) -> list[dict]:
+        """Grid points of ``tier`` inside the hypothesis domain (``where``) for ``variant``."""
+        if self.cell is None:
+            return []
+        axes = self.axes(tier)
+        names = list(axes)
+        points = [dict(zip(names, values, strict=True)) for values in itertools.product(*axes.values())]
+        return [p for p in points if self.where is None or self.where(p, variant)]
+
+    def n_restarts(self, tier: str) -> int:
+        return int(per_tier(self.restarts, tier)) if self.search is not None else 0
+
+    def n_replicates(self, tier: str) -> int:
+        return int(per_tier(self.replicates, tier))
