@@ -146,6 +146,28 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _cmd_reproduce(args) -> int:
+    from rfkit.validation.reproductions import all_reproductions, get_reproduction, parse_options
+
+    if args.list or not args.id:
+        for rep in all_reproductions():
+            print(f"{rep.id:24} {rep.description}")
+            for name, default in rep.options.items():
+                print(f"    --option {name}={default!s:16} {rep.option_docs.get(name, '')}")
+        return 0
+    try:
+        rep = get_reproduction(args.id)
+        options = parse_options(rep, args.option or [])
+    except (KeyError, ValueError) as exc:
+        raise UsageError(exc.args[0]) from None
+    out = Path(args.out)
+    _writable(out)
+    paths = rep.run(out, **options)
+    for name, path in paths.items():
+        print(f"{name:12} {path}")
+    return 0
+
+
 def _cmd_bench(args) -> int:
     from rfkit.validation import bench
 
@@ -187,6 +209,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-figures", action="store_true", help="skip the per-claim figures")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
     p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("reproduce", help="reproduce a paper's figure (PNG + netCDF)")
+    p.add_argument("id", nargs="?", help="figure id, e.g. performer.fig2 (omit or --list to list them)")
+    p.add_argument("--out", default="rfkit-out/reproductions", help="output folder")
+    p.add_argument("--option", nargs="+", metavar="NAME=VALUE", help="override a documented default")
+    p.add_argument("--list", action="store_true", help="list the reproductions and their options")
+    p.set_defaults(func=_cmd_reproduce)
 
     p = sub.add_parser("bench", help="speed and memory against exact attention")
     p.add_argument("--quick", action="store_true", help="fewer repeats and sizes")

@@ -1,6 +1,7 @@
-"""The claim registry: one module per paper, each exporting ``CLAIMS`` (a list of Claim objects).
+"""The claim registry: one module (or package) per paper, each exporting ``CLAIMS`` (a list of Claim objects).
 
-Modules are listed in :data:`MODULES`; ``rfkit list --ids`` prints the ids in this order.
+Modules are listed in :data:`MODULES`; ``rfkit list --ids`` prints the ids in this order. A paper with
+many claims is a package whose ``__init__`` concatenates its topic modules' ``CLAIMS``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import importlib
 from rfkit.validation.model import Claim
 
 #: Registry modules, in listing order.
-MODULES = ("core",)
+MODULES = ("core", "performer")
 
 REGISTRY: dict[str, Claim] = {}
 
