@@ -9,14 +9,15 @@ import html
 import json
 import math
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from rfkit.validation.engine import VERDICTS, ClaimResult, RunResult
 
-__all__ = ["summary_counts", "text_table", "markdown_report", "html_report", "latex_table", "claim_figure",
-           "write_reports"]
+__all__ = ["summary_counts", "text_table", "markdown_report", "html_report", "latex_table", "figure_spec",
+           "draw_figure", "claim_figure", "write_reports"]
 
 
 def summary_counts(run: RunResult) -> dict[str, Counter]:
@@ -175,7 +176,20 @@ def latex_table(run: RunResult) -> str:
         r"\label{tab:rfkit-verdicts}", r"\end{table}", ""])
 
 
-def _plot_frame(result: ClaimResult):
+@dataclass(frozen=True)
+class FigureSpec:
+    """Plain data for one claim figure (picklable, so figures can be drawn in worker processes)."""
+
+    claim_id: str
+    verdict: str
+    units: str
+    axes: tuple[str, ...]
+    plot_x: str | None
+    frame: object  # pandas DataFrame: one row per grid cell
+
+
+def figure_spec(result: ClaimResult) -> FigureSpec | None:
+    """The data of ``result``'s figure, or None when no grid cell has a finite estimate."""
     import pandas as pd
 
     rows = []
@@ -185,14 +199,18 @@ def _plot_frame(result: ClaimResult):
         ev = o.evidence
         rows.append(dict(o.spec.params, variant=o.spec.variant, estimate=ev.estimate, prediction=ev.prediction,
                          half_width=(ev.upper - ev.effect) if math.isfinite(ev.upper) else np.nan))
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if frame.empty or not np.isfinite(frame["estimate"]).any():
+        return None
+    return FigureSpec(result.claim.id, result.verdict, result.claim.units or "effect units",
+                      tuple(result.claim.axes(result.tier)), result.claim.plot_x, frame)
 
 
-def claim_figure(result: ClaimResult, path: Path) -> bool:
+def draw_figure(spec: FigureSpec, path: Path) -> Path:
     """Estimate (with its confidence half-width) against prediction across the sweep, faceted.
 
-    x is the claim's ``plot_x`` (else its longest axis); columns facet the next axis with several values;
-    other axes and variants are hue. Returns False when there is nothing to plot.
+    x is the claim's ``plot_x`` (else its longest axis); columns facet the next axis with at most six
+    values; other axes and variants are hue.
     """
     import matplotlib
 
@@ -201,12 +219,9 @@ def claim_figure(result: ClaimResult, path: Path) -> bool:
     import pandas as pd
     import seaborn as sns
 
-    df = _plot_frame(result)
-    if df.empty or not np.isfinite(df["estimate"]).any():
-        return False
-    axes = [a for a in result.claim.axes(result.tier) if df[a].nunique() > 1]
-    x = result.claim.plot_x if result.claim.plot_x in axes else (max(axes, key=lambda a: df[a].nunique())
-                                                                 if axes else None)
+    df = spec.frame.copy()
+    axes = [a for a in spec.axes if df[a].nunique() > 1]
+    x = spec.plot_x if spec.plot_x in axes else (max(axes, key=lambda a: df[a].nunique()) if axes else None)
     if x is None:
         df["cell"] = "all"
         x = "cell"
@@ -216,12 +231,12 @@ def claim_figure(result: ClaimResult, path: Path) -> bool:
     df["hue"] = df[hue_axes].astype(str).agg(", ".join, axis=1) if hue_axes else "estimate"
     df["x"] = df[x] if pd.api.types.is_numeric_dtype(df[x]) else df[x].astype(str)
     n_hue = df["hue"].nunique()
+    palette = sns.color_palette("viridis", n_hue)
     grid = sns.FacetGrid(df, col=col, col_wrap=min(3, df[col].nunique()) if col else None, height=2.8,
                          aspect=1.3, sharey=False)
 
     def draw(data, **_):
         ax = plt.gca()
-        palette = sns.color_palette("viridis", n_hue)
         for k, (label, g) in enumerate(data.groupby("hue", sort=True)):
             g = g.sort_values("x")
             ax.errorbar(g["x"], g["estimate"], yerr=g["half_width"].fillna(0), fmt="o", ms=3, lw=0.8,
@@ -229,13 +244,23 @@ def claim_figure(result: ClaimResult, path: Path) -> bool:
             ax.plot(g["x"], g["prediction"], ls="--", lw=0.8, color="0.4")
 
     grid.map_dataframe(draw)
-    grid.set_axis_labels(x, f"estimate ({result.claim.units or 'effect units'})")
-    grid.figure.suptitle(f"{result.claim.id}: {result.verdict} (dashed: prediction)", fontsize=9)
+    grid.set_axis_labels(x, "estimate")
+    grid.figure.suptitle(f"{spec.claim_id}: {spec.verdict} — estimate ± confidence half-width, dashed: prediction "
+                         f"(effects in {spec.units})", fontsize=8)
     if n_hue <= 8 and hue_axes:
         grid.axes.flat[0].legend(fontsize=6, title=", ".join(hue_axes), title_fontsize=6)
-    grid.figure.tight_layout()
-    grid.figure.savefig(path, dpi=90)
+    grid.figure.subplots_adjust(top=0.85)
+    grid.figure.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(grid.figure)
+    return path
+
+
+def claim_figure(result: ClaimResult, path: Path) -> bool:
+    """Draw ``result``'s figure into ``path``; False when there is nothing to plot."""
+    spec = figure_spec(result)
+    if spec is None:
+        return False
+    draw_figure(spec, path)
     return True
 
 
@@ -246,9 +271,10 @@ def write_reports(run: RunResult, out: Path, *, latex: bool = False, figures: bo
     if figures:
         (out / "figures").mkdir(parents=True, exist_ok=True)
         for c in run.claims:
-            rel = f"figures/{c.claim.id}.png"
-            if claim_figure(c, out / rel):
-                fig_paths[c.claim.id] = rel
+            spec = figure_spec(c)
+            if spec is not None:
+                fig_paths[c.claim.id] = f"figures/{c.claim.id}.png"
+                draw_figure(spec, out / fig_paths[c.claim.id])
     paths = {"report.md": out / "report.md", "report.html": out / "report.html"}
     paths["report.md"].write_text(markdown_report(run, fig_paths))
     paths["report.html"].write_text(html_report(run, fig_paths))
