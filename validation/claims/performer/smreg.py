@@ -41,7 +41,7 @@ from scipy import integrate, special, stats
 from rfkit.estimators import positive_features, softmax_kernel
 from rfkit.theory import smreg as theory
 from rfkit.theory import sphere
-from rfkit.validation.harness import chunks, controlled_pair, kernel_estimates, replicate_projections
+from rfkit.validation.harness import as_features, chunks, controlled_pair, kernel_estimates, replicate_projections
 from rfkit.validation.model import CellContext, Claim, per_tier
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test
@@ -958,18 +958,24 @@ def _proxy_exact(ctx: CellContext, x, y, v):
     return exact_test(tv, 0.0, tolerance=ctx.tolerance, extra=extra)
 
 
-def _estimated_attention(x, y, omega) -> np.ndarray:
-    sign, logabs = positive_features(x, omega).kernel(positive_features(y, omega), log=True)
+def _estimated_attention(fmap, x, y, omega) -> np.ndarray:
+    """Row-normalised ``φ(x_i)ᵀφ(y_j)`` (positive features, formed in log space)."""
+    _, logabs = as_features(fmap(x, omega)).kernel(as_features(fmap(y, omega)), log=True)
     return _row_softmax(logabs)
 
 
 def _proxy_mc(ctx: CellContext, x, y):
     d, m = x.shape[1], _PROXY_FEATURES
+    fmap = ctx.impl("feature_map.positive", positive_features)
     exact = _row_softmax(softmax_kernel(x, y, log=True))
     projection = {"mc_iid": "spherical", "mc_orthogonal": "orthogonal_sqrt_d"}[ctx.params["compare"]]
-    diff = [_mean_row_tv(_estimated_attention(x, y, replicate_projections(projection, 1, m, d, ctx.rng)), exact)
-            - _mean_row_tv(_estimated_attention(x, y, replicate_projections("iid", 1, m, d, ctx.rng)), exact)
-            for _ in range(ctx.replicates)]
+
+    def excess_tv():
+        reg = _estimated_attention(fmap, x, y, replicate_projections(projection, 1, m, d, ctx.rng))
+        sm = _estimated_attention(fmap, x, y, replicate_projections("iid", 1, m, d, ctx.rng))
+        return _mean_row_tv(reg, exact) - _mean_row_tv(sm, exact)
+
+    diff = [excess_tv() for _ in range(ctx.replicates)]
     return mean_test(np.array(diff), 0.0, alternative="less", **ctx.test)
 
 
@@ -996,7 +1002,7 @@ SMREG_PROXY = Claim(
           "full": dict(compare=["exact", "mc_iid", "mc_orthogonal"], inputs=["gaussian", "sphere"],
                        d=[16, 32, 64, 128], L=[256, 1024], c=[0.25, 0.5, 1.0, 2.0])},
     where=lambda p, v: p["compare"] == "exact" or p["L"] <= 256,
-    replicates={"smoke": 64, "quick": 64, "full": 256}, roles=(), plot_x="c",
+    replicates={"smoke": 64, "quick": 64, "full": 256}, roles=("feature_map.positive",), plot_x="c",
     notes="The exact part also reports the max row TV, mean row KL(D⁻¹A ‖ D_reg⁻¹A^reg), the mean within-row "
           "spread max/min of A^reg/A and ‖Att_reg - Att‖/‖Att‖. Monte Carlo cells redraw one projection per "
           "replicate and compare paired mean row TVs (batch means); they run at L <= 256.",
