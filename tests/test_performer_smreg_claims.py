@@ -44,7 +44,8 @@ def test_every_register_id_is_registered_once():
            "performer.lemma3.proof_recursions", "performer.thm2.orf_mse_smreg", "performer.derived.smreg_closed_form",
            "performer.derived.smreg_mse"]
     assert sorted(c.id for c in M.CLAIMS) == sorted(ids)
-    assert all(get_claim(i) is c for i, c in zip(ids, [get_claim(i) for i in ids], strict=True))
+    by_id = {c.id: c for c in M.CLAIMS}
+    assert all(get_claim(i) is by_id[i] for i in ids)
     assert M.THM1_LOWER.variants == M.THM1_UPPER.variants == M.THM1_W_BOUND.variants == ("E", "R")
     assert M.SPHERE_EVEN_MOMENTS.variants == ("a", "b")
 

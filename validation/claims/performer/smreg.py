@@ -483,8 +483,11 @@ def _admissible_inputs(ctx: CellContext) -> _Configuration:
 
 
 def _generated_domain(p: dict, variant: str) -> bool:
-    """Shrinking reaches the zero matrix, admissible under (R) only if its row sums L are <= C."""
-    return p["inputs"] == "orthogonal" or variant == "E" or p["L"] <= p["C"]
+    """Shrinking reaches the zero matrix, admissible under (R) only if its row sums L are <= C; the
+    orthogonal family needs d >= 2."""
+    if p["inputs"] == "orthogonal":
+        return p["d"] >= 2
+    return variant == "E" or p["L"] <= p["C"]
 
 
 def _planar_configuration(params: np.ndarray, domain: str, C: float, L: int) -> _Configuration:
@@ -563,9 +566,9 @@ def _configuration_extra(config: _Configuration | None) -> dict:
 # --------------------------------------------------------------------------- Theorem 1: Eq 31
 
 
-def _ratio_margin(d: int, w) -> float:
+def _ratio_margin(d: int, w: float) -> float:
     """``1 - SMREG/SM`` at ``(d, w)`` (exact, cancellation-free near ``w = 0``)."""
-    return float(-np.expm1(theory.log_smreg_ratio(d, 2 * np.asarray(w, dtype=np.float64))))
+    return -math.expm1(theory.log_smreg_ratio(d, 2 * float(w)))
 
 
 def _universal_cell(ctx: CellContext):
@@ -635,12 +638,13 @@ THM1_UPPER = Claim(
     id="performer.thm1.upper_bound", paper=PAPER, source="Theorem 1, Eq 9 (right part)",
     statement="Under ‖A‖∞ <= C (C >= 1): sup_{i,j} A^reg(i, j)/A(i, j) <= 1.",
     kind="inequality",
-    hypotheses="C >= 1; any L and any (Q, K) with ‖A‖∞ <= C (scaled inputs); d unrestricted",
+    hypotheses="C >= 1; any L and any (Q, K) with ‖A‖∞ <= C (scaled inputs); d unrestricted (the search covers "
+               "d in [2, 1000]: its planar configurations need two dimensions; d = 1 is on the grid)",
     tolerance=1e-10, units="max_ij A^reg/A - 1",
     cell=_upper_cell, search=_upper_search, universal=True,
     grid={"smoke": dict(d=[2, 16], C=[1.0, 10.0], L=[2], inputs=["gaussian", "orthogonal"]),
-          "quick": dict(d=[2, 64], C=[1.0, 10.0], L=[1, 16], inputs=["gaussian", "sphere", "tied", "orthogonal"]),
-          "full": dict(d=G_D[1:], C=C_GRID, L=[1, 2, 16, 256], inputs=["gaussian", "sphere", "tied", "orthogonal"])},
+          "quick": dict(d=[1, 2, 64], C=[1.0, 10.0], L=[1, 16], inputs=["gaussian", "sphere", "tied", "orthogonal"]),
+          "full": dict(d=G_D, C=C_GRID, L=[1, 2, 16, 256], inputs=["gaussian", "sphere", "tied", "orthogonal"])},
     variants=READINGS, variant_notes=READING_NOTES, where=_generated_domain,
     restarts={"smoke": 1, "quick": 3, "full": 20}, plot_x="d",
     notes="Grid inputs: I1 Gaussian (Q ≠ K and tied Q = K) and I3 rows of norm 3, shrunk to admissibility by "
@@ -680,7 +684,7 @@ THM1_W_BOUND = Claim(
     cell=_w_bound_cell, search=_w_bound_search, universal=True,
     grid={"smoke": dict(d=[2, 16], C=[1.0, 10.0], L=[2], inputs=["tied", "orthogonal"]),
           "quick": dict(d=[2, 64], C=[1.0, 10.0], L=[1, 16], inputs=["gaussian", "sphere", "tied", "orthogonal"]),
-          "full": dict(d=G_D[1:], C=C_GRID, L=[1, 2, 16, 256], inputs=["gaussian", "sphere", "tied", "orthogonal"])},
+          "full": dict(d=G_D, C=C_GRID, L=[1, 2, 16, 256], inputs=["gaussian", "sphere", "tied", "orthogonal"])},
     variants=READINGS, variant_notes=READING_NOTES, where=_generated_domain,
     restarts={"smoke": 1, "quick": 3, "full": 20}, plot_x="C",
     notes="The identity holds for every pair; the bound uses SM(x,x) <= C and SM(y,y) <= C, which the hypothesis "
