@@ -103,9 +103,10 @@ def _unbiased_cell(ctx: CellContext):
     s = float((x + y) @ (x + y))
     n = _replicates_for_power(ctx, math.sqrt(_relative_variance(d, s, m)), m * d)
     est = _smreg_estimates(ctx, x, y, m, n, "spherical")
+    log_lam = -float(x @ x + y @ y) / 2
     target = theory.smreg(x, y)
-    sd = math.exp(-(x @ x + y @ y) / 2) * math.sqrt(theory.term_variance(d, s) / m)
-    series = math.exp(-(x @ x + y @ y) / 2 + s / 2 + float(theory.log_smreg_ratio_eq30(d, s / 2)))
+    sd = math.sqrt(theory.smreg_mse(d, s, m, log_lam=log_lam))  # the variance of an unbiased estimator
+    series = math.exp(log_lam + s / 2 + float(theory.log_smreg_ratio_eq30(d, s / 2)))
     return mean_test(est, target, scale=target, sd=sd, extra=dict(s=s, eq30_value=series), **ctx.test)
 
 
@@ -727,10 +728,11 @@ def _lower_cell(ctx: CellContext):
     w_found, config = _sup_w(domain, C, L, ctx.variant)
     tail = [dd for dd in per_tier(_LOWER_GRID, ctx.tier)["d"] if dd >= d]
     y_tail = _scaled_deficit(tail, w_found)
-    w_bar = float(theory.w_bound(C)) if domain == "tied" else math.inf
-    extra = dict(w_found=w_found, W_found=1 - _ratio_margin(d, w_found), claimed=1 - _LOWER_CONSTANT / d ** (1 / 3),
-                 w_bar=w_bar, W_lower=1 - min(1.0, float(theory.ratio_deficit_bound(d, w_bar))) if domain == "tied"
-                 else 0.0, tail_d=tail, tail_y=y_tail.tolist(), **_configuration_extra(config))
+    w_bar = float(theory.w_bound(C)) if domain == "tied" else math.inf  # proven only for tied inputs
+    w_lower = 1 - min(1.0, float(theory.ratio_deficit_bound(d, w_bar))) if math.isfinite(w_bar) else 0.0
+    extra = dict(w_found=w_found, W_found=1 - _ratio_margin(d, w_found), W_lower=w_lower,
+                 claimed=1 - _LOWER_CONSTANT / d ** (1 / 3), w_bar=w_bar, tail_d=tail, tail_y=y_tail.tolist(),
+                 **_configuration_extra(config))
     return _tail_evidence(ctx.tolerance, float(y_tail[0]), float(y_tail.min()), _tail_sup_bound(d, w_bar), extra)
 
 
@@ -867,10 +869,10 @@ def _orf_gain_shortfall(d: int, m: int, s: float) -> tuple[float, dict]:
     """``1 - (MSE_iid - MSE_ort)/gap`` with Theorem 2's gap; 0 where both vanish (m = 1 or s = 0)."""
     if m == 1 or s == 0:
         return 0.0, dict(reduction_over_gap=1.0)
-    log_f = float(theory.log_term_moment(d, s))
-    # per (m-1)/m Λ²: reduction = F(a)² - F(2a), gap = (2/(d+2)) (F(a) - 1)² with F(a) = SMREG/Λ
+    log_mean = float(theory.log_term_moment(d, s))  # log F(a), F(a) = SMREG/Λ = ₀F₁(; d/2; d s/4)
+    # per (m-1)/m Λ²: reduction = F(a)² - F(2a), gap = (2/(d+2)) (F(a) - 1)²
     log_reduction = theory.log_orthogonal_pair_excess(d, s)
-    log_excess_f = log_f + math.log(-math.expm1(-log_f))  # log(F(a) - 1) without overflow
+    log_excess_f = log_mean + math.log(-math.expm1(-log_mean))  # log(F(a) - 1) without overflow
     log_gap = math.log(theory.theorem2_gap_coefficient(d, m) * m / (m - 1)) + 2 * log_excess_f
     ratio = math.exp(log_reduction - log_gap)
     return 1.0 - ratio, dict(reduction_over_gap=ratio, log_reduction=log_reduction, log_gap=log_gap)
