@@ -127,6 +127,7 @@ SMREG_UNBIASED = Claim(
           "quick": dict(d=[1, 2, 8, 64], norm_x=[0.5, 1.0], norm_y=[0.5], angle=[0.0, 2 * math.pi / 3, math.pi],
                         m=[1, 16]),
           "full": dict(d=G_D, norm_x=G_NORM, norm_y=G_NORM, angle=G_ANGLE, m=[1, 16])},
+    # Budget (quick about 1.5 s): the d = 64 cells need ~10^7 normals for the power calculation's replicates.
     replicates={"smoke": 20_000, "quick": 200_000, "full": 2_000_000},
     where=_unbiased_domain, roles=("feature_map.positive",), plot_x="d",
     notes="Target from the ₀F₁ closed form (the Eq 30 series value is recorded per cell); exact sd from "
@@ -226,6 +227,8 @@ SMREG_MSE = Claim(
           "quick": dict(d=[2, 8], m=[2, 8], s=[0.5, 2.0], ensemble=["iid", "orthogonal"]),
           "full": dict(d=[2, 4, 8, 16], m=[1, 2, 4, 8, 16], s=[0.25, 0.5, 1.0, 2.0, 3.0],
                        ensemble=["iid", "orthogonal"])},
+    # Budget (quick about 1.5 s): squared errors are heavy-tailed, so resolving 5% of an MSE takes ~10^5
+    # estimator replicates per cell (plus a batched QR per orthogonal block).
     replicates={"smoke": 100_000, "quick": 1_000_000, "full": 10_000_000},
     where=lambda p, v: p["m"] <= p["d"], roles=("feature_map.positive",), plot_x="s",
     notes="Squared errors are tested against the exact MSE with the exact sd and skewness of the squared "
