@@ -3,5 +3,10 @@
 Modules:
 
 * :mod:`~rfkit.theory.cost` — exact matrix-product (GEMM) shape lists and flop counts of the reference
-  estimators, the single source of truth for the benchmark's roofline and the complexity claims.
+  estimators, the single source of truth for the benchmark's roofline and the complexity claims;
+* :mod:`~rfkit.theory.softmax` — exact moments of the softmax-kernel random-feature estimators;
+* :mod:`~rfkit.theory.importance` — importance-sampling moments for Gaussian targets and proposals;
+* :mod:`~rfkit.theory.smreg` — the regularized softmax kernel SMREG: ₀F₁/Bessel closed form, Eq 21/29/30
+  series, Theorem 1's proof chain, iid/orthogonal MSEs and joint moments;
+* :mod:`~rfkit.theory.sphere` — moments and angles of a uniform unit vector (Lemma 3, Eqs 24-27).
 """
