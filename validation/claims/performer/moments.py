@@ -71,13 +71,14 @@ NODES = 96
 
 
 def _m_rule_ok(rules: dict, name: str, d: int, upper: int | None = None) -> bool:
-    """``rules[name](d)`` is admissible and not a duplicate of an earlier rule's value at this ``d``."""
+    """``rules[name](d)`` lies in ``[1, upper]`` and no earlier rule already gives that m at this ``d``."""
+    def admissible(value: int) -> bool:
+        return value >= 1 and (upper is None or value <= upper)
+
+    names = list(rules)
     value = rules[name](d)
-    if value < 1 or (upper is not None and value > upper):
-        return False
-    earlier = list(rules)[: list(rules).index(name)]
-    return all(rules[e](d) != value or (upper is not None and rules[e](d) > upper) or rules[e](d) < 1
-               for e in earlier)
+    earlier = {rules[e](d) for e in names[: names.index(name)]}
+    return admissible(value) and value not in {v for v in earlier if admissible(v)}
 
 
 #: Subsets of ``G_norm × G_angle`` swept by the exact parts below the full tier (full: the whole grid).
@@ -975,7 +976,7 @@ FIG2_CRITICAL_REGION = Claim(
     grid={tier: dict(part=list(FIG2_PARTS), l=FIG2_LENGTHS[tier], point=list(FIG2_MC_POINTS),
                      d=[2, 16] if tier == "full" else [2], m=[1] if tier == "smoke" else [1, 16])
           for tier in ("smoke", "quick", "full")},
-    replicates={"smoke": 20_000, "quick": 100_000, "full": 1_000_000},
+    replicates={"smoke": 60_000, "quick": 100_000, "full": 1_000_000},
     restarts={"smoke": 1, "quick": 3, "full": 10},
     where=_fig2_domain, roles=("feature_map.trig", "feature_map.positive"), plot_x="l",
 )
@@ -1242,7 +1243,7 @@ def _orf_mse_claim(kind: str) -> Claim:
               "quick": dict(d=[2, 4, 8], m_rule=["2", "d"], pair=_ORF_MSE_PAIRS_BY_KIND[kind][:1] + (
                   ["taylor"] if kind == "positive" else ["t16"] if kind == "trig" else [])),
               "full": dict(d=[2, 4, 8, 16], m_rule=["2", "d"], pair=_ORF_MSE_PAIRS_BY_KIND[kind])},
-        replicates={"smoke": 20_000, "quick": 60_000, "full": 1_000_000},
+        replicates={"smoke": 40_000, "quick": 60_000, "full": 1_000_000},
         where=_orf_mse_domain(kind, M_RULES, upper=True),
         roles=(f"feature_map.{kind}", "orthogonal_projection"), plot_x="pair",
     )
@@ -1299,7 +1300,7 @@ def _attention_rows(ctx: CellContext, length: int, d: int) -> tuple[np.ndarray, 
 def _gram_draws(ctx: CellContext, kind: str, xs, ys, m: int, projection: str, n: int) -> np.ndarray:
     """``(n, N, M)`` estimated attention matrices ``Â = Q'K'ᵀ``."""
     fmap, d = _feature_map(ctx, kind), xs.shape[1]
-    size = max(1, _chunk(m, d) // max(1, xs.shape[0]))
+    size = max(1, 4_000_000 // (m * (d + 2 * (xs.shape[0] + ys.shape[0]))))  # projections + (2m-wide) features
     return np.concatenate([_gram_estimates(fmap, xs, ys, _projections(ctx, projection, c, m, d), c)
                            for c in chunks(n, size)])
 
@@ -1319,7 +1320,8 @@ def _entrywise_unbiased(ctx: CellContext, kind: str, projection: str, test: dict
     length, d, m = ctx.params["L"], ctx.params["d"], ctx.params["m"]
     xs, ys = _attention_rows(ctx, length, d)
     exact = softmax_kernel(xs, ys)
-    rel_sd = np.sqrt(_entry_variances(kind, xs, ys, m, projection)) / exact
+    sd = np.sqrt(_entry_variances(kind, xs, ys, m, projection))
+    rel_sd = sd / exact
     feasible = rel_sd <= test["tolerance"] / 2 * math.sqrt(ctx.replicates) / 6
     entries = np.argwhere(feasible)
     if len(entries) > MAX_ENTRIES:
@@ -1329,7 +1331,6 @@ def _entrywise_unbiased(ctx: CellContext, kind: str, projection: str, test: dict
                         ("no entry inside the Monte Carlo domain",))
     draws = _gram_draws(ctx, kind, xs, ys, m, projection, ctx.replicates)
     sub = dict(test, alpha=test["alpha"] / len(entries))
-    sd = np.sqrt(_entry_variances(kind, xs, ys, m, projection))
     parts = [mean_test(draws[:, i, j], exact[i, j], scale=exact[i, j], sd=float(sd[i, j]), **sub) for i, j in entries]
     return combine(parts, extra=dict(entries=len(entries), outside_mc_domain=int((~feasible).sum())))
 
