@@ -190,3 +190,52 @@ def test_small_inputs_favour_trig_in_attention_output():
     assert predicted["trig"] < predicted["positive"] and sampled["trig"] < sampled["positive"]
     for kind in predicted:
         assert sampled[kind] == pytest.approx(predicted[kind], rel=0.25)
+
+
+# --------------------------------------------------------------- measurement helpers vs brute force
+
+
+def test_gram_estimates_match_per_replicate_features():
+    from rfkit.estimators import FEATURE_MAPS
+
+    rng = np.random.default_rng(9_876_543_210_987_654_321)
+    xs, ys = rng.normal(size=(2, 3, 4)) * 0.4
+    omega = rng.normal(size=(5 * 6, 4))  # 5 replicates of m = 6 rows
+    for kind, fmap in FEATURE_MAPS.items():
+        gram = moments._gram_estimates(fmap, xs, ys, omega, 5)
+        for r in range(5):
+            w = omega[r * 6:(r + 1) * 6]
+            np.testing.assert_allclose(gram[r], fmap(xs, w).kernel(fmap(ys, w)), rtol=1e-12, err_msg=kind)
+
+
+def test_generalized_estimates_and_targets_brute_force():
+    rng = np.random.default_rng(1_029_384_756_102_938_475)
+    x, y = np.array([0.6, 0.1, -0.2]), np.array([-0.3, 0.5, 0.4])
+    omega = rng.normal(size=(4 * 3, 3))
+    est = moments._generalized_estimates(np.sign, x, y, omega, 4)
+    brute = [np.mean(np.sign(omega[i * 3:(i + 1) * 3] @ x) * np.sign(omega[i * 3:(i + 1) * 3] @ y)) for i in range(4)]
+    np.testing.assert_allclose(est, brute)
+    big = rng.normal(size=(400_000, 3))  # Monte Carlo of both targets: 6-sigma bounds (false failure < 1e-8)
+    for f, target in ((np.sign, moments._angular_kernel), (lambda u: np.maximum(u, 0), moments._relu_kernel)):
+        vals = f(big @ x) * f(big @ y)
+        assert abs(vals.mean() - target(x, y)) < 6 * vals.std() / math.sqrt(vals.size)
+
+
+def test_gauss_hermite_mean_is_exact_for_the_softmax_kernel():
+    from rfkit.estimators import FEATURE_MAPS
+
+    for x, y in ((np.array([1.5, 0.0, 0.3]), np.array([-1.0, 0.8, 0.0])), (np.array([2.0]), np.array([-2.0]))):
+        for fmap in FEATURE_MAPS.values():
+            np.testing.assert_allclose(moments._gauss_hermite_mean(fmap, x, y), math.exp(x @ y), rtol=1e-9)
+
+
+@pytest.mark.parametrize("d", [2, 3, 8])
+def test_smreg_target_against_quadrature_over_the_sphere(d):
+    """SMREG = Λ E exp(√d ‖z‖ u), u the first coordinate of a uniform unit vector (density ∝ (1-u²)^{(d-3)/2})."""
+    x = np.array([0.4] + [0.1] * (d - 1))
+    y = np.array([0.2] + [-0.3] * (d - 1))
+    z = float(np.linalg.norm(x + y))
+    c_d = special.gamma(d / 2) / (math.sqrt(math.pi) * special.gamma((d - 1) / 2))
+    val, _ = integrate.quad(lambda u: math.exp(math.sqrt(d) * z * u) * c_d * (1 - u * u) ** ((d - 3) / 2), -1, 1,
+                            epsrel=1e-12)
+    np.testing.assert_allclose(moments._smreg_target(x, y), math.exp(-(x @ x + y @ y) / 2) * val, rtol=1e-8)
