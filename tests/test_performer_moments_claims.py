@@ -14,9 +14,11 @@ import pytest
 from scipy import integrate, special
 
 from rfkit.estimators import Features, positive_features, softmax_attention
+from rfkit.theory import smreg as smreg_theory
 from rfkit.theory import softmax as theory
 from rfkit.validation.claims.performer import moments
 from rfkit.validation.engine import VERDICTS, validate
+from rfkit.validation.harness import gram_estimates
 
 
 def _run(claim, **options):
@@ -202,7 +204,7 @@ def test_gram_estimates_match_per_replicate_features():
     xs, ys = rng.normal(size=(2, 3, 4)) * 0.4
     omega = rng.normal(size=(5 * 6, 4))  # 5 replicates of m = 6 rows
     for kind, fmap in FEATURE_MAPS.items():
-        gram = moments._gram_estimates(fmap, xs, ys, omega, 5)
+        gram = gram_estimates(fmap, xs, ys, omega, 5)
         for r in range(5):
             w = omega[r * 6:(r + 1) * 6]
             np.testing.assert_allclose(gram[r], fmap(xs, w).kernel(fmap(ys, w)), rtol=1e-12, err_msg=kind)
@@ -238,4 +240,4 @@ def test_smreg_target_against_quadrature_over_the_sphere(d):
     c_d = special.gamma(d / 2) / (math.sqrt(math.pi) * special.gamma((d - 1) / 2))
     val, _ = integrate.quad(lambda u: math.exp(math.sqrt(d) * z * u) * c_d * (1 - u * u) ** ((d - 3) / 2), -1, 1,
                             epsrel=1e-12)
-    np.testing.assert_allclose(moments._smreg_target(x, y), math.exp(-(x @ x + y @ y) / 2) * val, rtol=1e-8)
+    np.testing.assert_allclose(smreg_theory.smreg(x, y), math.exp(-(x @ x + y @ y) / 2) * val, rtol=1e-8)

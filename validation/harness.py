@@ -12,7 +12,7 @@ import numpy as np
 
 from rfkit.estimators import Features, gaussian_projection, orthogonal_projection, spherical_projection
 
-__all__ = ["controlled_pair", "replicate_projections", "kernel_estimates", "as_features", "chunks"]
+__all__ = ["controlled_pair", "replicate_projections", "kernel_estimates", "gram_estimates", "as_features", "chunks"]
 
 #: Replicates drawn per batch inside a cell (bounds memory at about chunk · m · d doubles).
 CHUNK = 20_000
@@ -76,3 +76,18 @@ def kernel_estimates(feature_map: Callable, x: np.ndarray, y: np.ndarray, omega:
     vals = f.values.reshape(2, blocks, replicates, m)
     dots = np.einsum("lrm,lrm->r", vals[0], vals[1])
     return dots * replicates * np.exp(f.log_scale[0] + f.log_scale[1])
+
+
+def gram_estimates(feature_map: Callable, xs: np.ndarray, ys: np.ndarray, omega: np.ndarray,
+                   replicates: int) -> np.ndarray:
+    """``(replicates, N, M)`` estimated Gram matrices ``φ(x_i)ᵀφ(y_j)``, one per stacked projection matrix.
+
+    The matrix version of :func:`kernel_estimates` (same ``1/√m`` bookkeeping).
+    """
+    f = as_features(feature_map(np.concatenate([xs, ys]), omega))
+    n_x, total = xs.shape[0], omega.shape[0]
+    m = total // replicates
+    blocks = f.values.shape[-1] // total
+    vals = f.values.reshape(-1, blocks, replicates, m).transpose(2, 0, 1, 3).reshape(replicates, -1, blocks * m)
+    gram = vals[:, :n_x] @ np.swapaxes(vals[:, n_x:], -1, -2)
+    return gram * replicates * np.exp(f.log_scale[:n_x, None] + f.log_scale[None, n_x:])

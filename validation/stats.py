@@ -73,6 +73,7 @@ __all__ = [
     "ks_test",
     "holm",
     "combine",
+    "required_replicates",
     "ALTERNATIVES",
 ]
 
@@ -347,3 +348,23 @@ def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict
                     max((e.effect for e in evidences if not math.isnan(e.effect)), default=math.nan),
                     max(e.upper for e in evidences), sum(e.n for e in evidences),
                     method or f"{worst.method} (Bonferroni over {k})", flags, extra=parts)
+
+
+def required_replicates(rel_sd: float, *, alpha: float, tolerance: float, power: float = 0.8,
+                        skewness: float | None = None, alternative: str = "two-sided",
+                        resolution: float = 0.5) -> float:
+    """Replicates a mean test with exact moments needs at one cell (a sample-size calculation).
+
+    Enough for a minimal detectable effect of ``resolution · tolerance``,
+    ``n = ((z_α + z_β) rel_sd / (resolution · tolerance))²``, and, given the exact skewness of one
+    replicate, for the normal approximation to pass :func:`mean_test`'s Edgeworth check,
+    ``n >= (|γ|(z² - 1)φ(z) / (6 α'))²`` (``α'`` the one-sided level). It depends only on exact moments,
+    never on outcomes, so sizing cells with it cannot steer a verdict. Returns ``inf`` when ``rel_sd`` is.
+    """
+    _check_alternative(alternative)
+    level = alpha / 2 if alternative == "two-sided" else alpha
+    z = stats.norm.isf(level)
+    need = ((z + stats.norm.ppf(power)) * rel_sd / (resolution * tolerance)) ** 2
+    if skewness is not None and math.isfinite(skewness):
+        need = max(need, (abs(skewness) * (z * z - 1) * stats.norm.pdf(z) / (6 * level)) ** 2)
+    return need

@@ -32,7 +32,7 @@ import functools
 import math
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, stats
 
 from rfkit.estimators import (
     FEATURE_MAPS,
@@ -41,8 +41,16 @@ from rfkit.estimators import (
     softmax_attention,
     softmax_kernel,
 )
+from rfkit.theory import smreg as smreg_theory
 from rfkit.theory import softmax as theory
-from rfkit.validation.harness import as_features, chunks, controlled_pair, kernel_estimates, replicate_projections
+from rfkit.validation.harness import (
+    as_features,
+    chunks,
+    controlled_pair,
+    gram_estimates,
+    kernel_estimates,
+    replicate_projections,
+)
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.reproductions.performer import (
     coupled_projections,
@@ -51,7 +59,7 @@ from rfkit.validation.reproductions.performer import (
     fig4_output_mse,
 )
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, combine, exact_test, ks_test, mean_test
+from rfkit.validation.stats import Evidence, combine, exact_test, ks_test, mean_test, required_replicates
 
 PI = math.pi
 KINDS = theory.ESTIMATORS
@@ -141,20 +149,12 @@ _MIN_REPLICATES = 2_000
 
 def _replicates_for(ctx: CellContext, rel_sd: float, skewness: float | None = None, two_sided: bool = True,
                     test: dict | None = None) -> int:
-    """Replicates a z test with exact moments needs at this cell, capped by the tier's count.
-
-    Enough for a resolution (mde) of half the tolerance, ``n = ((z_α + z_β) rel_sd / (tol/2))²``, and for
-    the normal approximation to pass :func:`~rfkit.validation.stats.mean_test`'s Edgeworth check,
-    ``n >= (|γ|(z² - 1)φ(z)/(6·α'))²`` (α' the one-sided level). The rule depends only on exact moments,
-    never on outcomes; cells whose need exceeds the tier's count stay underpowered and say so.
-    (Private until ``stats`` offers a ``required_replicates``.)
+    """Replicates a z test with exact moments needs at this cell (:func:`~rfkit.validation.stats.
+    required_replicates`, resolution half the tolerance, 20% margin), capped by the tier's count; cells
+    whose need exceeds it stay underpowered and say so.
     """
-    alpha = (test or ctx.test)["alpha"]
-    level = alpha / 2 if two_sided else alpha
-    z = stats.norm.isf(level)
-    need = ((z + stats.norm.ppf(ctx.power)) * rel_sd / (ctx.tolerance / 2)) ** 2
-    if skewness is not None and math.isfinite(skewness):
-        need = max(need, (abs(skewness) * (z * z - 1) * stats.norm.pdf(z) / (6 * level)) ** 2)
+    need = required_replicates(rel_sd, skewness=skewness, alternative="two-sided" if two_sided else "greater",
+                               **(test or ctx.test))
     if not math.isfinite(need):
         return ctx.replicates
     return int(min(ctx.replicates, max(_MIN_REPLICATES, math.ceil(1.2 * need))))
@@ -186,20 +186,6 @@ def _kernel_draws(ctx: CellContext, kind: str, x, y, m: int, projection: str, n:
     fmap, d = _feature_map(ctx, kind), x.size
     return np.concatenate([kernel_estimates(fmap, x, y, _projections(ctx, projection, c, m, d), c)
                            for c in chunks(n, _chunk(m, d))])
-
-
-def _gram_estimates(feature_map, xs: np.ndarray, ys: np.ndarray, omega: np.ndarray, replicates: int) -> np.ndarray:
-    """``(replicates, N, M)`` estimated Gram matrices ``φ(x_i)ᵀφ(y_j)``, one per stacked projection matrix.
-
-    The matrix version of :func:`rfkit.validation.harness.kernel_estimates` (same ``1/√m`` bookkeeping).
-    """
-    f = as_features(feature_map(np.concatenate([xs, ys]), omega))
-    n_x, total = xs.shape[0], omega.shape[0]
-    m = total // replicates
-    blocks = f.values.shape[-1] // total
-    vals = f.values.reshape(-1, blocks, replicates, m).transpose(2, 0, 1, 3).reshape(replicates, -1, blocks * m)
-    gram = vals[:, :n_x] @ np.swapaxes(vals[:, n_x:], -1, -2)
-    return gram * replicates * np.exp(f.log_scale[:n_x, None] + f.log_scale[None, n_x:])
 
 
 def _gauss_hermite_mean(feature_map, x: np.ndarray, y: np.ndarray, nodes: int = NODES) -> float:
@@ -264,13 +250,6 @@ def _relu_kernel(x, y) -> float:
     """``E ReLU(ωᵀx) ReLU(ωᵀy) = ‖x‖‖y‖(sin θ + (π - θ) cos θ)/(2π)`` (register relu_arccos_kernel)."""
     theta = _angle_between(x, y)
     return float(np.linalg.norm(x) * np.linalg.norm(y)) * (math.sin(theta) + (PI - theta) * math.cos(theta)) / (2 * PI)
-
-
-def _smreg_target(x, y) -> float:
-    """``SMREG(x, y) = Λ ₀F₁(; d/2; d‖x+y‖²/4)`` (register smreg_closed_form; Performer Eq 30)."""
-    q = theory.pair_quantities(x, y)
-    d = np.asarray(x).size
-    return math.exp(q["log_lam"]) * float(special.hyp0f1(d / 2, d * q["s"] / 4))
 
 
 # ======================================================================= Sec 2.3: SM and K_gauss
@@ -1095,7 +1074,7 @@ def _orf_estimate_test(ctx: CellContext, estimator: str, x, y, m: int) -> Eviden
         return mean_test(est, target, scale=scale, **ctx.test)
     if estimator == "smreg":
         est = _kernel_draws(ctx, "positive", x, y, m, "orthogonal_sqrt_d", n)
-        target = _smreg_target(x, y)
+        target = smreg_theory.smreg(x, y)
         return mean_test(est, target, scale=target, **ctx.test)
     est = _kernel_draws(ctx, estimator, x, y, m, "orthogonal", n)
     target = math.exp(float(x @ y))
@@ -1308,7 +1287,7 @@ def _gram_draws(ctx: CellContext, kind: str, xs, ys, m: int, projection: str, n:
     """``(n, N, M)`` estimated attention matrices ``Â = Q'K'ᵀ``."""
     fmap, d = _feature_map(ctx, kind), xs.shape[1]
     size = max(1, 4_000_000 // (m * (d + 2 * (xs.shape[0] + ys.shape[0]))))  # projections + (2m-wide) features
-    return np.concatenate([_gram_estimates(fmap, xs, ys, _projections(ctx, projection, c, m, d), c)
+    return np.concatenate([gram_estimates(fmap, xs, ys, _projections(ctx, projection, c, m, d), c)
                            for c in chunks(n, size)])
 
 

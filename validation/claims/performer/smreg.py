@@ -44,7 +44,7 @@ from rfkit.theory import sphere
 from rfkit.validation.harness import as_features, chunks, controlled_pair, kernel_estimates, replicate_projections
 from rfkit.validation.model import CellContext, Claim, per_tier
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, combine, exact_test, mean_test
+from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, required_replicates
 
 PAPER = "performer"
 #: Most standard normals one Monte Carlo cell draws (bounds its time at about 0.3 s).
@@ -73,13 +73,14 @@ def _relative_variance(d: int, s: float, m: int = 1) -> float:
 
 
 def _replicates_for_power(ctx: CellContext, relative_sd: float, normals_per_replicate: int) -> int:
-    """Replicates whose z-test confidence half-width is half the tolerance at the cell's level (see above).
+    """Replicates for a resolution of half the tolerance (:func:`~rfkit.validation.stats.required_replicates`).
 
-    Then the minimal detectable effect is below the tolerance, and a cell whose true deviation is at most
-    half the tolerance has its upper bound within it except with probability about the cell's level.
+    Never more than the tier's count nor :data:`_CELL_NORMALS` standard normals: cells beyond that stay
+    underpowered and say so.
     """
-    needed = math.ceil((2 * stats.norm.isf(ctx.alpha / 2) * relative_sd / ctx.tolerance) ** 2)
-    return int(max(_MIN_REPLICATES, min(needed, ctx.replicates, _CELL_NORMALS // normals_per_replicate)))
+    need = required_replicates(relative_sd, **ctx.test)
+    cap = min(ctx.replicates, _CELL_NORMALS // normals_per_replicate)
+    return int(max(_MIN_REPLICATES, min(math.ceil(need) if math.isfinite(need) else cap, cap)))
 
 
 def _smreg_estimates(ctx: CellContext, x, y, m: int, n: int, projection: str) -> np.ndarray:
