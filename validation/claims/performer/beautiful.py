@@ -177,7 +177,7 @@ REMARK1 = Claim(
     # Monte Carlo where the mean of exp(ωᵀz) is nearly normal (‖z‖ <= 0.35) and d <= 8 (sampling cost); the
     # closed forms cover ‖z‖ <= 3 and every d of the sweep.
     where=lambda p, v: p["part"] == "closed_form" or (p["pair"] in ("zero", "tiny", "small") and p["d"] <= 8),
-    replicates={"smoke": 60_000, "quick": 100_000, "full": 1_000_000},
+    replicates={"smoke": 60_000, "quick": 150_000, "full": 1_000_000},
     roles=("beautiful.terms", "feature_map.positive"), plot_x="pair",
     notes="closed_form: the beautiful series Σ a_{2k} E(ωᵀz)^{2k} against exp(xᵀy) and against Eq 30's Bessel "
           "form of SMREG; monte_carlo: F̂^iid_1 against K/Λ and rfkit's SM⁺/SMREG⁺ estimate against Λ·F.",
@@ -1375,7 +1375,7 @@ GAUSSIAN_PRF_MGF = Claim(
           "quick": dict(pair=list(PRF_PAIRS), d=[1, 2, 8], theta=[1e-3, 1.0, 1e3], part=["analytic", "truncated"]),
           "full": dict(pair=list(PRF_PAIRS), d=[1, 2, 8, 64], theta=[1e-3, 1e-1, 1.0, 1e1, 1e3],
                        part=["analytic", "truncated"])},
-    replicates={"smoke": 20_000, "quick": 50_000, "full": 1_000_000},
+    replicates={"smoke": 20_000, "quick": 120_000, "full": 1_000_000},
     roles=("beautiful.terms",), plot_x="theta",
 )
 
