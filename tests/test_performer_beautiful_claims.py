@@ -208,3 +208,13 @@ def test_planted_wrong_tau_constant_is_refuted(monkeypatch):
     monkeypatch.setattr(bt, "log_chi_moment", lambda d, j: exact(d + 2, j))
     result = run("lemma6.tau_argmax")
     assert result["lemma6.tau_argmax"].verdict == "refuted"
+
+
+@pytest.mark.parametrize("d", [1, 2, 5])
+@pytest.mark.parametrize("pair", sorted(claims.THM3_PAIRS))
+def test_smreg_setting_matches_the_drawn_pair(d, pair):
+    # the bound's ‖z‖ and SMREG come from the same (d = 1: collinear) pair the estimator is run on
+    x, y = claims._draw_pair(claims.THM3_PAIRS[pair], d, np.random.default_rng(5))
+    tail = claims._smreg_tail(claims.THM3_PAIRS[pair], d, 1, 1.0)
+    assert tail.z_norm == pytest.approx(np.linalg.norm(x + y), abs=1e-12)
+    assert tail.g.scale == pytest.approx(math.exp(-(x @ x + y @ y) / 2), rel=1e-12)

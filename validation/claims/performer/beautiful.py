@@ -12,7 +12,11 @@ estimator of Theorem 3 is built from it with spherical or ``√d``-norm orthogon
 Budget notes: a Haar frame costs about 1 µs per row, so Monte Carlo over orthogonal ensembles dominates;
 quick grids keep ``d·m·replicates`` small and use the exact parts (quadrature, series) for the rest of the
 domain. Tail-bound cells with a negative right-hand side need no Monte Carlo at all (a probability cannot
-be below 0), and a bound ``>= 1`` holds for every law.
+be below 0), and a bound ``>= 1 - tolerance`` cannot be violated by more than the tolerance.
+
+Findings (see the claims' notes): the corrections of Theorem 5 (Eq 41), Eq 68 and Theorem 3's orthogonal bound
+are not invariant under ``g -> λg, θ -> θ/λ`` (they scale by ``λ^{m-4}``) while the quantities they bound are;
+for small enough scales the right-hand sides become negative, and the three statements fail with exact witnesses.
 """
 
 from __future__ import annotations
@@ -107,19 +111,32 @@ def _split(ctx: CellContext, k: int) -> dict:
     return dict(ctx.test, alpha=ctx.alpha / k)
 
 
+def _realisable(pair: tuple, d: int) -> tuple[float, float, float]:
+    """``(‖x‖, ‖y‖, angle)`` realisable in ``R^d``: in ``d = 1`` the angle is 0 or π (whichever is nearer)."""
+    nx, ny, angle = pair
+    if d == 1:
+        angle = 0.0 if angle <= math.pi / 2 else math.pi
+    return nx, ny, angle
+
+
+def _pair_geometry(pair: tuple, d: int) -> tuple[float, float]:
+    """``(‖x‖² + ‖y‖², ‖x + y‖)`` of the realisable pair."""
+    nx, ny, angle = _realisable(pair, d)
+    sq_norms = nx * nx + ny * ny
+    return sq_norms, math.sqrt(max(sq_norms + 2 * nx * ny * math.cos(angle), 0.0))
+
+
+def _draw_pair(pair: tuple, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors with the realisable norms and angle in a uniformly random plane (input generator I2)."""
+    return controlled_pair(*_realisable(pair, d), d, rng)
+
+
 # =================================================================================== Remark 1
 
 PAIRS = {  # (‖x‖, ‖y‖, angle): ‖z‖ from 0 to 3, Λ from 1 to e^{-9}
     "zero": (0.0, 0.0, 0.0), "tiny": (0.1, 0.1, math.pi / 2), "small": (0.2, 0.2, math.pi / 3),
     "unit": (1.0, 1.0, math.pi / 2), "large": (1.5, 1.5, math.pi / 3), "opposite": (3.0, 3.0, 0.9 * math.pi),
 }
-
-
-def _pair(name: str, d: int, rng: np.random.Generator):
-    nx, ny, angle = PAIRS[name]
-    if d == 1:
-        angle = 0.0 if angle <= math.pi / 2 else math.pi
-    return controlled_pair(nx, ny, angle, d, rng)
 
 
 def _log_kernel_sides(kernel: str, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -134,7 +151,7 @@ def _log_kernel_sides(kernel: str, x: np.ndarray, y: np.ndarray) -> tuple[float,
 
 def _remark1_cell(ctx: CellContext):
     kernel, d = ctx.params["kernel"], ctx.params["d"]
-    x, y = _pair(ctx.params["pair"], d, ctx.rng)
+    x, y = _draw_pair(PAIRS[ctx.params["pair"]], d, ctx.rng)
     lhs, rhs = _log_kernel_sides(kernel, x, y)
     if ctx.params["part"] == "closed_form":
         return exact_test(math.expm1(lhs - rhs), 0.0, tolerance=ctx.tolerance,
@@ -306,7 +323,7 @@ def _beautiful_tail(p: dict) -> Tail:
     return Tail(g, law, p["z"], m, p["mult"] * bt.beautiful_value(g, law, p["z"]))
 
 
-def _tail_cell(bound: BoundFn, orthogonal: bool, tail_of: Callable[[CellContext], tuple[Tail, Callable]]):
+def _tail_cell(bound: BoundFn, tail_of: Callable[[CellContext], tuple[Tail, Callable]]):
     def cell(ctx: CellContext) -> Evidence:
         tail, exceedances = tail_of(ctx)
         theta, b, table = _tightest(bound, tail)
@@ -377,6 +394,19 @@ def _lemma4_domain(p: dict, variant: str) -> bool:
     return gaussian_ok and _a_positive(p)
 
 
+def _lemma4_sign(ctx: CellContext) -> int:
+    return -1 if ctx.variant == "minus" else 1
+
+
+def _lemma4_cell(ctx: CellContext) -> Evidence:
+    return _tail_cell(_lemma4_bound(_lemma4_sign(ctx)), _beautiful_tail_of(False))(ctx)
+
+
+def _lemma4_search(ctx: CellContext) -> Evidence:
+    space = _beautiful_space(LEMMA4_OMEGAS, LEMMA4_G, TAIL_D, lambda d: 64)
+    return _tail_search(_lemma4_bound(_lemma4_sign(ctx)), space, _beautiful_search_exceedances(False))(ctx)
+
+
 LEMMA4 = Claim(
     id="performer.lemma4.iid_chernoff", paper="performer", source="Lemma 4, Eq 40",
     statement="For any a > F(z) and θ > 0, P[F̂^iid_m(z) > a] <= exp(θma)·M_X(θ)^m, with X = g(wᵀz), w ~ D.",
@@ -384,7 +414,7 @@ LEMMA4 = Claim(
     hypotheses="beautiful F; D read as Ω; any m >= 1; M_X(θ) finite for the bound to be informative (bounded "
                "radial laws; Gaussian Ω only with quadratic g, where M_X is finite for 2θa_2‖z‖² < 1 and +inf beyond)",
     tolerance=TAIL_TOLERANCE, units="excess exceedance probability over the bound",
-    cell=_tail_cell(lambda t, th: None, False, _beautiful_tail_of(False)),  # replaced per variant below
+    cell=_lemma4_cell, search=_lemma4_search,
     variants=("minus", "plus"),
     variant_notes={"plus": "exp(+θma)·M_X(θ)^m as printed in Eq 40 (>= 1 for every input: a > F >= 0, "
                            "M_X(θ) >= e^{θF})",
@@ -401,18 +431,6 @@ LEMMA4 = Claim(
 )
 
 
-def _lemma4_cell(ctx: CellContext) -> Evidence:
-    sign = -1 if ctx.variant == "minus" else 1
-    return _tail_cell(_lemma4_bound(sign), False, _beautiful_tail_of(False))(ctx)
-
-
-def _lemma4_search(ctx: CellContext) -> Evidence:
-    sign = -1 if ctx.variant == "minus" else 1
-    space = _beautiful_space(LEMMA4_OMEGAS, LEMMA4_G, TAIL_D, lambda d: 64)
-    return _tail_search(_lemma4_bound(sign), space, _beautiful_search_exceedances(False))(ctx)
-
-
-LEMMA4 = replace(LEMMA4, cell=_lemma4_cell, search=_lemma4_search)
 
 # =================================================================================== Theorem 5
 
@@ -428,7 +446,7 @@ THM5 = Claim(
     hypotheses="Ω isotropic with bounded radial law (Ω_reg, radius uniform on [0, 2√d], fixed radius 0.5√d or "
                "2√d); g entire with a_i >= 0; m <= d; M read as m (Eq 68)",
     tolerance=TAIL_TOLERANCE, units="excess exceedance probability over the bound",
-    cell=_tail_cell(_thm5_bound, True, _beautiful_tail_of(True)),
+    cell=_tail_cell(_thm5_bound, _beautiful_tail_of(True)),
     grid={"smoke": dict(omega=["reg"], g=["exp/1000", "exp"], d=[2], m=["d"], z=[1.0], mult=[1.1]),
           "quick": dict(omega=["reg", "uniform"], g=["exp/1000", "exp", "10exp", "1+u+u2", "u+u2"], d=[2, 4],
                         m=["2", "d"], z=[1.0], mult=[1.1]),
@@ -455,30 +473,28 @@ THM3_PAIRS = {
 }
 
 
-def _smreg_tail(nx: float, ny: float, angle: float, d: int, m: int, mult: float) -> Tail:
+def _smreg_tail(pair: tuple, d: int, m: int, mult: float) -> Tail:
     """Theorem 3 as an instance of Theorem 5: ``X = Λ exp(√d ω̂ᵀz)``, i.e. ``g = Λ·exp``, ``Ω = Ω_reg``."""
-    sq_norms = nx * nx + ny * ny
-    zn = math.sqrt(max(sq_norms + 2 * nx * ny * math.cos(angle), 0.0))
+    sq_norms, zn = _pair_geometry(pair, d)
     lam = math.exp(-sq_norms / 2)
     smreg = lam * math.exp(bt.log_sphere_exp_mean(zn, d))
     return Tail(Maclaurin.exp(lam), IsotropicLaw(d, "sqrt_d"), zn, m, mult * smreg, sq_norms)
 
 
+def _smreg_estimates(ctx: CellContext, tail: Tail, pair: tuple, orthogonal: bool) -> np.ndarray:
+    """``ctx.replicates`` draws of rfkit's SMREG⁺ estimator (positive features; rows iid on √d S^{d-1}, or a Haar
+    frame with √d norms) at a random placement of the pair."""
+    d = tail.law.d
+    x, y = _draw_pair(pair, d, ctx.rng)
+    fmap = ctx.impl("feature_map.positive", positive_features)
+    kind = "orthogonal_sqrt_d" if orthogonal else "spherical"
+    return np.concatenate([kernel_estimates(fmap, x, y, replicate_projections(kind, n, tail.m, d, ctx.rng), n)
+                           for n in chunks(ctx.replicates, max(1, 2_000_000 // (tail.m * d)))])
+
+
 def _smreg_exceedances(ctx: CellContext, tail: Tail, pair: tuple, orthogonal: bool) -> Callable[[], tuple[int, int]]:
-    """Exceedances of rfkit's SMREG⁺ estimator (positive features, rows on √d S^{d-1}; ORF: Haar frame)."""
     def count() -> tuple[int, int]:
-        d = tail.law.d
-        nx, ny, angle = pair
-        if d == 1:
-            angle = 0.0 if angle <= math.pi / 2 else math.pi
-        x, y = controlled_pair(nx, ny, angle, d, ctx.rng)
-        fmap = ctx.impl("feature_map.positive", positive_features)
-        kind = "orthogonal_sqrt_d" if orthogonal else "spherical"
-        exceed = 0
-        for n in chunks(ctx.replicates, max(1, 2_000_000 // (tail.m * d))):
-            omega = replicate_projections(kind, n, tail.m, d, ctx.rng)
-            exceed += int((kernel_estimates(fmap, x, y, omega, n) > tail.a).sum())
-        return exceed, ctx.replicates
+        return int((_smreg_estimates(ctx, tail, pair, orthogonal) > tail.a).sum()), ctx.replicates
     return count
 
 
@@ -486,7 +502,7 @@ def _smreg_tail_of(orthogonal: bool):
     def tail_of(ctx: CellContext):
         p = ctx.params
         pair = THM3_PAIRS[p["pair"]]
-        tail = _smreg_tail(*pair, p["d"], _m(p["m"], p["d"]), p["mult"])
+        tail = _smreg_tail(pair, p["d"], _m(p["m"], p["d"]), p["mult"])
         return tail, _smreg_exceedances(ctx, tail, pair, orthogonal)
     return tail_of
 
@@ -499,7 +515,7 @@ def _smreg_space(min_m: int) -> TailSpace:
         m = lo + int(round(x[1] * (d - lo)))
         pair = (float(x[2]), float(x[3]), float(x[4]))
         point = dict(d=d, m=m, norm_x=pair[0], norm_y=pair[1], angle=pair[2], mult=1 + 10 ** float(x[5]))
-        return _smreg_tail(*pair, d, m, point["mult"]), 10 ** float(x[6]), point
+        return _smreg_tail(pair, d, m, point["mult"]), 10 ** float(x[6]), point
     bounds = [(0, len(TAIL_D) - 1), (0.0, 1.0), (0.0, 3.0), (0.0, 3.0), (0.0, math.pi), (-2.0, 0.6), (-3.0, 4.0)]
     return TailSpace(bounds, [True] + [False] * 6, decode)
 
@@ -527,7 +543,7 @@ THM3_IID = Claim(
     kind="tail-bound",
     hypotheses="M_Z read as M_X (Z is never defined); m <= d; rows iid uniform on √d·S^{d-1}",
     tolerance=TAIL_TOLERANCE, units="excess exceedance probability over the bound",
-    cell=_tail_cell(_iid_smreg_bound, False, _smreg_tail_of(False)),
+    cell=_tail_cell(_iid_smreg_bound, _smreg_tail_of(False)),
     grid=THM3_GRID, where=lambda p, v: _m_ok(p),
     search=_tail_search(_iid_smreg_bound, _smreg_space(1), _smreg_search_exceedances(False)),
     universal=True, restarts={"smoke": 1, "quick": 1, "full": 20},
@@ -543,7 +559,7 @@ THM3_ORT = Claim(
     hypotheses="M_Z = M_X; SMREG^ort+ uses a Haar frame with √d norms (proj_orf, norm_law = sqrt_d); m <= d; "
                "a > SMREG(x, y); θ > 0",
     tolerance=TAIL_TOLERANCE, units="excess exceedance probability over the bound",
-    cell=_tail_cell(_thm3_ort_bound, True, _smreg_tail_of(True)),
+    cell=_tail_cell(_thm3_ort_bound, _smreg_tail_of(True)),
     grid=THM3_GRID, where=lambda p, v: _m_ok(p),
     search=_tail_search(_thm3_ort_bound, _smreg_space(2), _smreg_search_exceedances(True)),
     universal=True, restarts={"smoke": 1, "quick": 1, "full": 20},
@@ -572,34 +588,22 @@ def _bound_level_cell(ctx: CellContext) -> Evidence:
 
 
 def _exceedance_pair(ctx: CellContext) -> tuple[np.ndarray, np.ndarray]:
-    """Independent exceedance indicators of the orthogonal and the iid estimator at the cell's a."""
+    """Independent exceedance indicators of the orthogonal and the iid estimator at the cell's a: rfkit's SMREG⁺
+    (``family = "smreg"``) or F̂ for another g with Ω_reg at the pair's ‖z‖."""
     p = ctx.params
     pair = THM3_PAIRS[p["pair"]]
-    tail = _smreg_tail(*pair, p["d"], _m(p["m"], p["d"]), p["mult"])
+    tail = _smreg_tail(pair, p["d"], _m(p["m"], p["d"]), p["mult"])
     if p["family"] != "smreg":
-        g, law = G_FAMILIES[p["family"]], IsotropicLaw(p["d"], "sqrt_d")
-        tail = Tail(g, law, tail.z_norm, tail.m, p["mult"] * bt.beautiful_value(g, law, tail.z_norm))
-    indicators = []
-    for orthogonal in (True, False):
-        z = tail.z_norm * _unit(tail.law.d, ctx.rng)
+        g = G_FAMILIES[p["family"]]
+        tail = Tail(g, tail.law, tail.z_norm, tail.m, p["mult"] * bt.beautiful_value(g, tail.law, tail.z_norm))
+
+    def estimates(orthogonal: bool) -> np.ndarray:
         if p["family"] == "smreg":
-            hits = _smreg_indicators(ctx, tail, pair, orthogonal)
-        else:
-            hits = _terms(ctx, tail.g, tail.law, tail.m, z, ctx.replicates, orthogonal).mean(axis=1) > tail.a
-        indicators.append(hits.astype(np.float64))
-    return indicators[0], indicators[1]
+            return _smreg_estimates(ctx, tail, pair, orthogonal)
+        z = tail.z_norm * _unit(tail.law.d, ctx.rng)
+        return _terms(ctx, tail.g, tail.law, tail.m, z, ctx.replicates, orthogonal).mean(axis=1)
 
-
-def _smreg_indicators(ctx: CellContext, tail: Tail, pair: tuple, orthogonal: bool) -> np.ndarray:
-    d = tail.law.d
-    nx, ny, angle = pair
-    if d == 1:
-        angle = 0.0 if angle <= math.pi / 2 else math.pi
-    x, y = controlled_pair(nx, ny, angle, d, ctx.rng)
-    fmap = ctx.impl("feature_map.positive", positive_features)
-    kind = "orthogonal_sqrt_d" if orthogonal else "spherical"
-    return np.concatenate([kernel_estimates(fmap, x, y, replicate_projections(kind, n, tail.m, d, ctx.rng), n)
-                           > tail.a for n in chunks(ctx.replicates, max(1, 2_000_000 // (tail.m * d)))])
+    return (estimates(True) > tail.a).astype(np.float64), (estimates(False) > tail.a).astype(np.float64)
 
 
 def _probability_level_cell(ctx: CellContext) -> Evidence:
@@ -1314,9 +1318,8 @@ PRF_PAIRS = {"small": (0.3, 0.2, math.pi / 3), "unit": (1.0, 1.0, math.pi / 2), 
 
 
 def _prf_setting(p: dict) -> tuple[Maclaurin, float, float]:
-    nx, ny, angle = PRF_PAIRS[p["pair"]]
-    zn = math.sqrt(nx * nx + ny * ny + 2 * nx * ny * math.cos(angle))
-    return Maclaurin.exp(math.exp(-(nx * nx + ny * ny) / 2)), zn, p["theta"]
+    sq_norms, zn = _pair_geometry(PRF_PAIRS[p["pair"]], p["d"])
+    return Maclaurin.exp(math.exp(-sq_norms / 2)), zn, p["theta"]
 
 
 def _divergence_certificates(g: Maclaurin, zn: float, theta: float, d: int) -> dict:
@@ -1381,12 +1384,9 @@ GAUSSIAN_PRF_MGF = Claim(
 
 
 def _smreg_mgf_setting(p: dict) -> tuple[Maclaurin, IsotropicLaw, float, float]:
-    nx, ny, angle = THM3_PAIRS[p["pair"]]
     d = p["d"]
-    if d == 1:
-        angle = 0.0 if angle <= math.pi / 2 else math.pi
-    zn = math.sqrt(max(nx * nx + ny * ny + 2 * nx * ny * math.cos(angle), 0.0))
-    lam = math.exp(-(nx * nx + ny * ny) / 2)
+    sq_norms, zn = _pair_geometry(THM3_PAIRS[p["pair"]], d)
+    lam = math.exp(-sq_norms / 2)
     theta = p["kappa"] / (lam * math.exp(math.sqrt(d) * zn))  # θ·max X = κ
     return Maclaurin.exp(lam), IsotropicLaw(d, "sqrt_d"), zn, theta
 
