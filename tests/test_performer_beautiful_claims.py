@@ -218,3 +218,10 @@ def test_smreg_setting_matches_the_drawn_pair(d, pair):
     tail = claims._smreg_tail(claims.THM3_PAIRS[pair], d, 1, 1.0)
     assert tail.z_norm == pytest.approx(np.linalg.norm(x + y), abs=1e-12)
     assert tail.g.scale == pytest.approx(math.exp(-(x @ x + y @ y) / 2), rel=1e-12)
+
+
+def test_gaussian_prf_domain_excludes_z_zero():
+    # d = 1 realises the obtuse equal-norm pair antiparallel: z = 0 is outside "z ≠ 0" (the MGF is then finite)
+    cells = BY_ID["derived.gaussian_prf_mgf"].cells("quick", "default")
+    assert not [c for c in cells if c["d"] == 1 and c["pair"] == "opposite"]
+    assert [c for c in cells if c["d"] == 2 and c["pair"] == "opposite"]

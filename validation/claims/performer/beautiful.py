@@ -1378,6 +1378,8 @@ GAUSSIAN_PRF_MGF = Claim(
           "quick": dict(pair=list(PRF_PAIRS), d=[1, 2, 8], theta=[1e-3, 1.0, 1e3], part=["analytic", "truncated"]),
           "full": dict(pair=list(PRF_PAIRS), d=[1, 2, 8, 64], theta=[1e-3, 1e-1, 1.0, 1e1, 1e3],
                        part=["analytic", "truncated"])},
+    # z ≠ 0: in d = 1 an obtuse pair is realised antiparallel, and ‖x‖ = ‖y‖ then gives z = 0
+    where=lambda p, v: _pair_geometry(PRF_PAIRS[p["pair"]], p["d"])[1] > 0,
     replicates={"smoke": 20_000, "quick": 120_000, "full": 1_000_000},
     roles=("beautiful.terms",), plot_x="theta",
 )
