@@ -11,6 +11,6 @@ Register: ``../shared/claims/performer.md``; seed text ``003_4855bc6ab225d7a6.tx
   variance against m) and the model-level reproductions (Fig 3, App E).
 """
 
-from . import attention, convergence, moments, smreg
+from . import attention, beautiful, convergence, moments, smreg
 
-CLAIMS = [*attention.CLAIMS, *moments.CLAIMS, *smreg.CLAIMS, *convergence.CLAIMS]
+CLAIMS = [*attention.CLAIMS, *moments.CLAIMS, *smreg.CLAIMS, *beautiful.CLAIMS, *convergence.CLAIMS]
