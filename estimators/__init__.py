@@ -8,7 +8,8 @@ Primitives (this package's modules):
 * :mod:`~rfkit.estimators.features` — trigonometric, positive and hyperbolic random features;
 * :mod:`~rfkit.estimators.attention` — exact softmax/kernel attention and linear attention from
   features (bidirectional and causal);
-* :mod:`~rfkit.estimators.importance` — IS, SNIS and effective sample size.
+* :mod:`~rfkit.estimators.importance` — IS, SNIS and effective sample size;
+* :mod:`~rfkit.estimators.beautiful` — F̂^iid_m / F̂^ort_m of beautiful functions (Performer F.4).
 
 Conventions (shapes, scaling, randomness, errors) are those of the project's DESIGN notes: queries
 ``(..., N, d)``, keys ``(..., M, d)``, values ``(..., M, d_v)``; every random function takes ``rng``;
@@ -23,6 +24,15 @@ from .attention import (
     linear_attention,
     linear_attention_quadratic,
     softmax_attention,
+)
+from .beautiful import (
+    G_KINDS,
+    RADIAL_LAWS,
+    IsotropicLaw,
+    Maclaurin,
+    beautiful_estimate,
+    beautiful_projections,
+    beautiful_terms,
 )
 from .features import (
     FEATURE_MAPS,
@@ -46,6 +56,8 @@ from .projections import (
 )
 
 __all__ = [
+    "G_KINDS", "RADIAL_LAWS", "IsotropicLaw", "Maclaurin", "beautiful_estimate", "beautiful_projections",
+    "beautiful_terms",
     "AttentionStats", "FEATURE_MAPS", "Features", "KERNELS", "NORM_LAWS", "NonPositiveDenominatorWarning",
     "NumericalError", "PROJECTIONS", "dot_product_kernel", "effective_sample_size", "gaussian_kernel",
     "gaussian_projection", "get_kernel", "haar_orthogonal", "hyperbolic_features", "is_estimate",

@@ -8,5 +8,7 @@ Modules:
 * :mod:`~rfkit.theory.importance` — importance-sampling moments for Gaussian targets and proposals;
 * :mod:`~rfkit.theory.smreg` — the regularized softmax kernel SMREG: ₀F₁/Bessel closed form, Eq 21/29/30
   series, Theorem 1's proof chain, iid/orthogonal MSEs and joint moments;
-* :mod:`~rfkit.theory.sphere` — moments and angles of a uniform unit vector (Lemma 3, Eqs 24-27).
+* :mod:`~rfkit.theory.sphere` — moments and angles of a uniform unit vector (Lemma 3, Eqs 24-27);
+* :mod:`~rfkit.theory.beautiful` — beautiful functions (Performer F.4): moments, τ/L/Δ̂, F and MSE series
+  (Eqs 61-74), the ORF projection law, MGFs, tail bounds of Lemma 4 and Theorems 3, 5.
 """

@@ -53,6 +53,7 @@ import numpy as np
 from scipy import optimize, special
 
 from rfkit.estimators.beautiful import IsotropicLaw, Maclaurin
+from rfkit.theory.smreg import log_hyp0f1
 
 __all__ = [
     "log_chi_moment", "log_gaussian_moment", "log_radial_moment", "log_projection_moment",
@@ -257,15 +258,10 @@ def beautiful_value(g: Maclaurin, law: IsotropicLaw, z_norm: float) -> float:
 def log_sphere_exp_mean(z_norm: float, d: int) -> float:
     """``log E exp(√d ω̂ᵀz) = log ₀F₁(; d/2; d‖z‖²/4)`` for ``ω̂`` uniform on ``S^{d-1}`` (Eq 30).
 
-    This is ``F_{Ω_reg,exp}(z) = SMREG(x, y)/Λ`` (Remark 1): with ``ν = d/2 - 1`` and ``y = √d‖z‖``,
-    ``₀F₁(; ν+1; y²/4) = Γ(ν+1) (y/2)^{-ν} I_ν(y)``, evaluated with the scaled Bessel function ``ive``
-    (``I_ν(y) = ive(ν, y) e^y``) so that nothing overflows.
+    This is ``F_{Ω_reg,exp}(z) = SMREG(x, y)/Λ`` (Remark 1); one implementation serves both:
+    :func:`rfkit.theory.smreg.log_hyp0f1`.
     """
-    y = math.sqrt(d) * z_norm
-    if y == 0:
-        return 0.0
-    nu = d / 2 - 1
-    return float(special.gammaln(nu + 1) - nu * math.log(y / 2) + math.log(special.ive(nu, y)) + y)
+    return float(log_hyp0f1(d / 2, d * z_norm * z_norm / 4))
 
 
 def _log1mexp(x: np.ndarray) -> np.ndarray:

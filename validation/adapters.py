@@ -17,6 +17,7 @@ role                       signature
 ``is_estimate``            ``f(values (R, S), *, log_weights (R, S)) -> (R,)``
 ``snis_estimate``          same
 ``effective_sample_size``  ``f(*, weights (S,)) -> float``
+``beautiful.terms``        ``f(z (d,), g, law, m, *, rng, orthogonal, size) -> (size, m)``: terms ``g(ω_iᵀz)``
 =========================  ====================================================================
 
 Torch callables are wrapped by :func:`adapt` (``backend="torch"``): numpy arrays go in as float64 tensors
@@ -33,7 +34,7 @@ import numpy as np
 __all__ = ["ROLES", "adapt", "validate_implementation"]
 
 ROLES = ("feature_map.positive", "feature_map.hyperbolic", "feature_map.trig", "linear_attention",
-         "orthogonal_projection", "is_estimate", "snis_estimate", "effective_sample_size")
+         "orthogonal_projection", "is_estimate", "snis_estimate", "effective_sample_size", "beautiful.terms")
 
 
 def _to_torch(obj, torch, device):

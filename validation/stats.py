@@ -260,8 +260,8 @@ def binomial_test(exceed: int, n: int, bound: float, *, alpha: float, power: flo
     ci = stats.binomtest(int(exceed), int(n)).proportion_ci(confidence_level=1 - 2 * alpha, method="exact")
     extra.update(ci_low=float(ci.low), ci_high=float(ci.high))
     freq = exceed / n
-    if bound >= 1:
-        mde = math.inf  # a bound of 1 or more cannot be violated
+    if bound + tolerance >= 1:
+        mde = 0.0  # no law exceeds the bound by more than the tolerance: nothing to detect
     else:
         c = int(stats.binom.isf(alpha, n, bound)) + 1  # reject "P <= bound" when exceed >= c
         if stats.binom.sf(c - 1, n, 1.0) < power:
