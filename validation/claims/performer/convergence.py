@@ -295,6 +295,7 @@ class _Curve:
     m: np.ndarray
     errors: np.ndarray
     p: float
+    d: int
 
     @property
     def ranks(self) -> tuple[int, int, int]:
@@ -331,10 +332,15 @@ def _crossing(m: np.ndarray, curve: np.ndarray, level: float) -> float:
 
 
 def _hopeless(curve: _Curve, delta: float, m_cap: int) -> bool:
-    """The crossing lies far beyond the cap: even the lower quantile bound, extrapolated with the ``m^{-1/2}``
-    law from ``m >= 64``, needs more than ``4·m_cap`` features (stop early; ``m*`` is censored either way)."""
-    lower, m = curve.quantiles()[1, -1], curve.m[-1]
-    return bool(m >= 64 and m * (lower / delta) ** 2 > 4 * m_cap)
+    """Stop early, ``m*`` being censored either way: from ``m >= 64`` on, the lower quantile bound has stopped
+    decaying (slope above -0.1 over the last factor 4 in ``m``: a biased estimator, not Monte Carlo noise,
+    whose slope is -1/2), or extrapolated with the ``m^{-1/2}`` law it needs more than ``4·m_cap`` features."""
+    lower, m = curve.quantiles()[1], curve.m
+    if m[-1] < 64:
+        return False
+    i = int(np.argmin(np.abs(np.log(m) - math.log(m[-1] / 4))))
+    slope = math.log(lower[-1] / lower[i]) / math.log(m[-1] / m[i]) if lower[i] > 0 and lower[-1] > 0 else -1.0
+    return bool(slope > -0.1 or m[-1] * (lower[-1] / delta) ** 2 > 4 * m_cap)
 
 
 def _error_curve(ctx: CellContext, problem: _Problem, delta_min: float, p: float) -> _Curve:
@@ -351,13 +357,13 @@ def _error_curve(ctx: CellContext, problem: _Problem, delta_min: float, p: float
     parts, end = [], 0
     for end in _stage_ends(problem.d, m_cap):
         parts.append(first.advance(end, grid))
-        done = _Curve(grid[grid <= end], np.concatenate(parts, axis=1), p)
+        done = _Curve(grid[grid <= end], np.concatenate(parts, axis=1), p, problem.d)
         if math.isfinite(done.m_star(delta_min)[2]) or _hopeless(done, delta_min, m_cap):
             break
     rows = [np.concatenate(parts, axis=1)]
     for n in groups[1:]:
         rows.append(_NestedSums(ctx, problem, n).advance(end, grid))
-    return _Curve(grid[grid <= end], np.concatenate(rows, axis=0), p)
+    return _Curve(grid[grid <= end], np.concatenate(rows, axis=0), p, problem.d)
 
 # ------------------------------------------------------------------------------------ axes and trends
 
@@ -455,7 +461,7 @@ def _trend(data: _AxisData, end: str, *, x, divisor, predicted: float, alternati
     return slope_test(x, y, y * se_log, predicted, alternative=alternative, extra=extra, **test)
 
 
-def _decay(curve: _Curve, d: int, test: dict) -> Evidence:
+def _decay(curve: _Curve, test: dict) -> Evidence:
     """The curve converges: its ``p``-quantile decays like ``m^{-1/2}`` (one-sided: no slower than that).
 
     Three points a factor 4 apart (2 when the curve is short) ending at its largest ``m``, all ``>= d``;
@@ -466,7 +472,7 @@ def _decay(curve: _Curve, d: int, test: dict) -> Evidence:
     for factor in (4, 2):
         target = curve.m[-1]
         picks = []
-        while target >= max(d, 1) and len(picks) < _END_POINTS:
+        while target >= curve.d and len(picks) < _END_POINTS:
             picks.append(int(np.argmin(np.abs(np.log(curve.m) - math.log(target)))))
             target /= factor
         if len(set(picks)) == _END_POINTS:
@@ -517,15 +523,18 @@ def _ratio_trends(ctx: CellContext, data: _AxisData, reading: str, k: int) -> li
     return out
 
 
+def _with_convergence(ctx: CellContext, data: _AxisData, trends: Callable[[int], list[Evidence]],
+                      count: int) -> Evidence:
+    """``count`` trend tests of an axis plus the convergence of its most demanding (last) curve, Bonferroni."""
+    k = count + 1
+    return _combine([*trends(k), _decay(data.curves[-1], _parts(ctx, k))], data.extra())
+
+
 def _ratio_evidence(ctx: CellContext, point: dict, axis: str, norm: str, reading: str,
                     setup: Callable[[CellContext, dict], _Setup]) -> Evidence:
-    """One axis of the m*/m_pred test through ``point``; the δ axis also tests the curve's convergence."""
+    """One axis of the m*/m_pred test through ``point``, with the convergence of its last curve."""
     data = _measure_axis(ctx, axis, point, _axis_values(ctx, axis, norm), setup)
-    k = len(_ENDS[axis]) + (axis == "delta")
-    parts = _ratio_trends(ctx, data, reading, k)
-    if axis == "delta":
-        parts.append(_decay(data.curves[0], point["d"], _parts(ctx, k)))
-    return _combine(parts, data.extra())
+    return _with_convergence(ctx, data, lambda k: _ratio_trends(ctx, data, reading, k), len(_ENDS[axis]))
 
 
 def _norm_where(p: dict, norm: str) -> bool:
@@ -608,11 +617,15 @@ THM4_UNIFORM = Claim(
 # ------------------------------------------------------------------------------------ m* against L, d, ε
 
 
-def _growth_evidence(ctx: CellContext, data: _AxisData, *, x, predicted: float, label: str,
-                     k: int = 1) -> Evidence:
-    """``m*`` grows no faster than ``x^predicted`` at the high end of the axis (one-sided, one of ``k`` parts)."""
-    return _trend(data, "high", x=x, divisor=np.ones_like(data.m), predicted=predicted, alternative="less",
-                  test=_parts(ctx, k), label=label)
+def _growth_evidence(ctx: CellContext, data: _AxisData, *, x, predicted: float, label: str) -> Evidence:
+    """``m*`` grows no faster than ``x^predicted`` at the high end of the axis (one-sided), and the axis' last
+    curve converges."""
+
+    def trend(k: int) -> list[Evidence]:
+        return [_trend(data, "high", x=x, divisor=np.ones_like(data.m), predicted=predicted, alternative="less",
+                       test=_parts(ctx, k), label=label)]
+
+    return _with_convergence(ctx, data, trend, 1)
 
 
 def _no_l_cell(ctx: CellContext) -> Evidence:
@@ -622,12 +635,12 @@ def _no_l_cell(ctx: CellContext) -> Evidence:
     norm, point = ctx.variant, ctx.params
     lengths = _setting(ctx, "axes")["L_no_l" if norm == "E" else "L_R"]
     data = _measure_axis(ctx, "L", point, lengths, _thm4_setup(norm))
-    extra = data.extra()
-    if norm == "E":
-        reference = _thm4_setup("E")(ctx, {**point, "rows": "adversarial", "L": max(lengths)}).problem
-        extra["adversarial_m_star"] = list(_error_curve(ctx, reference, point["delta"], point["p"])
-                                           .m_star(point["delta"]))
-    return _combine([_growth_evidence(ctx, data, x=data.x, predicted=0.0, label="m* against L")], extra)
+    ev = _growth_evidence(ctx, data, x=data.x, predicted=0.0, label="m* against L")
+    if norm == "R":
+        return ev
+    reference = _thm4_setup("E")(ctx, {**point, "rows": "adversarial", "L": max(lengths)}).problem
+    m_ref = _error_curve(ctx, reference, point["delta"], point["p"]).m_star(point["delta"])
+    return Evidence(**{**ev.__dict__, "extra": {**ev.extra, "adversarial_m_star": list(m_ref)}})
 
 
 NO_L_DEPENDENCE = Claim(
@@ -674,15 +687,13 @@ def _dlogd_setup(reading: str, norm: str, base: dict) -> Callable[[CellContext, 
     return setup
 
 
-def _dlogd_evidence(ctx: CellContext, point: dict, reading: str, norm: str, k: int = 1) -> tuple[Evidence, dict]:
+def _dlogd_evidence(ctx: CellContext, point: dict, reading: str, norm: str) -> Evidence:
     data = _measure_axis(ctx, "d", point, _setting(ctx, "axes")["d_dlogd"], _dlogd_setup(reading, norm, point))
-    ev = _growth_evidence(ctx, data, x=data.x * np.log(data.x), predicted=1.0, label="m* against d log d", k=k)
-    return ev, data.extra()
+    return _growth_evidence(ctx, data, x=data.x * np.log(data.x), predicted=1.0, label="m* against d log d")
 
 
 def _dlogd_cell(ctx: CellContext) -> Evidence:
-    ev, extra = _dlogd_evidence(ctx, ctx.params, ctx.variant, "E")
-    return _combine([ev], extra)
+    return _dlogd_evidence(ctx, ctx.params, ctx.variant, "E")
 
 
 M_DLOGD = Claim(
@@ -784,34 +795,29 @@ def _favor_trig_call(length: int, d: int, m: int, rng: np.random.Generator) -> C
     return lambda: linear_attention(trig_features(q, w), trig_features(k, w), v)
 
 
-def _time_evidence(ctx: CellContext, point: dict, norm: str, k: int = 1) -> tuple[Evidence, dict]:
+def _time_evidence(ctx: CellContext, point: dict, norm: str) -> Evidence:
     """Wall-clock of features + Algorithm 1 at ``m = m*`` (measured at the base point) against L: slope <= 1."""
     setup = _thm4_setup(norm)(ctx, point)
     m_star = _error_curve(ctx, setup.problem, point["delta"], point["p"]).m_star(point["delta"])[0]
     lengths = _setting(ctx, "axes")["L_time"]
     if not math.isfinite(m_star):
-        return _undecided(1.0, "m* beyond the tier's cap: nothing to time", dict(part="time")), {}
+        return _undecided(1.0, "m* beyond the tier's cap: nothing to time", dict(part="time"))
     m = math.ceil(m_star)
     timings = _interleaved_times([_favor_trig_call(n, point["d"], m, ctx.rng) for n in lengths], _RUNS[ctx.tier])
-    extra = dict(part="time of features + Algorithm 1 against L", m=m)
-    ev = _timing_evidence(lengths, timings, 1.0, _parts(ctx, k), extra)
-    return ev, ev.extra
+    return _timing_evidence(lengths, timings, 1.0, ctx.test, dict(part="time of features + Algorithm 1", m=m))
 
 
 def _any_precision_cell(ctx: CellContext) -> Evidence:
     reading, norm = ctx.variant.split("/")
     point, part = ctx.params, ctx.params["part"]
     if part == "time":
-        ev, extra = _time_evidence(ctx, point, norm)
-    elif part in ("d_hold_R", "d_hold_l"):
-        ev, extra = _dlogd_evidence(ctx, point, "a" if part == "d_hold_R" else "b", norm)
-    else:
-        axis = "delta" if part == "epsilon" else "L"
-        data = _measure_axis(ctx, axis, point, _axis_values(ctx, axis, norm), _thm4_setup(norm))
-        label = "m* against 1/ε" if axis == "delta" else "m* against L"
-        ev = _growth_evidence(ctx, data, x=data.x, predicted=0.0, label=label)
-        extra = data.extra()
-    return _combine([ev], extra)
+        return _time_evidence(ctx, point, norm)
+    if part in ("d_hold_R", "d_hold_l"):
+        return _dlogd_evidence(ctx, point, "a" if part == "d_hold_R" else "b", norm)
+    axis = "delta" if part == "epsilon" else "L"
+    data = _measure_axis(ctx, axis, point, _axis_values(ctx, axis, norm), _thm4_setup(norm))
+    label = "m* against 1/ε" if axis == "delta" else "m* against L"
+    return _growth_evidence(ctx, data, x=data.x, predicted=0.0, label=label)
 
 
 def _any_precision_where(p: dict, variant: str) -> bool:
