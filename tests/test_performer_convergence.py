@@ -126,7 +126,7 @@ def test_quantile_ranks_cover_the_quantile():
     rng = np.random.default_rng(5_318_008_117_221_931_561)
     hits = 0
     for _ in range(2000):
-        curve = conv._Curve(np.array([1]), rng.random((200, 1)), 0.9)
+        curve = conv._Curve(np.array([1]), rng.random((200, 1)), 0.9, 1)
         _, lo, hi = curve.quantiles()[:, 0]
         hits += lo <= 0.9 <= hi
     assert abs(hits / 2000 - 0.683) < 0.05
