@@ -108,8 +108,8 @@ from rfkit.validation.stats import Evidence, combine, exact_test, slope_test
 #: Per tier: the cap on m and the axis values swept by the m* claims (``L_R``: the L axis of the (R) reading).
 _TIER = {
     "smoke": dict(m_cap=2**11, axes=dict(delta=[0.4, 0.3, 0.2], l=[0.5, 1.0, 2.0, 4.0], d=[2, 4, 8], L=[4, 8, 16],
-                                         L_R=[2, 4, 8], d_dlogd=[2, 4, 8], L_time=[512, 2048, 8192],
-                                         L_no_l=[4, 16, 64])),
+                                         L_R=[2, 4, 8], d_dlogd=[2, 4, 8], L_time=[256, 1024, 4096],
+                                         L_no_l=[4, 8, 16])),
     "quick": dict(m_cap=2**13, axes=dict(delta=[0.3, 0.2, 0.1], l=[0.5, 1.0, 2.0, 3.0, 4.0], d=[4, 8, 16],
                                          L=[4, 16, 64], L_R=[2, 4, 8], d_dlogd=[4, 8, 16],
                                          L_time=[1024, 4096, 16384], L_no_l=[8, 32, 128])),
@@ -606,7 +606,7 @@ THM4_UNIFORM = Claim(
                "trigonometric features of block ORFs (m > d: independent blocks); any p ∈ (0, 1)",
     tolerance=0.25, units="log-log slope of m*/m_pred along an axis (convergence: of the error vs m, from -1/2)",
     cell=_thm4_cell, search=_thm4_search, universal=True,
-    grid={"smoke": dict(axis=["delta", "l"], rows=["sphere"], p=[0.9], d=[4], l=[1.0], delta=[0.3], L=[4, 8]),
+    grid={"smoke": dict(axis=["delta", "d"], rows=["sphere"], p=[0.9], d=[4], l=[1.0], delta=[0.3], L=[4, 8]),
           "quick": dict(axis=["delta", "l", "d", "L"], rows=["sphere", "adversarial"], p=[0.9], d=[4], l=[1.0],
                         delta=[0.3], L=[4, 16]),
           "full": dict(axis=["delta", "l", "d", "L"], rows=["sphere", "adversarial"], p=[0.5, 0.9, 0.99], d=[8],
