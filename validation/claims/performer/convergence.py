@@ -967,22 +967,19 @@ def _thm7_search(ctx: CellContext) -> Evidence:
 def _thm7_where(p: dict, variant: str) -> bool:
     """Eq 77 for every (kernel, prefactor); m* axes for the cases of :data:`_THM7_AXIS_CASES` (the Gaussian kernel
     with the softmax prefactor is Theorem 4's own case, claim thm4.uniform_convergence). Reading b differs from
-    reading a only for the prefactor ``exp``, and its m* grows like ``exp((√d - 1) l²)`` beyond any cap along
-    ``l`` and ``L``: it is measured along δ (which also checks convergence)."""
+    reading a only for the prefactor ``exp``; Eq 77 decides it exactly, and its m* is ``e^{2(√d-1)l²}`` times
+    larger than reading a's (beyond the caps along ``l`` and ``L``), so its grid cells are Eq 77 cells and its
+    m* is measured by the search restarts only."""
     reading, norm = variant.split("/")
     case = (p["kernel"], p["gh"])
-    if reading == "b" and (p["gh"] != "exp" or p["part"] not in _THM7_B_PARTS):
-        return False
+    if reading == "b":
+        return p["gh"] == "exp" and p["part"] == "eq77" and _norm_where({**p, "axis": "eq77"}, norm)
     if p["part"] == "L" and case not in _THM7_L_CASES:
         return False
-    if p["part"] != "eq77" and case not in _THM7_AXIS_CASES and reading == "a":
+    if p["part"] != "eq77" and case not in _THM7_AXIS_CASES:
         return False
     return _norm_where({**p, "axis": p["part"]}, norm)
 
-
-#: Parts measured under reading b (Eq 77 decides it exactly; its m* is e^{2(√d-1)l²} times larger, so its δ axis
-#: is left to the full tier, where the cap allows it).
-_THM7_B_PARTS = ("eq77",)
 
 #: (kernel, prefactor) pairs whose m* axes are measured under reading a (Eq 77 is checked for every pair).
 _THM7_AXIS_CASES = {("gaussian", "one"), ("matern32", "exp"), ("matern52", "one")}
