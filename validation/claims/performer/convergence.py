@@ -68,9 +68,10 @@ redraws, ``m <= 2^13``): one curve costs ``2·L·R·m*`` trigonometric evaluatio
 and ``m* ∝ δ^{-2}`` (``δ = 0.03`` alone would take seconds). The full tier follows the register's grids with 1000
 redraws (``p = 0.99`` needs them) except where one curve would cost more than about 10^12 operations on 2 cores:
 ``L <= 1024`` on the L axes (register: up to 16384), base ``L <= 64`` for Theorem 4 and ``L = 256`` for the
-d log d claim (register: 1024). Timing sub-tests run BLAS single-threaded when threadpoolctl is installed, and
-are marked untrusted (they can then neither refute nor support) when they were taken on oversubscribed cores
-with a multithreaded BLAS.
+d log d claim (register: 1024). Timing sub-tests use L >= 1024 for linear-time code (smaller arrays stay in
+cache, which bends slopes upward), run BLAS single-threaded when threadpoolctl is installed, and are marked
+untrusted (they can then neither refute nor support) when taken on oversubscribed cores with a multithreaded
+BLAS.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ from rfkit.validation.stats import Evidence, combine, exact_test, slope_test
 #: Per tier: the cap on m and the axis values swept by the m* claims (``L_R``: the L axis of the (R) reading).
 _TIER = {
     "smoke": dict(m_cap=2**11, axes=dict(delta=[0.4, 0.3, 0.2], l=[0.5, 1.0, 2.0, 4.0], d=[2, 4, 8], L=[4, 8, 16],
-                                         L_R=[2, 4, 8], d_dlogd=[2, 4, 8], L_time=[256, 1024, 4096],
+                                         L_R=[2, 4, 8], d_dlogd=[2, 4, 8], L_time=[1024, 2048, 4096],
                                          L_no_l=[4, 8, 16])),
     "quick": dict(m_cap=2**13, axes=dict(delta=[0.3, 0.2, 0.1], l=[0.5, 1.0, 2.0, 3.0, 4.0], d=[4, 8, 16],
                                          L=[4, 16, 64], L_R=[2, 4, 8], d_dlogd=[4, 8, 16],
@@ -597,6 +598,8 @@ def _thm4_search(ctx: CellContext) -> Evidence:
     return _with_point(_ratio_evidence(ctx, point, axis, norm, reading, _thm4_setup(norm)), point)
 
 
+# Budget: about 3 s at quick (26 cells of one to five nested curves each, 200 redraws): four readings, each
+# needing its own axes; the slowest cells are the L axes (L² entries per redraw).
 THM4_UNIFORM = Claim(
     id="performer.thm4.uniform_convergence", paper="performer", source="Theorem 4; Theorem 7; App F.5",
     statement="If ‖q_i‖, ‖k_j‖ <= R, l = R d^{-1/4}, h* = exp(l²/2), then for any ε > 0, with δ = ε/(h*)² and "
@@ -654,6 +657,8 @@ def _no_l_cell(ctx: CellContext) -> Evidence:
     return Evidence(**{**ev.__dict__, "extra": {**ev.extra, "adversarial_m_star": list(m_ref)}})
 
 
+# Budget: about 3 s at quick: the L axis reaches L = 128 (16k entries per redraw), the length at which saturation
+# becomes visible in d = 2, plus the adversarial reference curve of the same size.
 NO_L_DEPENDENCE = Claim(
     id="performer.thm4.no_l_dependence", paper="performer", source="Sec 3 before Theorem 4; App F.5; F.6",
     statement="The number of projections m needed for an ε-accurate approximation of A depends only on d, ε and R "
@@ -838,6 +843,7 @@ def _any_precision_where(p: dict, variant: str) -> bool:
     return _norm_where({**p, "axis": "L" if p["part"] == "L" else p["part"]}, norm)
 
 
+# Budget: about 2.5 s at quick: 18 cells, and the time part times Algorithm 1 up to L = 16384.
 ANY_PRECISION = Claim(
     id="performer.sec2_1.any_precision_time", paper="performer", source="Sec 2.1; App F.5 opening paragraph",
     statement="The attention matrix A can be approximated up to any precision in time O(L d² log d), using "
@@ -1108,8 +1114,13 @@ VARIANCE_VS_M = Claim(
 
 # ------------------------------------------------------------- App E: the attention operation alone
 
-#: Per tier: sequence lengths of the attention-only benchmark (head dimension 64, m = 256 as in the register).
-_ATTENTION_L = {"smoke": [256, 512, 1024], "quick": [512, 1024, 2048], "full": [512, 1024, 2048, 4096, 8192, 16384]}
+#: Per algorithm and tier: sequence lengths of the attention-only benchmark (d = 64, m = 256 as in the register).
+#: Exact attention is in its L² regime from L = 512 on (its L×L matrices leave the caches); FAVOR+'s arrays are
+#: L×m, and below L ~ 1024 they still fit in cache, which bends time slopes upward: it is timed from 1024 on.
+_ATTENTION_L = {"exact": {"smoke": [256, 512, 1024], "quick": [512, 1024, 2048],
+                          "full": [512, 1024, 2048, 4096, 8192, 16384]},
+                "favor": {"smoke": [1024, 2048, 4096], "quick": [1024, 2048, 8192],
+                          "full": [1024, 4096, 16384, 65536]}}
 _ATTENTION_D, _ATTENTION_M = 64, 256
 
 #: Relative standard error of a traced peak allocation (allocation granularity; the measurement is exact).
@@ -1143,7 +1154,7 @@ def _attention_only_cell(ctx: CellContext) -> Evidence:
     """Exact operation counts, time (best of k) or traced peak memory against L; slopes at most 2 (exact) and
     1 (FAVOR+), + tolerance."""
     p = ctx.params
-    lengths = _ATTENTION_L[ctx.tier]
+    lengths = _ATTENTION_L[p["algorithm"]][ctx.tier]
     causal = p["direction"] == "causal"
     predicted = 2.0 if p["algorithm"] == "exact" else 1.0
     extra = dict(d=_ATTENTION_D, m=_ATTENTION_M, backend="numpy", dtype="float64", L=lengths)
@@ -1159,6 +1170,8 @@ def _attention_only_cell(ctx: CellContext) -> Evidence:
                       extra={**extra, "peak_bytes": peaks}, **ctx.test)
 
 
+# Budget: about 2.5 s at quick: exact attention is timed and traced at L = 2048 (a 32 MB score matrix) and
+# FAVOR+ at L = 8192, each size three times after a warm-up.
 ATTENTION_ONLY = Claim(
     id="performer.appe.attention_only", paper="performer", source="App E item (2); Fig 20",
     statement="For the attention operation alone, standard attention and FAVOR have the time complexities "
