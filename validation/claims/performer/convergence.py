@@ -1,3 +1,1238 @@
-"""performer.* claims: see the package docstring for this module's topic."""
+r"""Performer: uniform convergence and the number of features (Theorems 4, 7) and the model-level benchmarks.
 
-CLAIMS: list = []
+Claims: ``performer.thm4.uniform_convergence``, ``performer.thm4.no_l_dependence``, ``performer.sec3.m_dlogd``,
+``performer.sec2_1.any_precision_time``, ``performer.thm7.uniform_convergence_general``,
+``performer.b3.variance_vs_m``, ``performer.fig3.linear_time_memory``, ``performer.fig3.near_optimal``,
+``performer.appe.layers_20``, ``performer.appe.attention_only``, ``performer.appe.max_length``.
+
+Measuring the number of features (the procedure)
+------------------------------------------------
+``m*`` is the smallest number of projections for which ``P(‖Â - A‖_∞ <= ε) >= p`` over feature redraws, with
+``Â = Q'K'ᵀ`` unnormalised (trigonometric features, role ``feature_map.trig``, of ORF blocks, role
+``orthogonal_projection``) and ``A = exp(QKᵀ/√d)``. Errors are reported in units of the theorem's scale:
+``‖Â - A‖_∞/(h*)²`` (Theorem 4) or ``‖Â - A‖_∞/(g* h*)`` (Theorem 7), so success means "error <= δ".
+
+1. *Nested draws.* Each of the ``R`` redraws draws ORF rows block by block (full ``d``-row blocks); its first
+   ``m`` rows are themselves an ORF draw of ``m`` rows (a prefix of a Haar frame is a Haar frame, blocks are
+   independent), so one pass of running sums ``Σ_{k<=m} φ_k(x)φ_k(y)`` gives the estimator at *every* ``m``
+   of a geometric grid (ratio ``2^{1/4}``, every integer up to 6) for the cost of the largest ``m``. The pass
+   runs in stages growing by ``√2`` until the crossing below is bracketed for the smallest ``δ`` of the cell
+   (and at least to ``4d``), or until ``m`` reaches the tier's cap.
+2. *Success probability as a quantile.* ``p̂(m) >= p`` iff the ``⌈pR⌉``-th smallest error is ``<= δ``. The
+   order statistics of (1-based) ranks ``binom.ppf(0.159, R, p) + 1`` and ``binom.ppf(0.841, R, p) + 1``
+   bracket the true ``p``-quantile of the error with the coverage of ±1 standard error (distribution free: the
+   number of redraws below the true quantile is binomial); this carries the Monte Carlo error of ``p̂`` into m*.
+3. *Crossing.* ``m*`` is the first grid point where the quantile curve falls to ``δ``, refined inside the
+   bracketing grid interval by log-log interpolation (the quantile decays like ``m^{-1/2}``); the register's
+   bisection would need the running sums rewound to the interval's start, and the interpolation error is far
+   inside the ±1 s.e. band (the tests check m* against fresh brute-force draws). The bounding curves give
+   ``[m*_lo, m*_hi]`` and ``se(log m*) = (log m*_hi - log m*_lo)/2`` (floored at the integer resolution). An
+   ``m*`` beyond the cap is censored and flags the trend that needs it; a curve whose lower bound has stopped
+   decaying is stopped early (a biased estimator burns no budget).
+
+Turning asymptotic statements into finite tests
+-----------------------------------------------
+"``m = Θ(m_pred)`` with constants independent of ``d, R, ε, L``" is tested one axis at a time: along an axis
+``X`` (``1/δ``, ``l``, ``d`` or ``L``; the others fixed at the cell's base point) the log-log slope of
+``m*/m_pred`` against ``X`` is fitted with its standard error (:func:`~rfkit.validation.stats.slope_test`, WLS,
+inflated by lack of fit). A constant ratio has slope 0; a ratio that drifts like ``X^{±0.25}`` changes the
+"constant" by 2x over a 16-fold range of ``X``: that is the tolerance (exponent units).
+
+Each axis is tested at its *asymptotic ends*, the three points nearest an end the statement is about: the high
+end of every axis (``X -> ∞``; for δ, ``1/δ -> ∞``) and the low end of ``l`` (``l -> 0``; ``d`` and ``L`` have a
+smallest value). In between, trends are pre-asymptotic: e.g. the error variance ``(1 - e^{-‖x-y‖²})²/2m`` of
+trigonometric features saturates only for ``l >~ 2``, so ``m*/m_pred`` rises steeply at ``l <= 2`` and is flat
+beyond; that rise says nothing about boundedness as ``l -> ∞`` (the l axis therefore extends to ``l = 4``).
+
+* *Sufficiency* (``m >= c·m_pred`` suffices): the ratio must not grow toward an end (one-sided).
+* *Tightness* (``m* >= c'·m_pred`` as well): the ratio must stay constant at every end (two-sided).
+* ``m = Θ(d log d)`` suffices: slope of ``m*`` against ``d·log d`` ``<= 1``; "independent of ``L``": slope of
+  ``m*`` against ``L`` ``<= 0``; "one constant for every ε": slope of ``m*`` against ``1/ε`` ``<= 0``.
+* Every axis' most demanding curve must also converge: its ``p``-quantile must decay like ``m^{-1/2}`` (one-sided,
+  slope ``<= -1/2`` within the tolerance). A biased or mis-scaled feature map fails this even when m* is censored.
+
+A finite sweep cannot see ``X -> ∞``: a slope within the tolerance is evidence on the sweep only. Logarithmic
+growth (``m*`` grows like ``log L`` for finite inputs until it meets the supremum over the ball) has a local
+exponent near the tolerance at small ``L``; such cells come out inconclusive rather than decided by fiat.
+
+Inputs ("rows"): ``sphere`` (rows of norm ``R`` with uniform directions, the register's main input), ``ball``
+(uniform in ``B(R)``), ``gaussian`` (entries ``N(0, 1)``, the Fig 4 regime) and ``adversarial``: ``x_i = l·u_i``
+and ``y_j = -l·u_j``. Every pair then carries the largest prefactor ``(h*)²`` any pair in the ball can carry,
+and the differences ``l(u_i + u_j)`` fill ``B(2l)``, antipodal pairs (the largest error variance) included; the
+error maximised over these ``L²`` pairs for each feature draw is a lower bound of the supremum over the ball
+that tightens as ``L`` grows. Universally quantified claims also run a search over the domain (random base
+points and axes, restart 0 at the boundary ``d = 1``, largest ``l``).
+
+Budgets: at the quick tier the base point is small (``d = 4``, ``L <= 16`` off the L axis, ``δ >= 0.1``, 200
+redraws, ``m <= 2^13``): one curve costs ``2·L·R·m*`` trigonometric evaluations and ``R·L²·m*`` multiply-adds,
+and ``m* ∝ δ^{-2}`` (``δ = 0.03`` alone would take seconds). The full tier follows the register's grids with 1000
+redraws (``p = 0.99`` needs them) except where one curve would cost more than about 10^12 operations on 2 cores:
+``L <= 1024`` on the L axes (register: up to 16384), base ``L <= 64`` for Theorem 4 and ``L = 256`` for the
+d log d claim (register: 1024). Timing sub-tests use L >= 1024 for linear-time code (smaller arrays stay in
+cache, which bends slopes upward), run BLAS single-threaded when threadpoolctl is installed, and are marked
+untrusted (they can then neither refute nor support) when taken on oversubscribed cores with a multithreaded
+BLAS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from rfkit.estimators import (
+    FEATURE_MAPS,
+    gaussian_kernel,
+    linear_attention,
+    orthogonal_projection,
+    positive_features,
+    softmax_attention,
+    softmax_kernel,
+    trig_features,
+)
+from rfkit.estimators.attention import DEFAULT_CHUNK_SIZE
+from rfkit.theory import convergence as theory
+from rfkit.theory.cost import feature_map_gemms, gemm_flops, linear_attention_gemms, softmax_attention_gemms
+from rfkit.validation.bench import _peak_bytes
+from rfkit.validation.harness import as_features, chunks, controlled_pair
+from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.search import margin_evidence
+from rfkit.validation.stats import Evidence, combine, exact_test, slope_test
+
+# ------------------------------------------------------------------------------------------ tier settings
+
+#: Per tier: the cap on m and the axis values swept by the m* claims (``L_R``: the L axis of the (R) reading).
+_TIER = {
+    "smoke": dict(m_cap=2**11, axes=dict(delta=[0.4, 0.3, 0.2], l=[0.5, 1.0, 2.0, 4.0], d=[2, 4, 8], L=[4, 8, 16],
+                                         L_R=[2, 4, 8], d_dlogd=[2, 4, 8], L_time=[1024, 2048, 4096],
+                                         L_no_l=[4, 8, 16])),
+    "quick": dict(m_cap=2**13, axes=dict(delta=[0.3, 0.2, 0.1], l=[0.5, 1.0, 2.0, 3.0, 4.0], d=[4, 8, 16],
+                                         L=[4, 16, 64], L_R=[2, 4, 8], d_dlogd=[4, 8, 16],
+                                         L_time=[1024, 4096, 16384], L_no_l=[8, 32, 128])),
+    "full": dict(m_cap=2**17, axes=dict(delta=[0.3, 0.1, 0.03, 0.01], l=[0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0],
+                                        d=[4, 8, 16, 32, 64], L=[4, 16, 64, 256], L_R=[4, 8, 16, 32, 64],
+                                        d_dlogd=[4, 8, 16, 32, 64, 128], L_time=[1024, 4096, 16384, 65536],
+                                        L_no_l=[4, 16, 64, 256, 1024])),
+}
+
+#: Quantile levels of the ±1 standard error bounds of an order statistic.
+_ONE_SIGMA = (stats.norm.cdf(-1.0), stats.norm.cdf(1.0))
+
+#: Largest number of floats held by one group of redraws' running sums (bounds memory at 128 MB).
+_MAX_STATE = 2**24
+
+
+def _setting(ctx: CellContext, key: str):
+    return _TIER[ctx.tier][key]
+
+
+# ----------------------------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """One input set and how the error of its estimate is measured.
+
+    The estimate at ``m`` features is ``Â_ij = exp(log_row_i + log_col_j)·φ_m(x_i)ᵀφ_m(y_j)`` with the trig
+    feature map under test; the error reported is ``‖Â - target‖_norm / exp(log_scale)`` (norm ``"E"``/``"R"``).
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    target: np.ndarray
+    log_row: np.ndarray
+    log_col: np.ndarray
+    log_scale: float
+    norm: str
+    kernel: str = "gaussian"
+
+    @property
+    def d(self) -> int:
+        return self.x.shape[-1]
+
+
+def _directions(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    g = rng.standard_normal((n, d))
+    return g / np.linalg.norm(g, axis=-1, keepdims=True)
+
+
+#: Input designs of the m* claims (see the module notes).
+ROWS = ("sphere", "ball", "adversarial")
+
+
+def _rows(kind: str, length: int, d: int, l: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Scaled queries and keys ``q/d^{1/4}``, ``k/d^{1/4}`` (``length`` rows each) of the design ``kind``.
+
+    ``sphere``: norm ``l``, independent uniform directions; ``ball``: uniform in ``B(l)``; ``adversarial``:
+    ``x_i = l·u_i``, ``y_j = -l·u_j``, so every pair carries the largest factor ``(h*)²`` and the differences
+    ``l(u_i + u_j)`` fill ``B(2l)``, antipodal pairs (the largest error variance) included.
+    """
+    u = _directions(length, d, rng)
+    if kind == "adversarial":
+        return l * u, -l * u
+    v = _directions(length, d, rng)
+    if kind == "sphere":
+        return l * u, l * v
+    if kind == "ball":
+        radii = l * rng.random((2, length, 1)) ** (1.0 / d)
+        return radii[0] * u, radii[1] * v
+    raise ValueError(f"unknown rows {kind!r}; expected one of {ROWS}")
+
+
+def _softmax_problem(x: np.ndarray, y: np.ndarray, log_h_star: float, norm: str) -> _Problem:
+    """Theorem 4: ``Â = Q'K'ᵀ`` against ``A = exp(xᵀy)`` (= ``exp(qkᵀ/√d)``), errors in units of ``(h*)²``."""
+    return _Problem(x, y, softmax_kernel(x, y), np.zeros(len(x)), np.zeros(len(y)), 2 * log_h_star, norm)
+
+
+def _sphere_problem(ctx: CellContext, rows: str, d: int, l: float, length: int, norm: str) -> _Problem:
+    """Theorem 4's problem for the designs of :data:`ROWS`."""
+    x, y = _rows(rows, length, d, l, ctx.rng)
+    return _softmax_problem(x, y, theory.log_ball_max("exp", l), norm)
+
+
+def _gaussian_entries_problem(ctx: CellContext, d: int, length: int, c: float, norm: str) -> _Problem:
+    """Register input I1: entries ``N(0, c²)``; ``R`` is the largest row norm, ``h*`` follows from it."""
+    q, k = c * ctx.rng.standard_normal((2, length, d))
+    radius = float(max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()))
+    log_h_star = theory.log_ball_max("exp", theory.scaled_radius(radius, d))
+    return _softmax_problem(q * d**-0.25, k * d**-0.25, log_h_star, norm)
+
+
+# ---------------------------------------------------------------------------------- nested error curves
+
+#: Bounds on the arrays of one step of the pass (floats): projections, and feature values of one segment.
+_MAX_PROJECTION = 2**22
+_MAX_FEATURES = 2**23
+
+#: Grid points per doubling of m.
+_GRID_STEPS = 4
+
+
+def _m_grid(m_cap: int) -> np.ndarray:
+    """Geometric grid of ratio ``2^{1/4}`` rounded to integers (every integer up to 6), up to ``m_cap``."""
+    raw = np.round(2.0 ** (np.arange(_GRID_STEPS * math.log2(m_cap) + 1) / _GRID_STEPS)).astype(int)
+    return np.unique(raw[raw <= m_cap])
+
+
+def _stage_ends(d: int, m_cap: int) -> list[int]:
+    """Block-aligned stage ends growing by ``√2`` from at least 32 rows to the first end ``>= m_cap``."""
+    ends = [d * math.ceil(32 / d)]
+    while ends[-1] < m_cap:
+        ends.append(d * math.ceil(math.sqrt(2) * ends[-1] / d))
+    return ends
+
+
+def _sampler(ctx: CellContext, kernel: str) -> Callable[[int, int, int], np.ndarray]:
+    """ORF rows (the role ``orthogonal_projection``) with the radial law of ``kernel``'s spectral measure.
+
+    Matérn-ν: each row is scaled by an independent ``sqrt(2ν/χ²_{2ν})``, which turns the ``N(0, I_d)``
+    marginal into the Student-t law with ``2ν`` degrees of freedom and keeps the rows of a block orthogonal.
+    """
+    base = ctx.impl("orthogonal_projection", orthogonal_projection)
+    nu = theory.RBF_KERNELS[kernel]
+
+    def draw(rows: int, d: int, size: int) -> np.ndarray:
+        w = np.asarray(base(rows, d, rng=ctx.rng, size=size), dtype=np.float64).reshape(size, rows, d)
+        if nu is None:
+            return w
+        return w * np.sqrt(2 * nu / ctx.rng.chisquare(2 * nu, size=(size, rows)))[..., None]
+
+    return draw
+
+
+class _NestedSums:
+    """Running sums ``Σ_{k<m} φ_k(x_i)φ_k(y_j)`` of ``n`` redraws, extended block by block (see module notes)."""
+
+    def __init__(self, ctx: CellContext, problem: _Problem, n: int):
+        self.problem, self.n, self.m = problem, n, 0
+        self.fmap = ctx.impl("feature_map.trig", trig_features)
+        self.draw = _sampler(ctx, problem.kernel)
+        lx, ly = len(problem.x), len(problem.y)
+        self.acc = np.zeros((n, lx, ly))
+        self.factor = np.exp(problem.log_row[:, None] + problem.log_col[None, :] - problem.log_scale)
+        self.target = problem.target * math.exp(-problem.log_scale)
+
+    def advance(self, end: int, grid: np.ndarray) -> np.ndarray:
+        """Extend to ``end`` rows (a multiple of ``d``); errors ``(n, g)`` at the grid points in ``(m, end]``."""
+        d, n = self.problem.d, self.n
+        chunk = d * max(1, _MAX_PROJECTION // (n * d * d))
+        width = max(1, _MAX_FEATURES // (2 * n * max(len(self.problem.x), len(self.problem.y))))
+        marks = grid[(grid > self.m) & (grid <= end)]
+        cuts = set(marks.tolist()) | set(range(self.m, end, chunk)) | set(range(self.m, end, width)) | {end}
+        out, omega, start = [], None, self.m
+        for stop in sorted(c for c in cuts if c > self.m):
+            if omega is None or self.m >= start + omega.shape[1]:
+                start = self.m
+                omega = self.draw(min(chunk, end - start), d, n)
+            self._add(omega[:, self.m - start: stop - start])
+            self.m = stop
+            if stop in marks:
+                out.append(self.errors())
+        return np.stack(out, axis=1) if out else np.zeros((n, 0))
+
+    def _add(self, omega: np.ndarray) -> None:
+        n, w, d = omega.shape
+        flat = omega.reshape(n * w, d)
+        fx, fy = as_features(self.fmap(self.problem.x, flat)), as_features(self.fmap(self.problem.y, flat))
+        vx, vy = (_per_redraw(f.values, n, w) for f in (fx, fy))
+        self.acc += (n * w) * np.exp(fx.log_scale[:, None] + fy.log_scale[None, :]) * (vx @ np.swapaxes(vy, 1, 2))
+
+    def errors(self) -> np.ndarray:
+        """``‖Â_m - target‖/exp(log_scale)`` of each redraw at the current ``m``."""
+        return theory.matrix_inf_norm(self.acc * (self.factor / self.m) - self.target, self.problem.norm)
+
+
+def _per_redraw(values: np.ndarray, n: int, w: int) -> np.ndarray:
+    """Feature columns ``[f_1 block | f_2 block]`` of ``n·w`` stacked rows -> ``(n, L, blocks·w)`` per redraw."""
+    length = values.shape[0]
+    blocks = values.shape[-1] // (n * w)
+    return values.reshape(length, blocks, n, w).transpose(2, 0, 1, 3).reshape(n, length, blocks * w)
+
+
+@dataclass(frozen=True)
+class _Curve:
+    """Errors ``(R, G)`` of ``R`` redraws at the grid ``m`` and the order statistics of the ``p``-quantile."""
+
+    m: np.ndarray
+    errors: np.ndarray
+    p: float
+    d: int
+
+    @property
+    def ranks(self) -> tuple[int, int, int]:
+        """0-based ranks of the point estimate and the ±1 s.e. bounds of the ``p``-quantile (upper may be R)."""
+        n = self.errors.shape[0]
+        # e_(j) (1-based) <= q_p iff Bin(n, p) >= j: rank ppf(0.159) + 1 is below q_p with probability 0.841
+        lo, hi = (int(stats.binom.ppf(q, n, self.p)) for q in _ONE_SIGMA)
+        return math.ceil(self.p * n) - 1, lo, hi
+
+    def quantiles(self) -> np.ndarray:
+        """``(3, G)``: the ``p``-quantile estimate, its lower and its upper bound (upper ``inf`` if R is too small)."""
+        ordered = np.sort(self.errors, axis=0)
+        point, lo, hi = self.ranks
+        upper = ordered[hi] if hi < ordered.shape[0] else np.full(ordered.shape[1], np.inf)
+        return np.stack([ordered[point], ordered[lo], upper])
+
+    def m_star(self, delta: float) -> tuple[float, float, float]:
+        """``(m*, m*_lo, m*_hi)``: first crossings of ``δ`` by the estimate, the lower and the upper curve."""
+        point, lower, upper = self.quantiles()
+        return _crossing(self.m, point, delta), _crossing(self.m, lower, delta), _crossing(self.m, upper, delta)
+
+
+def _crossing(m: np.ndarray, curve: np.ndarray, level: float) -> float:
+    """First ``m`` where ``curve <= level``, log-log interpolated inside its grid interval; ``inf`` if never."""
+    below = np.flatnonzero(curve <= level)
+    if below.size == 0:
+        return math.inf
+    g = int(below[0])
+    if g == 0 or not curve[g] > 0:
+        return float(m[g])
+    a, b = math.log(curve[g - 1]), math.log(curve[g])
+    frac = (a - math.log(level)) / (a - b)
+    return float(math.exp(math.log(m[g - 1]) + frac * (math.log(m[g]) - math.log(m[g - 1]))))
+
+
+def _hopeless(curve: _Curve, delta: float, m_cap: int) -> bool:
+    """Stop early, ``m*`` being censored either way: from ``m >= 64`` on, the lower quantile bound has stopped
+    decaying (slope above -0.1 over the last factor 4 in ``m``: a biased estimator, not Monte Carlo noise,
+    whose slope is -1/2), or extrapolated with the ``m^{-1/2}`` law it needs more than ``4·m_cap`` features."""
+    lower, m = curve.quantiles()[1], curve.m
+    if m[-1] < 64:
+        return False
+    i = int(np.argmin(np.abs(np.log(m) - math.log(m[-1] / 4))))
+    slope = math.log(lower[-1] / lower[i]) / math.log(m[-1] / m[i]) if lower[i] > 0 and lower[-1] > 0 else -1.0
+    return bool(slope > -0.1 or m[-1] * (lower[-1] / delta) ** 2 > 4 * m_cap)
+
+
+#: A curve reaches at least ``4d`` features, so that its convergence is tested on three points ``>= d``.
+_MIN_END = 4
+
+
+def _error_curve(ctx: CellContext, problem: _Problem, delta_min: float, p: float) -> _Curve:
+    """The nested error curve of ``ctx.replicates`` redraws, extended until ``δ_min`` is crossed (and to at
+    least ``4d`` features) or the cap.
+
+    Redraws are processed in groups whose running sums fit in memory; the first group decides where to stop
+    (its upper quantile bound crosses ``δ_min``) and the other groups run to the same ``m``.
+    """
+    m_cap = _setting(ctx, "m_cap")
+    grid = _m_grid(m_cap)
+    size = len(problem.x) * len(problem.y)
+    groups = list(chunks(ctx.replicates, max(1, _MAX_STATE // size)))
+    first = _NestedSums(ctx, problem, groups[0])
+    parts, end = [], 0
+    for end in _stage_ends(problem.d, m_cap):
+        parts.append(first.advance(end, grid))
+        done = _Curve(grid[grid <= end], np.concatenate(parts, axis=1), p, problem.d)
+        if end < _MIN_END * problem.d and end < m_cap:
+            continue
+        if math.isfinite(done.m_star(delta_min)[2]) or _hopeless(done, delta_min, m_cap):
+            break
+    rows = [np.concatenate(parts, axis=1)]
+    for n in groups[1:]:
+        rows.append(_NestedSums(ctx, problem, n).advance(end, grid))
+    return _Curve(grid[grid <= end], np.concatenate(rows, axis=0), p, problem.d)
+
+
+# ------------------------------------------------------------------------------------ axes and trends
+
+#: Asymptotic ends of each axis: "high" (the value grows without bound; for δ, 1/δ grows) and "low"
+#: (``l -> 0``). ``d`` and ``L`` have a smallest value (1), so only their high end is asymptotic.
+_ENDS = {"delta": ("high",), "l": ("low", "high"), "d": ("high",), "L": ("high",)}
+
+#: Points of an axis used for the trend at one of its ends.
+_END_POINTS = 3
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """A problem and its predicted number of features as a function of ``δ``."""
+
+    problem: _Problem
+    m_pred: Callable[[float], float]
+
+
+@dataclass(frozen=True)
+class _AxisData:
+    """``m*`` with its ±1 s.e. bounds at each point of an axis; ``x`` is oriented (``1/δ`` for the δ axis)."""
+
+    axis: str
+    x: np.ndarray
+    m: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    m_pred: np.ndarray
+    curves: tuple[_Curve, ...]
+
+    def extra(self) -> dict:
+        return dict(axis=self.axis, x=self.x.tolist(), m_star=self.m.tolist(), m_star_lo=self.lo.tolist(),
+                    m_star_hi=self.hi.tolist(), m_pred=self.m_pred.tolist())
+
+
+def _axis_values(ctx: CellContext, axis: str, norm: str) -> list:
+    """Values of ``axis`` at the cell's tier; the (R) reading's L axis is shorter (``m* ∝ L²`` there)."""
+    axes = _setting(ctx, "axes")
+    return axes["L_R"] if axis == "L" and norm == "R" else axes[axis]
+
+
+def _measure_axis(ctx: CellContext, axis: str, base: dict, values: list,
+                  setup: Callable[[CellContext, dict], _Setup]) -> _AxisData:
+    """``m*`` along ``axis`` through ``base``: one curve for the δ axis, one curve per value otherwise."""
+    p = base["p"]
+    if axis == "delta":
+        s = setup(ctx, base)
+        curve = _error_curve(ctx, s.problem, min(values), p)
+        rows = [curve.m_star(v) for v in values]
+        preds, curves, x = [s.m_pred(v) for v in values], (curve,), [1.0 / v for v in values]
+    else:
+        rows, preds, curves = [], [], []
+        for v in values:
+            s = setup(ctx, {**base, axis: v})
+            curve = _error_curve(ctx, s.problem, base["delta"], p)
+            rows.append(curve.m_star(base["delta"]))
+            preds.append(s.m_pred(base["delta"]))
+            curves.append(curve)
+        x = values
+    m, lo, hi = (np.array(c, dtype=np.float64) for c in zip(*rows, strict=True))
+    return _AxisData(axis, np.asarray(x, dtype=np.float64), m, lo, hi, np.asarray(preds), tuple(curves))
+
+
+def _end_points(data: _AxisData, end: str) -> np.ndarray:
+    """The points nearest ``end`` of the axis (``x`` increases along the axis)."""
+    order = np.argsort(data.x)
+    keep = order[-_END_POINTS:] if end == "high" else order[:_END_POINTS]
+    return np.sort(keep)
+
+
+def _undecided(predicted: float, reason: str, extra: dict) -> Evidence:
+    """Evidence that can neither refute nor support (flagged), e.g. when ``m*`` is censored."""
+    return Evidence(math.nan, predicted, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf, 0,
+                    "log-log WLS slope", (reason,), extra=extra)
+
+
+def _trend(data: _AxisData, end: str, *, x, divisor, predicted: float, alternative: str, test: dict,
+           label: str) -> Evidence:
+    """Log-log slope of ``m*/divisor`` against ``x`` at ``end`` of the axis, tested against ``predicted``.
+
+    ``se(log m*)`` is half the width of the ±1 s.e. interval, floored by the integer resolution of ``m*``
+    (``log(1 + 1/m*)/2``). A censored ``m*`` (beyond the cap) flags the evidence.
+    """
+    idx = _end_points(data, end)
+    m, lo, hi = data.m[idx], data.lo[idx], data.hi[idx]
+    x, divisor = np.asarray(x, dtype=np.float64)[idx], np.asarray(divisor, dtype=np.float64)[idx]
+    extra = dict(part=label, end=end, points=idx.tolist())
+    if not np.isfinite(hi).all():
+        where = data.x[idx][~np.isfinite(hi)].tolist()
+        return _undecided(predicted, f"{label}: m* beyond the tier's cap at {data.axis} (oriented x = {where}); "
+                          "the trend cannot be measured", extra)
+    se_log = np.maximum((np.log(hi) - np.log(lo)) / 2, np.log1p(1 / m) / 2)
+    y = m / divisor
+    return slope_test(x, y, y * se_log, predicted, alternative=alternative, extra=extra, **test)
+
+
+def _decay(curve: _Curve, test: dict) -> Evidence:
+    """The curve converges: its ``p``-quantile decays like ``m^{-1/2}`` (one-sided: no slower than that).
+
+    Three points a factor 4 apart (2 when the curve is short) ending at its largest ``m``, all ``>= d``;
+    nested draws make them positively correlated, which makes the WLS standard error conservative.
+    """
+    point, lower, upper = curve.quantiles()
+    picks: list[int] = []
+    for factor in (4, 2):
+        target = curve.m[-1]
+        picks = []
+        while target >= curve.d and len(picks) < _END_POINTS:
+            picks.append(int(np.argmin(np.abs(np.log(curve.m) - math.log(target)))))
+            target /= factor
+        if len(set(picks)) == _END_POINTS:
+            break
+    idx = np.array(sorted(set(picks)))
+    upper = np.where(np.isfinite(upper[idx]), upper[idx], point[idx] + (point[idx] - lower[idx]))
+    se = np.maximum((upper - lower[idx]) / 2, 1e-12 * point[idx])
+    return slope_test(curve.m[idx], point[idx], se, -0.5, alternative="less",
+                      extra=dict(part="decay of the p-quantile error", m=curve.m[idx].tolist()), **test)
+
+
+def _parts(ctx: CellContext, k: int) -> dict:
+    """Test keywords for one of ``k`` sub-tests of a cell (Bonferroni inside the cell, see ``combine``)."""
+    return dict(ctx.test, alpha=ctx.alpha / k)
+
+
+def _combine(parts: list[Evidence], extra: dict) -> Evidence:
+    """``combine`` with a summary of every part kept in ``extra`` (reports show what each sub-test found)."""
+    summary = [dict(part=e.extra.get("part"), end=e.extra.get("end"), slope=e.estimate, upper=e.upper, mde=e.mde,
+                    p_value=e.p_value, flags=list(e.flags)) for e in parts]
+    return combine(parts, extra={**extra, "parts": summary})
+
+
+def _with_point(ev: Evidence, point: dict) -> Evidence:
+    return Evidence(**{**ev.__dict__, "extra": {**ev.extra, "point": point}})
+
+
+# ----------------------------------------------------------------------------- the m*/m_pred readings
+
+#: Readings of Theorems 4 and 7: norm (E)/(R) crossed with sufficiency (s) / tightness (t) of m = Θ(m_pred).
+SUFFICIENCY, TIGHTNESS = "s", "t"
+
+
+def _ratio_trends(ctx: CellContext, data: _AxisData, reading: str, k: int) -> list[Evidence]:
+    """Trends of ``m*/m_pred`` at the asymptotic ends of the axis (each one of ``k`` sub-tests): sufficiency
+    (the ratio must not grow toward an end) or tightness (it must stay constant there, two-sided)."""
+    out = []
+    for end in _ENDS[data.axis]:
+        if reading == TIGHTNESS:
+            alternative = "two-sided"
+        else:
+            alternative = "less" if end == "high" else "greater"
+        out.append(_trend(data, end, x=data.x, divisor=data.m_pred, predicted=0.0, alternative=alternative,
+                          test=_parts(ctx, k), label=f"m*/m_pred at the {end} end of {data.axis}"))
+    return out
+
+
+def _with_convergence(ctx: CellContext, data: _AxisData, trends: Callable[[int], list[Evidence]],
+                      count: int) -> Evidence:
+    """``count`` trend tests of an axis plus the convergence of its most demanding (last) curve, Bonferroni."""
+    k = count + 1
+    return _combine([*trends(k), _decay(data.curves[-1], _parts(ctx, k))], data.extra())
+
+
+def _ratio_evidence(ctx: CellContext, point: dict, axis: str, norm: str, reading: str,
+                    setup: Callable[[CellContext, dict], _Setup]) -> Evidence:
+    """One axis of the m*/m_pred test through ``point``, with the convergence of its last curve."""
+    data = _measure_axis(ctx, axis, point, _axis_values(ctx, axis, norm), setup)
+    return _with_convergence(ctx, data, lambda k: _ratio_trends(ctx, data, reading, k), len(_ENDS[axis]))
+
+
+def _norm_where(p: dict, norm: str) -> bool:
+    """Cells of a norm reading: the L axis ignores the base ``L`` (kept once, at 4); (R) has ``m* ∝ L²`` and
+    takes base ``L <= 4``; the adversarial design maximises single entries, so it serves (E) only."""
+    if p.get("axis") == "L":
+        return p["L"] == 4 and p.get("rows") != "adversarial"
+    if norm == "R":
+        return p["L"] <= 4 and p.get("rows") != "adversarial"
+    return p["L"] >= 8
+
+
+def _search_point(ctx: CellContext, norm: str) -> tuple[dict, str]:
+    """A search restart's base point and axis: restart 0 takes the boundary ``d = 1`` with the tier's largest
+    ``l`` along δ; the others draw ``d ∈ {1..16}``, ``l`` log-uniform in ``[0.5, 4]`` and the axis."""
+    rows, length = ("adversarial", 16) if norm == "E" else ("sphere", 4)
+    if ctx.restart == 0:
+        d, l, axis = 1, max(_setting(ctx, "axes")["l"]), "delta"
+    else:
+        d, l = int(ctx.rng.integers(1, 17)), float(np.exp(ctx.rng.uniform(math.log(0.5), math.log(4.0))))
+        axis = str(ctx.rng.choice(["delta", "l", "d"]))
+    return dict(d=d, l=l, delta=0.3, L=length, p=0.9, rows=rows), axis
+
+
+# ------------------------------------------------------------------------ Theorem 4: uniform convergence
+
+THM4_VARIANTS = ("E/s", "E/t", "R/s", "R/t")
+
+
+def _thm4_setup(norm: str) -> Callable[[CellContext, dict], _Setup]:
+    def setup(ctx: CellContext, point: dict) -> _Setup:
+        d, l = point["d"], point["l"]
+        radius = l * d**0.25
+        problem = _sphere_problem(ctx, point["rows"], d, l, point["L"], norm)
+        return _Setup(problem, lambda delta: theory.predicted_features_softmax(d, radius, delta))
+
+    return setup
+
+
+def _thm4_cell(ctx: CellContext) -> Evidence:
+    norm, reading = ctx.variant.split("/")
+    return _ratio_evidence(ctx, ctx.params, ctx.params["axis"], norm, reading, _thm4_setup(norm))
+
+
+def _thm4_search(ctx: CellContext) -> Evidence:
+    """One restart of the search over the domain: adversarial rows for (E), sphere rows for (R)."""
+    norm, reading = ctx.variant.split("/")
+    point, axis = _search_point(ctx, norm)
+    return _with_point(_ratio_evidence(ctx, point, axis, norm, reading, _thm4_setup(norm)), point)
+
+
+# Budget: about 3 s at quick (26 cells of one to five nested curves each, 200 redraws): four readings, each
+# needing its own axes; the slowest cells are the L axes (L² entries per redraw).
+THM4_UNIFORM = Claim(
+    id="performer.thm4.uniform_convergence", paper="performer", source="Theorem 4; Theorem 7; App F.5",
+    statement="If ‖q_i‖, ‖k_j‖ <= R, l = R d^{-1/4}, h* = exp(l²/2), then for any ε > 0, with δ = ε/(h*)² and "
+              "m = Θ((d/δ²) log(4 d^{3/4} R/δ)) trigonometric ORF projections, ‖Â - A‖_∞ <= ε with any constant "
+              "probability (Â = Q'K'ᵀ approximates the unnormalised A = exp(QKᵀ/√d)).",
+    kind="rate",
+    hypotheses="rows in B(R) (sphere of radius R with random directions; the adversarial antipodal design); "
+               "trigonometric features of block ORFs (m > d: independent blocks); any p ∈ (0, 1)",
+    tolerance=0.25, units="log-log slope of m*/m_pred along an axis (convergence: of the error vs m, from -1/2)",
+    cell=_thm4_cell, search=_thm4_search, universal=True,
+    grid={"smoke": dict(axis=["delta", "d"], rows=["sphere"], p=[0.9], d=[4], l=[1.0], delta=[0.3], L=[4, 8]),
+          "quick": dict(axis=["delta", "l", "d", "L"], rows=["sphere", "adversarial"], p=[0.9], d=[4], l=[1.0],
+                        delta=[0.3], L=[4, 16]),
+          "full": dict(axis=["delta", "l", "d", "L"], rows=["sphere", "adversarial"], p=[0.5, 0.9, 0.99], d=[8],
+                       l=[1.0], delta=[0.1], L=[4, 16, 64])},
+    replicates={"smoke": 200, "quick": 200, "full": 1000},
+    restarts={"smoke": 1, "quick": 1, "full": 10},
+    variants=THM4_VARIANTS,
+    variant_notes={"E/s": "entrywise max norm; m >= c_p m_pred suffices with c_p independent of d, R, ε, L",
+                   "E/t": "entrywise max norm; in addition the minimal sufficient m* >= c'_p m_pred",
+                   "R/s": "induced ∞-norm (max row sum); sufficiency",
+                   "R/t": "induced ∞-norm; tightness"},
+    where=lambda p, v: _norm_where(p, v[0]),
+    roles=("feature_map.trig", "orthogonal_projection"), plot_x="axis",
+)
+
+
+
+# ------------------------------------------------------------------------------------ m* against L, d, ε
+
+
+def _growth_evidence(ctx: CellContext, data: _AxisData, *, x, predicted: float, label: str) -> Evidence:
+    """``m*`` grows no faster than ``x^predicted`` at the high end of the axis (one-sided), and the axis' last
+    curve converges."""
+
+    def trend(k: int) -> list[Evidence]:
+        return [_trend(data, "high", x=x, divisor=np.ones_like(data.m), predicted=predicted, alternative="less",
+                       test=_parts(ctx, k), label=label)]
+
+    return _with_convergence(ctx, data, trend, 1)
+
+
+def _no_l_cell(ctx: CellContext) -> Evidence:
+    """``m*(L)`` at the high end of the L axis grows like ``L^0`` (one-sided). For (E), ``m*`` of the adversarial
+    design with as many rows as the largest ``L`` is recorded as the reference (a lower bound of the supremum over
+    the ball, which bounds ``m*(L)`` for every ``L``)."""
+    norm, point = ctx.variant, ctx.params
+    lengths = _setting(ctx, "axes")["L_no_l" if norm == "E" else "L_R"]
+    data = _measure_axis(ctx, "L", point, lengths, _thm4_setup(norm))
+    ev = _growth_evidence(ctx, data, x=data.x, predicted=0.0, label="m* against L")
+    if norm == "R":
+        return ev
+    reference = _thm4_setup("E")(ctx, {**point, "rows": "adversarial", "L": max(lengths)}).problem
+    m_ref = _error_curve(ctx, reference, point["delta"], point["p"]).m_star(point["delta"])
+    return Evidence(**{**ev.__dict__, "extra": {**ev.extra, "adversarial_m_star": list(m_ref)}})
+
+
+# Budget: about 3 s at quick: the L axis reaches L = 128 (16k entries per redraw), the length at which saturation
+# becomes visible in d = 2, plus the adversarial reference curve of the same size.
+NO_L_DEPENDENCE = Claim(
+    id="performer.thm4.no_l_dependence", paper="performer", source="Sec 3 before Theorem 4; App F.5; F.6",
+    statement="The number of projections m needed for an ε-accurate approximation of A depends only on d, ε and R "
+              "(m = Ψ(ε, d, R)), not on the number of tokens L.",
+    kind="rate",
+    hypotheses="as in thm4.uniform_convergence; rows on the sphere of radius R or uniform in the ball B(R); p = 0.9; "
+               "d = 2 included: there L² pairs cover B(2l) at the error field's correlation length already at "
+               "moderate L, so saturation (boundedness) is observable on a finite sweep",
+    tolerance=0.25, units="log-log slope of m* against L",
+    cell=_no_l_cell,
+    grid={"smoke": dict(rows=["sphere"], d=[2], l=[1.0], delta=[0.3], p=[0.9]),
+          "quick": dict(rows=["sphere", "ball"], d=[2], l=[1.0], delta=[0.3], p=[0.9]),
+          "full": dict(rows=["sphere", "ball"], d=[2, 8, 16, 64], l=[0.5, 1.0, 1.5], delta=[0.1, 0.03], p=[0.9])},
+    replicates={"smoke": 200, "quick": 200, "full": 1000},
+    variants=("E", "R"),
+    variant_notes={"E": "‖·‖_∞ = entrywise maximum", "R": "‖·‖_∞ = induced ∞-norm (largest absolute row sum)"},
+    roles=("feature_map.trig", "orthogonal_projection"), plot_x="rows",
+)
+
+
+def _dlogd_setup(reading: str, norm: str, base: dict) -> Callable[[CellContext, dict], _Setup]:
+    """Problems along ``d`` for the readings of "m = Θ(d log d) suffices" (what is held fixed as d grows).
+
+    (a) ε and R fixed at their values at the base ``(d, l, δ)``: at each ``d``, ``l = R d^{-1/4}`` and the
+    criterion stays ``‖Â - A‖ <= ε`` (errors in units of the base ``(h*)²``); (b) ε and ``l`` fixed, so ``δ``
+    is fixed; (c) entries ``N(0, 1)`` (register I1, the Fig 4 regime) with ``h*`` from the largest row norm and
+    a fixed relative precision ``δ``.
+    """
+    radius = base["l"] * base["d"] ** 0.25
+    base_log_scale = 2 * theory.log_ball_max("exp", base["l"])
+
+    def setup(ctx: CellContext, point: dict) -> _Setup:
+        d = point["d"]
+        if reading == "c":
+            return _Setup(_gaussian_entries_problem(ctx, d, point["L"], 1.0, norm), lambda delta: math.nan)
+        l = theory.scaled_radius(radius, d) if reading == "a" else base["l"]
+        problem = _sphere_problem(ctx, "sphere", d, l, point["L"], norm)
+        if reading == "a":
+            problem = _Problem(**{**problem.__dict__, "log_scale": base_log_scale})
+        return _Setup(problem, lambda delta: math.nan)
+
+    return setup
+
+
+def _dlogd_evidence(ctx: CellContext, point: dict, reading: str, norm: str) -> Evidence:
+    data = _measure_axis(ctx, "d", point, _setting(ctx, "axes")["d_dlogd"], _dlogd_setup(reading, norm, point))
+    return _growth_evidence(ctx, data, x=data.x * np.log(data.x), predicted=1.0, label="m* against d log d")
+
+
+def _dlogd_cell(ctx: CellContext) -> Evidence:
+    return _dlogd_evidence(ctx, ctx.params, ctx.variant, "E")
+
+
+M_DLOGD = Claim(
+    id="performer.sec3.m_dlogd", paper="performer", source="Sec 3 before Theorem 4; App B.3 last paragraph",
+    statement="m = Θ(d log d) trigonometric ORF projections suffice to approximate the attention matrix A accurately.",
+    kind="rate",
+    hypotheses="as in thm4.uniform_convergence (entrywise error ‖Â - A‖_E <= ε with probability p = 0.9); d >= 2",
+    tolerance=0.25, units="log-log slope of m* against d log d, minus 1",
+    cell=_dlogd_cell,
+    grid={"smoke": dict(d=[4], l=[1.0], delta=[0.3], L=[8], p=[0.9]),
+          "quick": dict(d=[4], l=[1.0], delta=[0.3], L=[16], p=[0.9]),
+          "full": dict(d=[4], l=[1.0], delta=[0.1, 0.03], L=[256], p=[0.9])},
+    replicates={"smoke": 200, "quick": 200, "full": 1000},
+    variants=("a", "b", "c"),
+    variant_notes={"a": "ε and R fixed as d grows (l = R d^{-1/4} shrinks)",
+                   "b": "ε and l = R d^{-1/4} fixed (δ fixed)",
+                   "c": "entries N(0, 1) (register I1, the Fig 4 regime) with a fixed relative precision δ"},
+    roles=("feature_map.trig", "orthogonal_projection"), plot_x="delta",
+)
+
+
+# ------------------------------------------------------------------------- Sec 2.1: any precision in time
+
+
+@dataclass(frozen=True)
+class _Timings:
+    """Best-of-k wall-clock seconds per call, their standard errors, and why they cannot be trusted (if so)."""
+
+    best: list[float]
+    se: list[float]
+    untrusted: str | None
+
+
+def _blas_limit():
+    """A context limiting BLAS to one thread (threadpoolctl), or ``None`` when threadpoolctl is not installed."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _single_threaded_blas_env() -> bool:
+    """BLAS was started single-threaded through the environment (OpenBLAS/OpenMP/MKL variables set to 1)."""
+    return any(os.environ.get(v) == "1" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+
+
+def _interleaved_times(calls: list[Callable[[], object]], runs: int) -> _Timings:
+    """Best of ``runs`` timed calls of each function and its standard error (spread of ``log t``).
+
+    Runs are interleaved across the functions (round robin, after one warm-up each), so a burst of load on shared
+    cores slows every size alike instead of bending the slope. BLAS runs single-threaded when threadpoolctl is
+    available: a multithreaded BLAS on oversubscribed cores slows large products only (they are the ones it
+    splits), which bends slopes upward. Without threadpoolctl, timings taken while the load average exceeds the
+    number of cores are marked untrusted.
+    """
+    limit = _blas_limit()
+    with limit if limit is not None else contextlib.nullcontext():
+        load = os.getloadavg()[0]
+        for fn in calls:
+            fn()
+        times = np.empty((runs, len(calls)))
+        for r in range(runs):
+            for i, fn in enumerate(calls):
+                t0 = time.perf_counter()
+                fn()
+                times[r, i] = time.perf_counter() - t0
+        load = max(load, os.getloadavg()[0])
+    best = times.min(axis=0)
+    spread = np.log(times).std(axis=0, ddof=1) / math.sqrt(runs)
+    cores = os.cpu_count() or 1
+    untrusted = None
+    if limit is None and not _single_threaded_blas_env() and load > cores:
+        untrusted = (f"wall-clock timings taken at load average {load:.1f} on {cores} cores with a multithreaded "
+                     "BLAS (threadpoolctl not installed, OPENBLAS_NUM_THREADS unset) are not trusted")
+    return _Timings(best.tolist(), (best * np.maximum(spread, _TIMING_FLOOR)).tolist(), untrusted)
+
+
+def _timing_evidence(lengths: list[int], timings: _Timings, predicted: float, test: dict, extra: dict) -> Evidence:
+    """Slope of time against L at most ``predicted`` (one-sided); untrusted timings flag the evidence."""
+    ev = slope_test(lengths, timings.best, timings.se, predicted, alternative="less",
+                    extra={**extra, "L": lengths, "seconds": timings.best}, **test)
+    return ev if timings.untrusted is None else Evidence(**{**ev.__dict__, "p_value": 1.0,
+                                                              "flags": ev.flags + (timings.untrusted,)})
+
+
+#: Smallest relative standard error given to a timing (scheduler and cache jitter on shared cores).
+_TIMING_FLOOR = 0.02
+
+#: Timed runs per point (best of) at each tier.
+_RUNS = {"smoke": 3, "quick": 3, "full": 7}
+
+
+def _favor_trig_call(length: int, d: int, m: int, rng: np.random.Generator) -> Callable[[], object]:
+    """Trig features plus Algorithm 1 (bidirectional) for ``length`` unit-norm rows and ``m`` ORFs."""
+    q, k = (_directions(length, d, rng) for _ in range(2))
+    v = rng.standard_normal((length, d))
+    w = orthogonal_projection(m, d, rng=rng)
+    return lambda: linear_attention(trig_features(q, w), trig_features(k, w), v)
+
+
+def _time_evidence(ctx: CellContext, point: dict, norm: str) -> Evidence:
+    """Wall-clock of features + Algorithm 1 at ``m = m*`` (measured at the base point) against L: slope <= 1."""
+    setup = _thm4_setup(norm)(ctx, point)
+    m_star = _error_curve(ctx, setup.problem, point["delta"], point["p"]).m_star(point["delta"])[0]
+    lengths = _setting(ctx, "axes")["L_time"]
+    if not math.isfinite(m_star):
+        return _undecided(1.0, "m* beyond the tier's cap: nothing to time", dict(part="time"))
+    m = math.ceil(m_star)
+    timings = _interleaved_times([_favor_trig_call(n, point["d"], m, ctx.rng) for n in lengths], _RUNS[ctx.tier])
+    return _timing_evidence(lengths, timings, 1.0, ctx.test, dict(part="time of features + Algorithm 1", m=m))
+
+
+def _any_precision_cell(ctx: CellContext) -> Evidence:
+    reading, norm = ctx.variant.split("/")
+    point, part = ctx.params, ctx.params["part"]
+    if part == "time":
+        return _time_evidence(ctx, point, norm)
+    if part in ("d_hold_R", "d_hold_l"):
+        return _dlogd_evidence(ctx, point, "a" if part == "d_hold_R" else "b", norm)
+    axis = "delta" if part == "epsilon" else "L"
+    data = _measure_axis(ctx, axis, point, _axis_values(ctx, axis, norm), _thm4_setup(norm))
+    label = "m* against 1/ε" if axis == "delta" else "m* against L"
+    return _growth_evidence(ctx, data, x=data.x, predicted=0.0, label=label)
+
+
+def _any_precision_where(p: dict, variant: str) -> bool:
+    reading, norm = variant.split("/")
+    if p["part"] == "epsilon" and reading == "a":
+        return False  # reading (a) lets the constant depend on ε
+    return _norm_where({**p, "axis": "L" if p["part"] == "L" else p["part"]}, norm)
+
+
+# Budget: about 2.5 s at quick: 18 cells, and the time part times Algorithm 1 up to L = 16384.
+ANY_PRECISION = Claim(
+    id="performer.sec2_1.any_precision_time", paper="performer", source="Sec 2.1; App F.5 opening paragraph",
+    statement="The attention matrix A can be approximated up to any precision in time O(L d² log d), using "
+              "m_opt = Θ(d log d) trigonometric ORF projections regardless of L.",
+    kind="complexity",
+    hypotheses="those of Theorem 4: rows in B(R), trigonometric ORF features, error ‖Â - A‖_∞",
+    tolerance=0.25, units="log-log slope minus its prediction (m* vs d log d: 1; vs L and 1/ε: 0; time vs L: 1)",
+    cell=_any_precision_cell,
+    grid={"smoke": dict(part=["d_hold_l", "epsilon", "time"], rows=["sphere"], d=[4], l=[1.0], delta=[0.3],
+                        L=[4, 8], p=[0.9]),
+          "quick": dict(part=["d_hold_R", "d_hold_l", "epsilon", "L", "time"], rows=["sphere"], d=[4], l=[1.0],
+                        delta=[0.3], L=[4, 16], p=[0.9]),
+          "full": dict(part=["d_hold_R", "d_hold_l", "epsilon", "L", "time"], rows=["sphere"], d=[4, 16],
+                       l=[0.5, 1.0, 2.0], delta=[0.1], L=[4, 64], p=[0.5, 0.9])},
+    replicates={"smoke": 200, "quick": 200, "full": 1000},
+    variants=("a/E", "a/R", "b/E", "b/R"),
+    variant_notes={"a/E": "the hidden constant may depend on ε and R; entrywise max norm",
+                   "a/R": "the hidden constant may depend on ε and R; induced ∞-norm",
+                   "b/E": "one constant serves every ε; entrywise max norm",
+                   "b/R": "one constant serves every ε; induced ∞-norm"},
+    where=_any_precision_where,
+    roles=("feature_map.trig", "orthogonal_projection"), plot_x="part",
+)
+
+
+# -------------------------------------------------------------- Theorem 7: general (g, h, RBF kernel K)
+
+THM7_VARIANTS = ("a/E", "a/R", "b/E", "b/R")
+
+
+@dataclass(frozen=True)
+class _GeneralInputs:
+    """Theorem 7's objects at one point: scaled rows, ``log g``, ``log h``, ``log g* = log h*`` and ``B``."""
+
+    x: np.ndarray
+    y: np.ndarray
+    log_g: np.ndarray
+    log_h: np.ndarray
+    log_star: float
+    gram: np.ndarray
+
+
+def _rbf_gram(kernel: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``B_ij = K(x_i, y_j)``: the Gaussian kernel (``rfkit.estimators``) or a Matérn kernel (``rfkit.theory``)."""
+    if theory.RBF_KERNELS[kernel] is None:
+        return gaussian_kernel(x, y)
+    sq = np.maximum((x * x).sum(-1)[:, None] + (y * y).sum(-1)[None, :] - 2 * x @ y.T, 0.0)
+    return theory.matern_kernel(np.sqrt(sq), theory.RBF_KERNELS[kernel])
+
+
+def _general_inputs(ctx: CellContext, point: dict, reading: str) -> _GeneralInputs:
+    """Rows on the sphere of radius ``l`` (scaled); ``g``, ``h`` of the prefactor ``point["gh"]`` applied to the
+    scaled rows (reading a) or to the raw rows ``q = d^{1/4} x`` (reading b); ``g*``, ``h*`` over ``B(l)``."""
+    d, l, gh = point["d"], point["l"], point["gh"]
+    x, y = _rows("sphere", point["L"], d, l, ctx.rng)
+    raw = 1.0 if reading == "a" else math.sqrt(d)  # ‖q‖² = √d ‖x‖²
+    log_g = theory.log_prefactor(gh, raw * (x * x).sum(-1))
+    log_h = theory.log_prefactor(gh, raw * (y * y).sum(-1))
+    return _GeneralInputs(x, y, log_g, log_h, theory.log_ball_max(gh, l), _rbf_gram(point["kernel"], x, y))
+
+
+def _thm7_setup(norm: str, reading: str) -> Callable[[CellContext, dict], _Setup]:
+    """``Â = D_g B̂ D_h`` with ``B̂`` from the trig features (which estimate ``e^{‖x‖²/2} B e^{‖y‖²/2}`` for the
+    Gaussian kernel, and ``B`` itself up to that factor for any spectral law); errors in units of ``g* h*``."""
+
+    def setup(ctx: CellContext, point: dict) -> _Setup:
+        g = _general_inputs(ctx, point, reading)
+        target = np.exp(g.log_g[:, None] + g.log_h[None, :]) * g.gram
+        log_row = g.log_g - theory.log_prefactor("exp", (g.x * g.x).sum(-1))
+        log_col = g.log_h - theory.log_prefactor("exp", (g.y * g.y).sum(-1))
+        problem = _Problem(g.x, g.y, target, log_row, log_col, 2 * g.log_star, norm, point["kernel"])
+        d, radius = point["d"], point["l"] * point["d"] ** 0.25
+        sigma = theory.spectral_second_moment(point["kernel"], d)
+        return _Setup(problem, lambda delta: theory.predicted_features(d, radius, delta, sigma))
+
+    return setup
+
+
+def _eq77_evidence(ctx: CellContext, point: dict, norm: str, reading: str) -> Evidence:
+    """Eq 77 on actual draws: ``‖D_g(B̂-B)D_h‖ <= ‖D_g‖ ‖B̂-B‖ ‖D_h‖ <= g* ‖B̂-B‖ h*``.
+
+    The margin is ``min over redraws of log(g* h* ‖B̂ - B‖ / ‖D_g(B̂ - B)D_h‖)`` (exact; negative: violated).
+    """
+    g = _general_inputs(ctx, point, reading)
+    fmap = ctx.impl("feature_map.trig", trig_features)
+    draw = _sampler(ctx, point["kernel"])
+    m, margins = 2 * point["d"], []
+    for omega in draw(m, point["d"], _EQ77_DRAWS):
+        sign, log_abs = as_features(fmap(g.x, omega)).kernel(as_features(fmap(g.y, omega)), log=True)
+        log_b = log_abs - theory.log_prefactor("exp", (g.x * g.x).sum(-1))[:, None] \
+            - theory.log_prefactor("exp", (g.y * g.y).sum(-1))[None, :]
+        err = sign * np.exp(log_b) - g.gram
+        scaled = np.exp(g.log_g[:, None] + g.log_h[None, :]) * err
+        lhs, core = theory.matrix_inf_norm(scaled, norm), theory.matrix_inf_norm(err, norm)
+        margins.append(math.log(core) + 2 * g.log_star - math.log(lhs))
+    worst = float(min(margins))
+    factor = float(max(g.log_g.max(), g.log_h.max()) - g.log_star)
+    return margin_evidence(worst, tolerance=ctx.tolerance,
+                           extra=dict(part="Eq 77", m=m, log_margin=worst, log_max_g_over_g_star=factor))
+
+
+#: Feature draws per Eq 77 check.
+_EQ77_DRAWS = 8
+
+
+def _thm7_evidence(ctx: CellContext, point: dict, part: str) -> Evidence:
+    reading, norm = ctx.variant.split("/")
+    if part == "eq77":
+        return _eq77_evidence(ctx, point, norm, reading)
+    return _ratio_evidence(ctx, point, part, norm, SUFFICIENCY, _thm7_setup(norm, reading))
+
+
+def _thm7_cell(ctx: CellContext) -> Evidence:
+    return _thm7_evidence(ctx, ctx.params, ctx.params["part"])
+
+
+def _thm7_search(ctx: CellContext) -> Evidence:
+    """A restart of the search: a random kernel and prefactor (exp only for reading b), then as Theorem 4's."""
+    reading, norm = ctx.variant.split("/")
+    point, axis = _search_point(ctx, norm)
+    kernels = list(theory.RBF_KERNELS)
+    point.update(rows="sphere", kernel=kernels[int(ctx.rng.integers(len(kernels)))],
+                 gh="exp" if reading == "b" or ctx.restart == 0 else str(ctx.rng.choice(theory.PREFACTORS)))
+    return _with_point(_thm7_evidence(ctx, point, axis), point)
+
+
+def _thm7_where(p: dict, variant: str) -> bool:
+    """Eq 77 for every (kernel, prefactor); m* axes for the cases of :data:`_THM7_AXIS_CASES` (the Gaussian kernel
+    with the softmax prefactor is Theorem 4's own case, claim thm4.uniform_convergence). Reading b differs from
+    reading a only for the prefactor ``exp``; Eq 77 decides it exactly, and its m* is ``e^{2(√d-1)l²}`` times
+    larger than reading a's (beyond the caps along ``l`` and ``L``), so its grid cells are Eq 77 cells and its
+    m* is measured by the search restarts only."""
+    reading, norm = variant.split("/")
+    case = (p["kernel"], p["gh"])
+    if reading == "b":
+        return p["gh"] == "exp" and p["part"] == "eq77" and _norm_where({**p, "axis": "eq77"}, norm)
+    if p["part"] == "L" and case not in _THM7_L_CASES:
+        return False
+    if p["part"] != "eq77" and case not in _THM7_AXIS_CASES:
+        return False
+    return _norm_where({**p, "axis": p["part"]}, norm)
+
+
+#: (kernel, prefactor) pairs whose m* axes are measured under reading a (Eq 77 is checked for every pair).
+_THM7_AXIS_CASES = {("gaussian", "one"), ("matern32", "exp"), ("matern52", "one")}
+#: ... and whose L axis is measured.
+_THM7_L_CASES = {("gaussian", "one"), ("matern52", "one")}
+
+
+THM7_GENERAL = Claim(
+    id="performer.thm7.uniform_convergence_general", paper="performer", source="Theorem 7 and its proof (Eqs 76-77)",
+    statement="For A_ij = g(q_i) K(q_i/d^{1/4}, k_j/d^{1/4}) h(k_j) with an RBF kernel K of spectral law Ω, rows in "
+              "B(R), l = R d^{-1/4}, g* = max_{B(l)}|g|, h* = max_{B(l)}|h|, δ = ε/(g* h*) and σ = E ωᵀω: "
+              "m = Ω((d/δ²) log(4σR/(δ d^{1/4}))) orthogonal trigonometric features give ‖Â - A‖_∞ <= ε with any "
+              "constant probability; the proof uses ‖D_Q(B̂ - B)D_K‖_∞ <= ‖D_Q‖_∞‖B̂ - B‖_∞‖D_K‖_∞ <= δ g* h* (Eq 77).",
+    kind="rate",
+    hypotheses="K ∈ {Gaussian (Ω = N(0, I)), Matérn ν = 3/2, 5/2 (Ω = Student-t with 2ν dof)}; (g, h) ∈ "
+               "{(exp(‖·‖²/2), exp(‖·‖²/2)), (1, 1)}; rows on the sphere of radius R; block ORF directions",
+    tolerance=0.25, units="log-log slope of m*/m_pred along an axis; log(RHS/LHS) of Eq 77",
+    cell=_thm7_cell, search=_thm7_search, universal=True,
+    grid={"smoke": dict(part=["eq77", "delta"], kernel=["gaussian", "matern32"], gh=["exp", "one"], d=[4], l=[1.0],
+                        delta=[0.3], L=[4, 8], p=[0.9]),
+          "quick": dict(part=["eq77", "delta", "l", "L"], kernel=["gaussian", "matern32"], gh=["exp", "one"], d=[4],
+                        l=[1.0], delta=[0.3], L=[4, 16], p=[0.9]),
+          "full": dict(part=["eq77", "delta", "l", "d", "L"], kernel=list(theory.RBF_KERNELS),
+                       gh=list(theory.PREFACTORS), d=[8], l=[1.0], delta=[0.1], L=[4, 16], p=[0.9])},
+    replicates={"smoke": 200, "quick": 200, "full": 1000},
+    restarts={"smoke": 1, "quick": 1, "full": 10},
+    variants=THM7_VARIANTS,
+    variant_notes={"a/E": "g, h applied to the scaled rows q/d^{1/4} (the ball B(l) of g*, h*); entrywise norm",
+                   "a/R": "g, h applied to the scaled rows; induced ∞-norm",
+                   "b/E": "g, h applied to q_i, k_j literally (as written); entrywise norm",
+                   "b/R": "g, h applied to q_i, k_j literally; induced ∞-norm"},
+    where=_thm7_where,
+    roles=("feature_map.trig", "orthogonal_projection"), plot_x="part",
+)
+
+
+# ------------------------------------------------------------------------------ B.3: variance against m
+
+#: Per tier: the numbers of features of the variance claim.
+_VARIANCE_M = {"smoke": [1, 4, 16, 32, 64], "quick": [1, 4, 16, 32, 64],
+               "full": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]}
+
+#: Floats per batch of replicate projections in the variance claim.
+_VARIANCE_BATCH = 2**21
+
+#: Batches of the batch-means standard error (as in ``stats.mean_test``).
+_BATCHES = 32
+
+
+def _variance_inputs(kind: str, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Scaled queries/keys: register I1 (4 rows each, entries N(0, 0.25²), scaled by d^{-1/4}) or I2 (four
+    controlled pairs ``(x_i, y_i)`` of norms 0.5 at angles 0, π/3, 2π/3, π, each in its own random plane)."""
+    if kind == "I1":
+        q, k = 0.25 * rng.standard_normal((2, 4, d))
+        return q * d**-0.25, k * d**-0.25
+    pairs = [controlled_pair(0.5, 0.5, angle, d, rng) for angle in (0.0, math.pi / 3, 2 * math.pi / 3, math.pi)]
+    return np.stack([x for x, _ in pairs]), np.stack([y for _, y in pairs])
+
+
+def _projections(ctx: CellContext, kind: str, m: int, d: int, n: int) -> np.ndarray:
+    """``(n, m, d)`` projection matrices: iid Gaussian or block ORF (the role ``orthogonal_projection``)."""
+    if kind == "iid":
+        return ctx.rng.standard_normal((n, m, d))
+    sampler = ctx.impl("orthogonal_projection", orthogonal_projection)
+    return np.asarray(sampler(m, d, rng=ctx.rng, size=n), dtype=np.float64).reshape(n, m, d)
+
+
+def _mean_squared_errors(ctx: CellContext, fmap, x, y, m: int, proj: str) -> np.ndarray:
+    """Per redraw, the mean over entries of ``(Â_ij - A_ij)²`` for ``m`` features (``ctx.replicates`` redraws)."""
+    target = softmax_kernel(x, y)
+    d, out = x.shape[-1], []
+    for n in chunks(ctx.replicates, max(1, _VARIANCE_BATCH // (m * d))):
+        omega = _projections(ctx, proj, m, d, n).reshape(n * m, d)
+        fx, fy = as_features(fmap(x, omega)), as_features(fmap(y, omega))
+        est = (n * np.exp(fx.log_scale[:, None] + fy.log_scale[None, :])
+               * (_per_redraw(fx.values, n, m) @ np.swapaxes(_per_redraw(fy.values, n, m), 1, 2)))
+        out.append(((est - target) ** 2).mean(axis=(1, 2)))
+    return np.concatenate(out)
+
+
+def _batch_mean_se(values: np.ndarray) -> float:
+    batches = values[: values.size - values.size % _BATCHES].reshape(_BATCHES, -1).mean(axis=1)
+    return float(batches.std(ddof=1) / math.sqrt(_BATCHES))
+
+
+def _variance_cell(ctx: CellContext) -> Evidence:
+    """``Var(Â_ij)`` (= MSE: the estimators are unbiased), averaged over entries, falls like ``m^{-1}``: slope
+    of its log against ``log m`` at most ``-1`` (+ tolerance); the cost side (flops of the feature map) grows
+    exactly like ``m``.
+
+    Block ORFs are measured at multiples of ``d``: there the estimate is the mean of ``m/d`` independent
+    block estimates, so ``m^{-1}`` is exact; inside one block the decay is faster (negative correlations) and
+    a single line through both regimes would only measure the bend.
+    """
+    p = ctx.params
+    fmap = ctx.impl(f"feature_map.{p['feature']}", FEATURE_MAPS[p["feature"]])
+    x, y = _variance_inputs(p["inputs"], p["d"], ctx.rng)
+    ms = [m for m in _VARIANCE_M[ctx.tier] if p["projection"] == "iid" or m % p["d"] == 0]
+    mse, se = zip(*((float(v.mean()), _batch_mean_se(v))
+                    for v in (_mean_squared_errors(ctx, fmap, x, y, m, p["projection"]) for m in ms)), strict=True)
+    flops = [gemm_flops(feature_map_gemms(len(x) + len(y), p["d"], m)) for m in ms]
+    test = _parts(ctx, 2)
+    variance = slope_test(ms, mse, se, -1.0, alternative="less", extra=dict(part="variance against m"), **test)
+    cost = exact_test(np.polyfit(np.log(ms), np.log(flops), 1)[0], 1.0, tolerance=ctx.tolerance,
+                      extra=dict(part="cost against m"))
+    return _combine([variance, cost], dict(m=ms, mse=list(mse), mse_se=list(se), flops=flops))
+
+
+VARIANCE_VS_M = Claim(
+    id="performer.b3.variance_vs_m", paper="performer", source="App B.3, second-to-last paragraph",
+    statement="A larger number of random features m gives a lower variance of the estimate of A, at a higher "
+              "computational cost.",
+    kind="rate",
+    hypotheses="the unbiased softmax estimators (trig, positive, hyperbolic) with iid or block-ORF projections; "
+               "inputs I1 (entries N(0, 0.25²)) and I2 (pairs of norms 0.5 at angles 0, π/3, 2π/3, π)",
+    tolerance=0.25, units="log-log slope of the mean entrywise variance against m, minus -1 (cost: minus 1)",
+    cell=_variance_cell,
+    grid={"smoke": dict(feature=["positive", "trig"], projection=["iid", "orthogonal"], inputs=["I1"], d=[16]),
+          "quick": dict(feature=list(FEATURE_MAPS), projection=["iid", "orthogonal"], inputs=["I1", "I2"], d=[16]),
+          "full": dict(feature=list(FEATURE_MAPS), projection=["iid", "orthogonal"], inputs=["I1", "I2"],
+                       d=[16, 64])},
+    replicates={"smoke": 1024, "quick": 2048, "full": 65536},
+    roles=tuple(f"feature_map.{k}" for k in FEATURE_MAPS) + ("orthogonal_projection",), plot_x="feature",
+)
+
+
+# ------------------------------------------------------------- App E: the attention operation alone
+
+#: Per algorithm and tier: sequence lengths of the attention-only benchmark (d = 64, m = 256 as in the register).
+#: Exact attention is in its L² regime from L = 512 on (its L×L matrices leave the caches); FAVOR+'s arrays are
+#: L×m, and below L ~ 1024 they still fit in cache, which bends time slopes upward: it is timed from 1024 on.
+_ATTENTION_L = {"exact": {"smoke": [256, 512, 1024], "quick": [512, 1024, 2048],
+                          "full": [512, 1024, 2048, 4096, 8192, 16384]},
+                "favor": {"smoke": [1024, 2048, 4096], "quick": [1024, 2048, 8192],
+                          "full": [1024, 4096, 16384, 65536]}}
+_ATTENTION_D, _ATTENTION_M = 64, 256
+
+#: Relative standard error of a traced peak allocation (allocation granularity; the measurement is exact).
+_MEMORY_SE = 0.01
+
+
+def _attention_call(algorithm: str, causal: bool, length: int, rng: np.random.Generator) -> Callable[[], object]:
+    """Exact softmax attention (materialised, Eq 1-2) or FAVOR+ (positive ORF features, Algorithm 1)."""
+    d = _ATTENTION_D
+    q, k, v = rng.standard_normal((3, length, d))
+    if algorithm == "exact":
+        return lambda: softmax_attention(q, k, v, causal=causal)
+    w = orthogonal_projection(_ATTENTION_M, d, rng=rng)
+    scale = d**-0.25
+    return lambda: linear_attention(positive_features(q * scale, w), positive_features(k * scale, w), v,
+                                    causal=causal)
+
+
+def _attention_flops(algorithm: str, causal: bool, length: int) -> int:
+    """Exact flops of the call (``rfkit.theory.cost``): ``QKᵀ`` and ``weights·V``, or both feature maps and
+    Algorithm 1 (its causal form chunked as implemented)."""
+    d, m = _ATTENTION_D, _ATTENTION_M
+    if algorithm == "exact":
+        return gemm_flops(softmax_attention_gemms(length, length, d, d))
+    gemms = feature_map_gemms(length, d, m, batch=2) + linear_attention_gemms(length, m, d, causal=causal,
+                                                                                chunk=DEFAULT_CHUNK_SIZE)
+    return gemm_flops(gemms)
+
+
+def _attention_only_cell(ctx: CellContext) -> Evidence:
+    """Exact operation counts, time (best of k) or traced peak memory against L; slopes at most 2 (exact) and
+    1 (FAVOR+), + tolerance."""
+    p = ctx.params
+    lengths = _ATTENTION_L[p["algorithm"]][ctx.tier]
+    causal = p["direction"] == "causal"
+    predicted = 2.0 if p["algorithm"] == "exact" else 1.0
+    extra = dict(d=_ATTENTION_D, m=_ATTENTION_M, backend="numpy", dtype="float64", L=lengths)
+    if p["measure"] == "operations":
+        flops = [_attention_flops(p["algorithm"], causal, n) for n in lengths]
+        slope = float(np.polyfit(np.log(lengths), np.log(flops), 1)[0])
+        return margin_evidence(predicted - slope, tolerance=ctx.tolerance, extra={**extra, "flops": flops})
+    calls = [_attention_call(p["algorithm"], causal, n, ctx.rng) for n in lengths]
+    if p["measure"] == "time":
+        return _timing_evidence(lengths, _interleaved_times(calls, _RUNS[ctx.tier]), predicted, ctx.test, extra)
+    peaks = [float(_peak_bytes(fn)) for fn in calls]
+    return slope_test(lengths, peaks, [_MEMORY_SE * v for v in peaks], predicted, alternative="less",
+                      extra={**extra, "peak_bytes": peaks}, **ctx.test)
+
+
+# Budget: about 2.5 s at quick: exact attention is timed and traced at L = 2048 (a 32 MB score matrix) and
+# FAVOR+ at L = 8192, each size three times after a warm-up.
+ATTENTION_ONLY = Claim(
+    id="performer.appe.attention_only", paper="performer", source="App E item (2); Fig 20",
+    statement="For the attention operation alone, standard attention and FAVOR have the time complexities "
+              "O(L²d) (Eq 1) and O(Lrd) (Eq 4) as functions of L.",
+    kind="reproduction",
+    hypotheses="the attention module only (numpy, float64, forward pass; no autograd here), d = 64, m = 256 "
+               "positive ORF features; bidirectional and causal (chunked prefix sums); exact operation counts "
+               "(rfkit.theory.cost), wall-clock time and traced peak memory",
+    tolerance=0.25, units="log-log slope against L minus its bound (2 exact, 1 FAVOR+)",
+    cell=_attention_only_cell,
+    grid={"smoke": dict(algorithm=["exact", "favor"], direction=["bidirectional"],
+                        measure=["operations", "time", "memory"]),
+          "quick": dict(algorithm=["exact", "favor"], direction=["bidirectional", "causal"],
+                        measure=["operations", "time", "memory"])},
+    plot_x="algorithm",
+)
+
+
+# ---------------------------------------------------------------- model-level claims (GPU training code)
+
+_V100 = ("a 16 GB V100 GPU (or a CUDA device capped at 16 GB) running full Transformer/Performer models with "
+         "autograd; no GPU is available here or in CI")
+
+FIG3_LINEAR = Claim(
+    id="performer.fig3.linear_time_memory", paper="performer", source="Sec 4.1; Fig 3",
+    statement="In the bidirectional setting with the regular model, the Performer's backward-pass time grows nearly "
+              "linearly in L and its memory sub-quadratically, because no explicit O(L²) attention matrix is stored.",
+    kind="reproduction", hypotheses="(n_heads, n_layers, d_ff, d) = (8, 6, 2048, 512); vocabulary 256",
+    tolerance=0.25, units="log-log slope against L", cell=None,
+    untestable=f"needs the Regular model (8 heads, 6 layers, d_ff 2048, d 512) forward+backward on {_V100}; the "
+               "attention operation's own slopes are measured in performer.appe.attention_only",
+)
+
+FIG3_NEAR_OPTIMAL = Claim(
+    id="performer.fig3.near_optimal", paper="performer", source="Sec 4.1; Fig 3 caption",
+    statement="The Performer reaches nearly the best possible speedup and memory efficiency, shown by the X (OPT) "
+              "model whose attention returns V.",
+    kind="reproduction", hypotheses="as in fig3.linear_time_memory",
+    tolerance=0.25, units="log of time and memory ratios Performer/OPT", cell=None,
+    untestable=f"needs the Regular Transformer, Performer and OPT (attention returns V) models timed side by side "
+               f"(forward+backward, peak memory) on {_V100}",
+)
+
+LAYERS_20 = Claim(
+    id="performer.appe.layers_20", paper="performer", source="App E item (1); Fig 20",
+    statement="The Performer scales up to at least 20 layers.",
+    kind="reproduction", hypotheses="App E Small (1, 6, 64, 64) and Regular (8, 6, 2048, 512) models",
+    tolerance=0.25, units="log-log slope of time against the number of layers", cell=None,
+    untestable=f"needs Performer models with 1 to 20 layers at L = 2^10..2^14 trained for a step (forward+backward) "
+               f"on {_V100}",
+)
+
+MAX_LENGTH = Claim(
+    id="performer.appe.max_length", paper="performer", source="App E item (3); Fig 21",
+    statement="With regular dimensions, the largest power-of-two length that fits on a V100 GPU (16 GB) is "
+              "2^15 = 32768.",
+    kind="reproduction", hypotheses="the Regular model (8, 6, 2048, 512), batch size 1",
+    tolerance=0.25, units="log2 of the largest length", cell=None,
+    untestable=f"the largest length is a property of GPU memory: needs the Regular Performer and Transformer "
+               f"forward+backward up to out-of-memory on {_V100}",
+)
+
+CLAIMS = [THM4_UNIFORM, NO_L_DEPENDENCE, M_DLOGD, ANY_PRECISION, THM7_GENERAL, VARIANCE_VS_M, FIG3_LINEAR,
+          FIG3_NEAR_OPTIMAL, LAYERS_20, ATTENTION_ONLY, MAX_LENGTH]
