@@ -197,8 +197,9 @@ def figure_spec(result: ClaimResult) -> FigureSpec | None:
         if o.spec.kind != "grid" or o.evidence is None:
             continue
         ev = o.evidence
+        half = 1.96 * ev.stderr if math.isfinite(ev.stderr) and ev.stderr > 0 else 0.0
         rows.append(dict(o.spec.params, variant=o.spec.variant, estimate=ev.estimate, prediction=ev.prediction,
-                         half_width=(ev.upper - ev.effect) if math.isfinite(ev.upper) else np.nan))
+                         half_width=half))
     frame = pd.DataFrame(rows)
     if frame.empty or not np.isfinite(frame["estimate"]).any():
         return None
@@ -245,7 +246,7 @@ def draw_figure(spec: FigureSpec, path: Path) -> Path:
 
     grid.map_dataframe(draw)
     grid.set_axis_labels(x, "estimate")
-    grid.figure.suptitle(f"{spec.claim_id}: {spec.verdict} — estimate ± confidence half-width, dashed: prediction "
+    grid.figure.suptitle(f"{spec.claim_id}: {spec.verdict} — estimate ± 1.96 standard errors, dashed: prediction "
                          f"(effects in {spec.units})", fontsize=8)
     if n_hue <= 8 and hue_axes:
         grid.axes.flat[0].legend(fontsize=6, title=", ".join(hue_axes), title_fontsize=6)
