@@ -25,6 +25,7 @@ mpmath).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -76,8 +77,13 @@ def _angle_pieces(theta: float) -> np.ndarray:
     return np.unique(np.concatenate([[0.0, 2 * math.pi], kinks]))
 
 
+@functools.lru_cache(maxsize=8)
+def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.polynomial.legendre.leggauss(n)
+
+
 def _nodes(lo: float, hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
-    x, w = np.polynomial.legendre.leggauss(n)
+    x, w = _legendre(n)
     half = 0.5 * (hi - lo)
     return lo + half * (x + 1.0), half * w
 

@@ -70,9 +70,13 @@ def _best_time(fn: Callable[[], object], *, min_total: float, max_runs: int) -> 
     return min(times)
 
 
-def peak_bytes(fn: Callable[[], object]) -> int:
-    """Peak traced allocation (``tracemalloc``, which numpy reports to) during one call, above the baseline."""
-    gc.collect()
+def peak_bytes(fn: Callable[[], object], *, collect: bool = True) -> int:
+    """Peak traced allocation (``tracemalloc``, which numpy reports to) during one call, above the baseline.
+
+    ``collect`` runs the garbage collector first (slow in a large process; a sweep of calls collects once).
+    """
+    if collect:
+        gc.collect()
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
@@ -130,9 +134,9 @@ def interleaved_best_times(calls: list[Callable[[], object]], *, repeats: int) -
     on a shared machine other processes' load stretches wall time by whole scheduler slices, and idle BLAS
     workers spin, but neither adds work to this thread, so scaling slopes measure the work. Round-robin
     timing makes any remaining disturbance hit every size alike. The resolution of a best time is taken as
-    the gap to the second best (the spread of the fastest runs), floored at 2% (timer and frequency
-    jitter); complexity claims use it as the standard error in log-log slope fits, whose lack-of-fit
-    inflation absorbs any underestimate.
+    the spread of the fastest third of the runs (the gap from the best to the ``repeats//3``-th best),
+    floored at 2% (timer and frequency jitter); complexity claims use it as the standard error in log-log
+    slope fits, whose lack-of-fit inflation absorbs any underestimate.
     """
     times = np.empty((max(repeats, 2), len(calls)))
     with single_threaded_blas():
@@ -145,7 +149,7 @@ def interleaved_best_times(calls: list[Callable[[], object]], *, repeats: int) -
                 row[i] = time.thread_time() - t0
     ordered = np.sort(times, axis=0)
     best = ordered[0]
-    return best, np.maximum(ordered[1] - best, 0.02 * best)
+    return best, np.maximum(ordered[max(1, len(ordered) // 3)] - best, 0.02 * best)
 
 
 def measure_roofline(gemms, *, dtype=np.float64, min_total: float = 0.2, max_runs: int = 10,
