@@ -128,7 +128,7 @@ def _oracle_error(got, qf: Features, kf: Features, v, causal: bool, dtype) -> tu
     """Largest condition-scaled error of ``got`` against the quadratic oracle, in round-offs of ``dtype``."""
     qf64 = Features(qf.values.astype(np.float64), qf.log_scale.astype(np.float64))
     kf64 = Features(kf.values.astype(np.float64), kf.log_scale.astype(np.float64))
-    want = linear_attention_quadratic(qf64, kf64, v.astype(np.float64), causal=causal)
+    want = _quiet(linear_attention_quadratic, qf64, kf64, v.astype(np.float64), causal=causal)
     scale = _condition_scale(qf64, kf64, v.astype(np.float64), want, causal)
     err = np.abs(np.asarray(got, dtype=np.float64) - want) / scale / _round_off(dtype)
     return float(err.max(initial=0.0)), dict(max_condition=float(scale.max(initial=0.0)))
