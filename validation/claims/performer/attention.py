@@ -194,7 +194,7 @@ FA_IDENTITY = Claim(
 
 def _alg1_bidirectional_cell(ctx: CellContext):
     p = ctx.params
-    d, length, dv = p["d"], p["L"], p["d"] + 1
+    d, length, dv = p["d"], p["L"], p["d"] + 3  # d_v ≠ L at every grid point: the shapes L×L and L×d_v differ
     q, k, v = _inputs_i1(ctx.rng, length, d, dv, 0.5)
     qf, kf, options = _features_for(ctx, p["feature"], q, k, p["m"])
     attend = ctx.impl("favor_attention", favor_attention)
@@ -214,7 +214,7 @@ ALG1_BIDIRECTIONAL = Claim(
     statement="With C = [V 1_L], Buf_1 = (K')ᵀC, Buf_2 = Q'Buf_1 = [Buf_3 buf_4], Algorithm 1 returns "
               "diag(buf_4)⁻¹Buf_3 = D̂⁻¹(Q'((K')ᵀV)) (Eq 4).",
     kind="identity",
-    hypotheses="any feature map; Q, K, V of I1 (c = 0.5), d_v = d + 1 (so that L×L and L×d_v differ)",
+    hypotheses="any feature map; Q, K, V of I1 (c = 0.5), d_v = d + 3 (so that L×L and L×d_v differ)",
     tolerance=1e4, units="condition-scaled error in unit round-offs",
     cell=functools.partial(_single_threaded, _alg1_bidirectional_cell),
     grid={"smoke": dict(L=[1, 17, 256], d=[2, 16], m=[2, 64], feature=["trig", "positive_orf", "gen_relu"]),
@@ -715,6 +715,8 @@ TRIG_NONPOSITIVE_RENORMALIZER = Claim(
           "quick": dict(regime=["i1", "sphere", "obtuse"], scale=[0.25, 1.0, 3.0], L=[32], d=[16], m=[16]),
           "full": dict(regime=["i1", "sphere", "obtuse"], scale=[0.25, 0.5, 1.0, 2.0, 3.0], L=[64, 256],
                        d=[16, 64], m=[16, 64, 256])},
+    # Heavy (~0.8 s smoke, ~2.5 s quick): the trigonometric existence test needs ~4500 independent rows for a
+    # binomial resolution of 1% at a bound of 0.98, and every row gets its own projection for 6 estimators.
     replicates={"smoke": 4_500, "quick": 6_000, "full": 20_000},
     restarts={"smoke": 1, "quick": 1, "full": 10},
     where=lambda p, v: p["scale"] <= 2.0 if p["regime"] == "i1" else p["scale"] >= 2.0,
@@ -789,7 +791,8 @@ HG_ORF_BIAS = Claim(
                         placement=["axis", "random"], norm=[0.5], d=[64, 256]),
           "full": dict(construction=["hadamard", "givens"], level=[1, 2, 3], estimator=["positive", "trig"],
                        placement=["axis", "hadamard", "random"], norm=[0.5, 1.0], d=[64, 128, 256, 512])},
-    replicates={"smoke": 2_000, "quick": 4_000, "full": 40_000},  # blocks at d = 64 (scaled by 64/d)
+    # blocks at d = 64 (scaled by 64/d). Heavy (~3 s quick): 40 cells of thousands of structured blocks each.
+    replicates={"smoke": 2_000, "quick": 4_000, "full": 40_000},
     where=lambda p, v: p["level"] == DEFAULT_STRUCTURE[p["construction"]] if v == "default_construction"
     else p["placement"] == "axis",
     roles=("hadamard_projection", "givens_projection"), plot_x="d",
@@ -1231,6 +1234,7 @@ def _time_reading(p: dict, variant: str) -> bool:
     return variant == "b2_reading"
 
 
+# Heavy (~3 s quick): 12 timing sweeps, each the best of 9 round-robin CPU-time runs per size.
 TIME = _complexity_claim(
     _time_sweeps(), smoke=["favor_vs_L", "r_orf_sampling_vs_m", "hadamard_features_vs_m_b2",
                            "hadamard_features_vs_m_b3"],
@@ -1294,6 +1298,7 @@ R_ORF_SWEEPS = {
                            setup=lambda ctx, d: _orf_sampling(ctx, d, d)),
 }
 
+# Heavy (~3 s quick): one-time QR sampling timed up to d = 1024 (the O(md²) term needs d large to show).
 R_ORF_COST = _complexity_claim(
     R_ORF_SWEEPS, smoke=["storage_vs_m", "apply_vs_m", "sampling_vs_m"],
     id="performer.b2.r_orf_cost", source="B.2(1)",
