@@ -1066,9 +1066,10 @@ def _unidirectional_sweeps() -> dict[str, Sweep]:
 
 def _state_bytes(ctx: CellContext, length: int, impl: str) -> int:
     q, k, v = _gaussian(ctx, length, UNI_D), _gaussian(ctx, length, UNI_D), _gaussian(ctx, length, UNI_D)
-    _, stats = favor_attention(q, k, v, m=UNI_M, projection="iid", rng=ctx.rng, causal=True, causal_impl=impl,
-                               return_stats=True)
-    return stats.state_bytes
+    attend = ctx.impl("favor_attention", favor_attention)
+    _, favor_stats = attend(q, k, v, m=UNI_M, projection="iid", rng=ctx.rng, causal=True, causal_impl=impl,
+                            return_stats=True)
+    return favor_stats.state_bytes
 
 
 SPACE_UNIDIRECTIONAL = _complexity_claim(
