@@ -1,21 +1,45 @@
-"""Exact cost models: the matrix products an estimator performs, and their flop counts.
+"""Exact cost models: the matrix products an estimator performs, their flop counts, and array sizes.
 
 A *GEMM list* is a tuple of ``(n, k, p, count)``: ``count`` products of an ``n×k`` by a ``k×p`` matrix,
 ``2·n·k·p`` flops each (one multiply and one add per term). The lists mirror the code in
 :mod:`rfkit.estimators` exactly; the benchmark times plain numpy products of the same shapes to get the
 practical roofline, and complexity claims compare measured scaling with these counts.
+
+Beyond matrix products (Performer ``003_4855bc6ab225d7a6.txt`` Sec 2.1-2.2, B.1-B.3):
+
+* sizes of what an estimator *stores*: the materialised ``L×L`` matrices of exact attention
+  (:func:`softmax_attention_bytes`), the prefix-sum state of causal FAVOR for each implementation
+  (:func:`favor_state_bytes`: ``O(r·d_v)`` carried, ``O(L·r·d_v)`` materialised ``G^PS``), and the
+  encodings of projection matrices (:func:`projection_bytes`: dense ``md`` numbers, H-ORF ``O(m)`` signs,
+  G-ORF ``O(m log d)`` rotations);
+* operation counts that are not matrix products: the structured products ``Wx``
+  (:func:`projection_apply_flops`) and the work and rounds of the work-efficient parallel prefix sum
+  (:func:`prefix_scan_counts`, Blelloch's up-sweep/down-sweep, as :func:`rfkit.estimators.favor.
+  parallel_prefix_scan` performs it).
+
+Each count equals what the code does, so tests check the implementations against these functions exactly.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from rfkit.estimators.structured import next_power_of_two as padded_length
+
 __all__ = [
     "gemm_flops",
     "softmax_attention_gemms",
     "feature_map_gemms",
     "linear_attention_gemms",
+    "softmax_attention_bytes",
+    "favor_state_bytes",
+    "prefix_scan_counts",
+    "projection_bytes",
+    "projection_apply_flops",
+    "padded_length",
 ]
+
+FLOAT_BYTES = 8
 
 Gemms = tuple[tuple[int, int, int, int], ...]
 
@@ -53,3 +77,89 @@ def linear_attention_gemms(n: int, r: int, dv: int, *, causal: bool, chunk: int,
         if i:
             counts[(b, r, dv + 1)] += batch  # carried state Q'_c S
     return tuple((n_, k, p, c) for (n_, k, p), c in counts.items())
+
+
+def softmax_attention_bytes(n: int, m: int, *, block: int | None = None, itemsize: int = FLOAT_BYTES) -> int:
+    """Bytes of the score matrices exact attention holds at once: logits and weights, ``2·b·M`` numbers.
+
+    ``b = N`` materialised (Performer Eq 1: ``A`` stored, ``O(L²)``), ``b = block`` when blocked over queries.
+    """
+    rows = n if block is None else min(block, n)
+    return 2 * rows * m * itemsize
+
+
+def favor_state_bytes(n: int, r: int, dv: int, *, impl: str, chunk: int = 128, itemsize: int = FLOAT_BYTES) -> int:
+    """Bytes of the prefix-sum state of FAVOR (Performer Algorithm 1, Eq 11, B.3) as implemented.
+
+    ``bidirectional`` and ``scan``: one ``r×(d_v+1)`` state (``Buf_1``, or the carried ``G^PS_i``);
+    ``chunked``: that state plus the ``b×b`` masked scores of one chunk; ``parallel``: the materialised
+    ``G^PS`` over the padded length ``2^⌈log₂ L⌉`` (``O(L·r·d_v)``, B.3).
+    """
+    state = r * (dv + 1)
+    if impl in ("bidirectional", "scan"):
+        return state * itemsize
+    if impl == "chunked":
+        b = min(chunk, n)
+        return (state + b * b) * itemsize
+    if impl == "parallel":
+        return padded_length(n) * state * itemsize
+    raise ValueError(f"unknown impl {impl!r}; expected bidirectional, scan, chunked or parallel")
+
+
+def prefix_scan_counts(n: int) -> tuple[int, int]:
+    """``(combines, rounds)`` of the work-efficient inclusive prefix scan of ``n`` elements (Blelloch 1990).
+
+    Over the padded length ``n' = 2^⌈log₂ n⌉``: the up-sweep and the down-sweep each perform ``n' - 1``
+    combines in ``log₂ n'`` rounds (all combines of a round are independent); the exclusive result is
+    turned inclusive by ``n`` more combines in one round. Work ``2n' + n - 2 = O(n)``, depth
+    ``2 log₂ n' + 1 = O(log n)`` (Performer B.1: "O(L) total steps and O(log L) time in parallel").
+    """
+    size = padded_length(n)
+    depth = size.bit_length() - 1
+    return 2 * (size - 1) + n, 2 * depth + 1
+
+
+def _blocks(m: int, width: int) -> int:
+    return -(-m // width)
+
+
+def projection_bytes(kind: str, m: int, d: int, *, k: int = 3, rotations: int | None = None,
+                     norms: str = "chi") -> int:
+    """Bytes that encode ``W ∈ R^{m×d}`` (Performer B.2).
+
+    ``dense`` (iid, R-ORF): ``m·d`` float64. ``hadamard``: ``k·d'`` int8 signs per block of ``d' =
+    2^⌈log₂ d⌉`` rows (``O(m)``). ``givens``: ``K`` rotations per block of ``d`` rows, each two int32
+    indices and one float64 angle (``O(m log d)`` with ``K = ⌈d log₂ d⌉``). Structured kinds add ``m``
+    float64 norms for ``norms="chi"`` (constant norms are not stored).
+    """
+    radii = m * FLOAT_BYTES if norms == "chi" else 0
+    if kind == "dense":
+        return m * d * FLOAT_BYTES
+    if kind == "hadamard":
+        width = padded_length(d)
+        return _blocks(m, width) * k * width + radii
+    if kind == "givens":
+        if rotations is None:
+            raise ValueError("givens needs the number of rotations per block")
+        return _blocks(m, d) * rotations * (2 * 4 + FLOAT_BYTES) + radii
+    raise ValueError(f"unknown kind {kind!r}; expected dense, hadamard or givens")
+
+
+def projection_apply_flops(kind: str, m: int, d: int, *, k: int = 3, rotations: int | None = None) -> int:
+    """Flops of ``Wx`` for one vector ``x ∈ R^d`` as implemented (Performer B.2: ``O(md)`` vs ``O(m log d)``).
+
+    ``dense``: ``2md``. ``hadamard``: per block, ``k`` sign flips (``d'``) and unnormalised transforms
+    (``d' log₂ d'`` additions), one scaling (``d'``); then ``m`` radial scalings. ``givens``: per block,
+    ``6K`` (four multiplications, two additions per rotation); then ``m`` radial scalings.
+    """
+    if kind == "dense":
+        return 2 * m * d
+    if kind == "hadamard":
+        width = padded_length(d)
+        log_width = width.bit_length() - 1
+        return _blocks(m, width) * (k * (width + width * log_width) + width) + m
+    if kind == "givens":
+        if rotations is None:
+            raise ValueError("givens needs the number of rotations per block")
+        return _blocks(m, d) * 6 * rotations + m
+    raise ValueError(f"unknown kind {kind!r}; expected dense, hadamard or givens")

@@ -10,28 +10,40 @@ Each row is one *case* (an estimator at one size) timed in this process, in one 
 * ``speedup_vs_exact`` / ``memory_vs_exact`` — exact softmax attention's time / this time and this
   peak / exact's peak at the same ``L`` and direction (``null`` where exact is not run).
 
+Rows: exact softmax attention; FAVOR+ (positive features, R-ORF; features included) and linear attention
+from given features; FAVOR+ with trigonometric / positive / hyperbolic features and iid or R-ORF
+projections (:func:`rfkit.estimators.favor.favor_attention`, projection drawn once outside the timer),
+bidirectional and causal; and the one-time sampling cost of R-ORF, H-ORF and G-ORF projections
+(``L = null``: no sequence; no matrix products, so no roofline).
+
 Timings are measurements, never assertions: tests check the rows' structure and the memory law, not
 speed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
 import json
+import re
 import time
 import tracemalloc
-from collections.abc import Callable, Iterable
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from rfkit.estimators import (
+    NonPositiveDenominatorWarning,
     linear_attention,
     orthogonal_projection,
     positive_features,
     softmax_attention,
 )
 from rfkit.estimators.attention import DEFAULT_CHUNK_SIZE
+from rfkit.estimators.favor import draw_projection, favor_attention
 from rfkit.theory.cost import (
     feature_map_gemms,
     gemm_flops,
@@ -39,7 +51,8 @@ from rfkit.theory.cost import (
     softmax_attention_gemms,
 )
 
-__all__ = ["Case", "default_cases", "run_cases", "measure_roofline", "format_table"]
+__all__ = ["Case", "default_cases", "run_cases", "measure_roofline", "format_table", "peak_bytes",
+           "interleaved_best_times", "single_threaded_blas"]
 
 
 @dataclass(frozen=True)
@@ -66,8 +79,13 @@ def _best_time(fn: Callable[[], object], *, min_total: float, max_runs: int) -> 
     return min(times)
 
 
-def _peak_bytes(fn: Callable[[], object]) -> int:
-    gc.collect()
+def peak_bytes(fn: Callable[[], object], *, collect: bool = True) -> int:
+    """Peak traced allocation (``tracemalloc``, which numpy reports to) during one call, above the baseline.
+
+    ``collect`` runs the garbage collector first (slow in a large process; a sweep of calls collects once).
+    """
+    if collect:
+        gc.collect()
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
@@ -76,6 +94,71 @@ def _peak_bytes(fn: Callable[[], object]) -> int:
         return tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
+
+
+_OPENBLAS_SETTERS = ("openblas_set_num_threads", "openblas_set_num_threads64_",
+                     "scipy_openblas_set_num_threads", "scipy_openblas_set_num_threads64_")
+
+
+def _openblas_thread_controls() -> list[tuple[Callable, Callable]]:
+    """``(get, set)`` thread-count functions of every OpenBLAS loaded in this process (Linux; else none)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps.read())))
+    except OSError:
+        return []
+    controls = []
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        for setter in _OPENBLAS_SETTERS:
+            getter = setter.replace("set_num", "get_num")
+            if hasattr(lib, setter) and hasattr(lib, getter):
+                controls.append((getattr(lib, getter), getattr(lib, setter)))
+                break
+    return controls
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """Run the block with every loaded OpenBLAS limited to one thread, then restore its thread count.
+
+    With one BLAS thread all of a call's work runs on the calling thread, so that thread's CPU time is the
+    call's work (what threadpoolctl's ``threadpool_limits(1)`` does, without the dependency).
+    """
+    controls = _openblas_thread_controls()
+    before = [get() for get, _ in controls]
+    for _, set_threads in controls:
+        set_threads(1)
+    try:
+        yield
+    finally:
+        for (_, set_threads), n in zip(controls, before, strict=True):
+            set_threads(n)
+
+
+def interleaved_best_times(calls: list[Callable[[], object]], *, repeats: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best-of-``repeats`` CPU time of each call and its resolution, timing the calls round-robin.
+
+    Measured as the calling thread's CPU time with BLAS limited to one thread (:func:`single_threaded_blas`):
+    on a shared machine other processes' load stretches wall time by whole scheduler slices, and idle BLAS
+    workers spin, but neither adds work to this thread, so scaling slopes measure the work. Round-robin
+    timing makes any remaining disturbance hit every size alike. The resolution of a best time is taken as
+    the gap to the second best (the spacing of the fastest runs), floored at 2% (timer and frequency
+    jitter); complexity claims use it as the standard error in log-log slope fits, whose lack-of-fit
+    inflation (scatter beyond these errors) absorbs any underestimate.
+    """
+    times = np.empty((max(repeats, 2), len(calls)))
+    with single_threaded_blas():
+        for call in calls:
+            call()  # warm-up: lazy imports, JIT compilation, first touch of memory
+        for row in times:
+            for i, call in enumerate(calls):
+                t0 = time.thread_time()
+                call()
+                row[i] = time.thread_time() - t0
+    ordered = np.sort(times, axis=0)
+    best = ordered[0]
+    return best, np.maximum(ordered[1] - best, 0.02 * best)
 
 
 def measure_roofline(gemms, *, dtype=np.float64, min_total: float = 0.2, max_runs: int = 10,
@@ -135,25 +218,71 @@ def _favor_case(length: int, d: int, m: int, causal: bool, dtype, *, features_in
                 baseline=f"exact softmax ({direction})")
 
 
+#: Feature kinds of the FAVOR+ variant rows and their feature count ``r`` per projection row.
+FAVOR_KINDS = {"trig": 2, "positive": 1, "hyperbolic": 2}
+PROJECTION_LABELS = {"iid": "iid", "orthogonal": "ORF"}
+
+
+def _favor_variant_case(length: int, d: int, m: int, kind: str, projection: str, causal: bool, dtype) -> Case:
+    def setup():
+        q, k, v = _qkv(length, d, d, dtype, 1)
+        omega = draw_projection(projection, m, d, rng=2, dtype=dtype)
+        return lambda: _without_sign_warnings(favor_attention, q, k, v, kind=kind, omega=omega, causal=causal,
+                                              dtype=dtype)
+
+    direction = "causal" if causal else "bidirectional"
+    r = FAVOR_KINDS[kind] * m
+    gemms = linear_attention_gemms(length, r, d, causal=causal, chunk=DEFAULT_CHUNK_SIZE)
+    gemms = gemms + feature_map_gemms(length, d, m, batch=2)
+    return Case(f"favor+ {kind} {PROJECTION_LABELS[projection]} ({direction}, W given)",
+                dict(L=length, d=d, m=m, dtype=np.dtype(dtype).name, causal=causal), setup, gemms,
+                baseline=f"exact softmax ({direction})")
+
+
+def _without_sign_warnings(fn, *args, **kwargs):
+    """Trigonometric features make renormalisers <= 0: expected here, so not announced on every timed call."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NonPositiveDenominatorWarning)
+        return fn(*args, **kwargs)
+
+
+def _sampling_case(projection: str, m: int, d: int, dtype) -> Case:
+    labels = {"orthogonal": "R-ORF", "hadamard": "H-ORF", "givens": "G-ORF"}
+
+    def setup():
+        rng = np.random.default_rng(3)
+        return lambda: draw_projection(projection, m, d, rng=rng, dtype=dtype)
+
+    return Case(f"sampling {labels[projection]} (one-time)", dict(L=None, d=d, m=m, dtype=np.dtype(dtype).name,
+                                                                   causal=None), setup, ())
+
+
 def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.float64) -> list[Case]:
     """FAVOR+-style linear attention vs exact softmax attention, d = 64, m = 256.
 
     ``L ∈ {1024, 4096, 16384}`` bidirectional and causal, plus causal FAVOR+ at ``L = 65,536`` (exact
     attention is not run there: its ``L×L`` matrix would take 34 GB). The full run adds ``L = 32,768``.
-    ``lengths`` replaces the lengths (and drops the ``L = 65,536`` row).
+    ``lengths`` replaces the lengths (and drops the ``L = 65,536`` row). FAVOR+ variant rows (trig /
+    positive / hyperbolic × iid / R-ORF) run at the second length in quick mode and at every length in
+    full; the sampling rows (R/H/G-ORF, ``m = 256``, ``d = 64``) once.
     """
     d, m = 64, 256
     custom = lengths is not None
     if not custom:
         lengths = [1024, 4096, 16384] + ([] if quick else [32768])
+    variant_lengths = lengths[1:2] or lengths if quick else lengths
     cases = []
     for length in lengths:
         for causal in (False, True):
             cases.append(_exact_case(length, d, causal, dtype))
             cases.append(_favor_case(length, d, m, causal, dtype, features_included=True))
             cases.append(_favor_case(length, d, m, causal, dtype, features_included=False))
+            if length in variant_lengths:
+                cases += [_favor_variant_case(length, d, m, kind, projection, causal, dtype)
+                          for kind in FAVOR_KINDS for projection in PROJECTION_LABELS]
     if not custom:
         cases.append(_favor_case(65536, d, m, True, dtype, features_included=True))
+    cases += [_sampling_case(projection, m, d, dtype) for projection in ("orthogonal", "hadamard", "givens")]
     return cases
 
 
@@ -170,15 +299,17 @@ def run_cases(cases: Iterable[Case], *, quick: bool = True, progress: bool = Fal
     for case in iterator:
         fn = case.setup()
         seconds = _best_time(fn, min_total=min_total, max_runs=max_runs)
-        peak = _peak_bytes(fn)
+        peak = peak_bytes(fn)
         del fn
         gc.collect()
         flops = gemm_flops(case.gemms)
         dtype = np.dtype(case.params["dtype"])
-        roof = measure_roofline(case.gemms, dtype=dtype, min_total=min(min_total, 0.2), max_runs=max_runs)
-        rows.append(dict(name=case.name, **case.params, seconds=seconds, gflops=flops / seconds / 1e9,
-                         roofline_fraction=roof / seconds, peak_bytes=peak, flops=flops,
-                         baseline=case.baseline, **case.extra))
+        roof = (measure_roofline(case.gemms, dtype=dtype, min_total=min(min_total, 0.2), max_runs=max_runs)
+                if case.gemms else None)
+        rows.append(dict(name=case.name, **case.params, seconds=seconds,
+                         gflops=flops / seconds / 1e9 if flops else None,
+                         roofline_fraction=roof / seconds if roof is not None else None, peak_bytes=peak,
+                         flops=flops, baseline=case.baseline, **case.extra))
     by_key = {(r["name"], r["L"]): r for r in rows}
     for r in rows:
         base = by_key.get((r.pop("baseline"), r["L"]))
@@ -189,13 +320,15 @@ def run_cases(cases: Iterable[Case], *, quick: bool = True, progress: bool = Fal
 
 def format_table(rows: list[dict]) -> str:
     """A fixed-width text table of the rows."""
-    head = f"{'name':44} {'L':>6} {'m':>4} {'seconds':>9} {'GFLOP/s':>8} {'roofline':>8} {'peak MiB':>9} " \
+    head = f"{'name':52} {'L':>6} {'m':>4} {'seconds':>9} {'GFLOP/s':>8} {'roofline':>8} {'peak MiB':>9} " \
            f"{'vs exact':>8}"
     lines = [head, "-" * len(head)]
     for r in rows:
         speed = f"{r['speedup_vs_exact']:.1f}x" if r["speedup_vs_exact"] else "-"
-        lines.append(f"{r['name']:44} {r['L']:>6} {r['m'] or '-':>4} {r['seconds']:>9.4f} {r['gflops']:>8.1f} "
-                     f"{r['roofline_fraction']:>8.2f} {r['peak_bytes'] / 2**20:>9.1f} {speed:>8}")
+        gflops = f"{r['gflops']:.1f}" if r["gflops"] is not None else "-"
+        roof = f"{r['roofline_fraction']:.2f}" if r["roofline_fraction"] is not None else "-"
+        lines.append(f"{r['name']:52} {r['L'] or '-':>6} {r['m'] or '-':>4} {r['seconds']:>9.4f} {gflops:>8} "
+                     f"{roof:>8} {r['peak_bytes'] / 2**20:>9.1f} {speed:>8}")
     return "\n".join(lines)
 
 
