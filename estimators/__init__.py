@@ -9,7 +9,11 @@ Primitives (this package's modules):
 * :mod:`~rfkit.estimators.attention` — exact softmax/kernel attention and linear attention from
   features (bidirectional and causal);
 * :mod:`~rfkit.estimators.importance` — IS, SNIS and effective sample size;
-* :mod:`~rfkit.estimators.beautiful` — F̂^iid_m / F̂^ort_m of beautiful functions (Performer F.4).
+* :mod:`~rfkit.estimators.beautiful` — F̂^iid_m / F̂^ort_m of beautiful functions (Performer F.4);
+* :mod:`~rfkit.estimators.structured` — H-ORF and G-ORF projections (fast Walsh–Hadamard, Givens);
+* :mod:`~rfkit.estimators.generalized` — the Eq 5 template and generalized-attention features;
+* :mod:`~rfkit.estimators.favor` — FAVOR+ attention end to end (Performer Algorithm 1) and its named
+  estimators.
 
 Conventions (shapes, scaling, randomness, errors) are those of the project's DESIGN notes: queries
 ``(..., N, d)``, keys ``(..., M, d)``, values ``(..., M, d_v)``; every random function takes ``rng``;
@@ -22,6 +26,7 @@ from .attention import (
     AttentionStats,
     kernel_attention,
     linear_attention,
+    linear_attention_buffers,
     linear_attention_quadratic,
     softmax_attention,
 )
@@ -34,6 +39,25 @@ from .beautiful import (
     beautiful_projections,
     beautiful_terms,
 )
+from .favor import (
+    FavorStats,
+    ScanStats,
+    draw_projection,
+    favor_attention,
+    favor_features,
+    favor_from_features,
+    generalized_attention,
+    parallel_prefix_scan,
+    prefix_sum_states,
+    sm_hyp,
+    sm_ort_hyp,
+    sm_ort_pos,
+    sm_ort_trig,
+    sm_pos,
+    sm_trig,
+    smreg_ort_pos,
+    smreg_pos,
+)
 from .features import (
     FEATURE_MAPS,
     Features,
@@ -42,6 +66,7 @@ from .features import (
     random_features,
     trig_features,
 )
+from .generalized import GENERALIZED_FUNCTIONS, generalized_features, template_features
 from .importance import effective_sample_size, is_estimate, log_importance_weights, snis_estimate
 from .kernels import KERNELS, dot_product_kernel, gaussian_kernel, get_kernel, softmax_kernel
 from .projections import (
@@ -54,10 +79,17 @@ from .projections import (
     rademacher_projection,
     spherical_projection,
 )
+from .structured import GivensProjection, HadamardProjection, fwht, givens_projection, hadamard_projection
 
 __all__ = [
     "G_KINDS", "RADIAL_LAWS", "IsotropicLaw", "Maclaurin", "beautiful_estimate", "beautiful_projections",
     "beautiful_terms",
+    "FavorStats", "ScanStats", "draw_projection", "favor_attention", "favor_features", "favor_from_features",
+    "generalized_attention", "parallel_prefix_scan", "prefix_sum_states", "sm_hyp", "sm_ort_hyp", "sm_ort_pos",
+    "sm_ort_trig", "sm_pos", "sm_trig", "smreg_ort_pos", "smreg_pos",
+    "GENERALIZED_FUNCTIONS", "generalized_features", "template_features",
+    "GivensProjection", "HadamardProjection", "fwht", "givens_projection", "hadamard_projection",
+    "linear_attention_buffers",
     "AttentionStats", "FEATURE_MAPS", "Features", "KERNELS", "NORM_LAWS", "NonPositiveDenominatorWarning",
     "NumericalError", "PROJECTIONS", "dot_product_kernel", "effective_sample_size", "gaussian_kernel",
     "gaussian_projection", "get_kernel", "haar_orthogonal", "hyperbolic_features", "is_estimate",

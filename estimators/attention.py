@@ -42,6 +42,7 @@ __all__ = [
     "softmax_attention",
     "kernel_attention",
     "linear_attention",
+    "linear_attention_buffers",
     "linear_attention_quadratic",
     "DEFAULT_CHUNK_SIZE",
 ]
@@ -281,6 +282,25 @@ def linear_attention(q_features, k_features, v, *, causal: bool = False, chunk_s
     dt = compute_dtype(dtype)
     qf, kf = _as_features(q_features, "q_features", dt), _as_features(k_features, "k_features", dt)
     v = as_float_array(v, "v", dtype=dt, min_ndim=2, allow_nonfinite=True)
+    buf, log_ref = linear_attention_buffers(qf, kf, v, causal=causal, chunk_size=chunk_size, dtype=dt)
+    inputs = {"q_features": qf.values, "q_features.log_scale": qf.log_scale,
+              "k_features": kf.values, "k_features.log_scale": kf.log_scale, "v": v}
+    out, stats = _normalize(buf, log_ref, inputs)
+    return (out, stats) if return_stats else out
+
+
+def linear_attention_buffers(q_features, k_features, v, *, causal: bool = False, chunk_size: int | None = None,
+                             dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
+    r"""Algorithm 1's ``Buf_2 = [Buf_3 | buf_4] = Q'((K')ᵀ[V 1])`` on a stabilised scale, and ``log_ref``.
+
+    The true buffers are ``Buf_2 · exp(log_ref)[..., None]`` (``log_ref`` per query row: the query's
+    log-scale plus the key reference). Causal rows use the chunked prefix sums of :func:`linear_attention`.
+    Inputs as in :func:`linear_attention`; non-finite inputs are not checked here (they surface in the
+    normalisation).
+    """
+    dt = compute_dtype(dtype)
+    qf, kf = _as_features(q_features, "q_features", dt), _as_features(k_features, "k_features", dt)
+    v = as_float_array(v, "v", dtype=dt, min_ndim=2, allow_nonfinite=True)
     check_same_last_dim(qf.values, kf.values, "q_features", "k_features")
     if kf.values.shape[-2] != v.shape[-2]:
         raise ValueError(f"k_features and v must have the same number of rows, got "
@@ -296,10 +316,7 @@ def linear_attention(q_features, k_features, v, *, causal: bool = False, chunk_s
         weights = np.exp(kf.log_scale - key_ref)
         # (K')ᵀ[wV w] computed as ([wV w]ᵀK')ᵀ: the faster BLAS layout for a tall K'
         buf = qf.values @ _swap(_swap(_with_ones(v, weights)) @ kf.values)
-    inputs = {"q_features": qf.values, "q_features.log_scale": qf.log_scale,
-              "k_features": kf.values, "k_features.log_scale": kf.log_scale, "v": v}
-    out, stats = _normalize(buf, qf.log_scale + key_ref, inputs)
-    return (out, stats) if return_stats else out
+    return buf, qf.log_scale + key_ref
 
 
 #: Largest rise of a key log-scale above its chunk's starting reference for which the key is weighted by

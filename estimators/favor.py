@@ -59,9 +59,9 @@ from ._checks import (
     check_rng,
     compute_dtype,
 )
-from .attention import AttentionStats, _as_features, _causal_scan, _normalize, _swap, _with_ones, linear_attention
-from .features import FEATURE_MAPS, Features, _exp_rows, _half_sq_norm
-from .generalized import generalized_features, project
+from .attention import AttentionStats, _as_features, _normalize, _with_ones, linear_attention, linear_attention_buffers
+from .features import FEATURE_MAPS, Features, _half_sq_norm, project
+from .generalized import generalized_features
 from .projections import gaussian_projection, orthogonal_projection, spherical_projection
 from .structured import givens_projection, hadamard_projection
 
@@ -148,21 +148,6 @@ def draw_projection(kind: str, m: int, d: int, *, rng, norms: str = "chi", k: in
 # --------------------------------------------------------------------------------------- features
 
 
-def _softmax_features_from_projection(kind: str, x: np.ndarray, proj: np.ndarray, m: int) -> Features:
-    """The maps of :mod:`~rfkit.estimators.features` from precomputed projections ``x Wᵀ`` (H/G-ORF).
-
-    Same formulas and stabilisation as ``trig_features`` / ``positive_features`` / ``hyperbolic_features``
-    (which only accept a dense ``omega``); tests check the two paths agree to round-off.
-    """
-    if kind == "trig":
-        values = np.concatenate([np.sin(proj), np.cos(proj)], axis=-1)
-        return Features(values, _half_sq_norm(x) - 0.5 * np.log(m))
-    bound = np.abs(proj).max(axis=-1)
-    if kind == "positive":
-        return _exp_rows(proj.copy(), _half_sq_norm(x) + 0.5 * np.log(m), True, bound)
-    return _exp_rows(np.concatenate([proj, -proj], axis=-1), _half_sq_norm(x) + 0.5 * np.log(2 * m), True, bound)
-
-
 def _jax_features(kind: str, x: np.ndarray, omega, is_query: bool, eps: float, dtype) -> Features:
     """``ratio·(exp(ωᵀx - ‖x‖²/2 - shift) + eps)`` as in the authors' JAX code (module docstring)."""
     if kind not in ("positive", "hyperbolic"):
@@ -194,9 +179,6 @@ def favor_features(x, omega, *, kind: str, is_query: bool = True, function: str 
     if jax_stabilizer is not None:
         eps = check_positive_float(jax_stabilizer, "jax_stabilizer", allow_zero=True)
         return _jax_features(kind, x, omega, is_query, eps, dtype)
-    if hasattr(omega, "apply"):
-        x, proj, m = project(x, omega, dtype=dtype)
-        return _softmax_features_from_projection(kind, x, proj, m)
     return FEATURE_MAPS[kind](x, omega, dtype=dtype)
 
 
@@ -346,14 +328,10 @@ def _parallel_buffers(qf: Features, kf: Features, v: np.ndarray):
 def _buffers(qf: Features, kf: Features, v: np.ndarray, causal: bool, impl: str, chunk: int):
     """``Buf_2 = [Buf_3 | buf_4]`` on a stabilised scale, ``log_ref`` (true = stabilised·e^{log_ref}), stats."""
     r, p = qf.values.shape[-1], v.shape[-1] + 1
-    if not causal:
-        key_ref = kf.log_scale.max(axis=-1, keepdims=True)
-        buf1 = _swap(_swap(_with_ones(v, np.exp(kf.log_scale - key_ref))) @ kf.values)  # (K')ᵀC
-        return qf.values @ buf1, qf.log_scale + key_ref, r * p * buf1.itemsize, None
-    if impl == "chunked":
-        buf, key_ref = _causal_scan(qf, kf, v, chunk)
-        b = min(chunk, qf.values.shape[-2])
-        return buf, qf.log_scale + key_ref, (r * p + b * b) * buf.itemsize, None
+    if not causal or impl == "chunked":
+        buf, log_ref = linear_attention_buffers(qf, kf, v, causal=causal, chunk_size=chunk)
+        carried = r * p if not causal else r * p + min(chunk, qf.values.shape[-2]) ** 2
+        return buf, log_ref, carried * buf.itemsize, None
     if impl == "scan":
         buf, key_ref, state_bytes = _scan_buffers(qf, kf, v)
         return buf, qf.log_scale + key_ref, state_bytes, None

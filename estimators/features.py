@@ -34,6 +34,7 @@ from ._checks import NumericalError, as_float_array, check_choice, check_same_la
 
 __all__ = [
     "Features",
+    "project",
     "trig_features",
     "positive_features",
     "hyperbolic_features",
@@ -100,13 +101,19 @@ class Features:
         return out
 
 
-def _project(x, omega, dtype):
+def project(x, omega, *, dtype=np.float64) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(x, x Wᵀ, m)`` for a dense ``(m, d)`` array or a structured operator (``.apply``, ``.m``, ``.d``;
+    :mod:`~rfkit.estimators.structured`). A 1-D ``x`` becomes one row."""
     x = as_float_array(x, "x", dtype=dtype, min_ndim=1)
-    omega = as_float_array(omega, "omega", dtype=dtype, ndim=2)
-    check_same_last_dim(x, omega, "x", "omega")
     if x.ndim == 1:
         x = x[None, :]
-    return x, omega, x @ omega.T
+    if hasattr(omega, "apply"):
+        if x.shape[-1] != omega.d:
+            raise ValueError(f"x and omega must share their last dimension, got {x.shape[-1]} and {omega.d}")
+        return x, omega.apply(x, dtype=dtype), omega.m
+    omega = as_float_array(omega, "omega", dtype=dtype, ndim=2)
+    check_same_last_dim(x, omega, "x", "omega")
+    return x, x @ omega.T, omega.shape[0]
 
 
 def _half_sq_norm(x):
@@ -142,8 +149,12 @@ def _exp_rows(log_phi: np.ndarray, row_offset: np.ndarray, stabilize: bool, row_
     return _unstabilized(log_phi)
 
 
-def _projection_bound(x: np.ndarray, omega: np.ndarray) -> np.ndarray:
-    """Per row ``‖x_i‖ · max_j ‖ω_j‖ >= max_j |ω_jᵀx_i|`` (Cauchy-Schwarz)."""
+def _projection_bound(x: np.ndarray, omega, proj: np.ndarray) -> np.ndarray:
+    """Per row, an upper bound of ``max_j |ω_jᵀx_i|``: Cauchy-Schwarz ``‖x_i‖·max_j ‖ω_j‖`` for a dense
+    ``omega`` (no pass over ``proj``), the exact maximum for a structured operator."""
+    if hasattr(omega, "apply"):
+        return np.abs(proj).max(axis=-1)
+    omega = np.asarray(omega)
     return np.sqrt(4.0 * _half_sq_norm(x) * _half_sq_norm(omega).max(initial=0.0))
 
 
@@ -160,7 +171,7 @@ def trig_features(x, omega, *, stabilize: bool = True, dtype=np.float64) -> Feat
     ----------
     x : array_like, shape ``(..., L, d)`` (or ``(d,)``)
         Inputs, already scaled (attention uses ``q/d^{1/4}``).
-    omega : array_like, shape ``(m, d)``
+    omega : array_like ``(m, d)``, or a structured projection (H/G-ORF operator)
         Projection rows; marginally ``N(0, I_d)`` for an unbiased estimate of ``SM``.
     stabilize : bool
         Keep ``exp(‖x‖²/2)/√m`` as ``log_scale`` (default) or multiply it in (may overflow).
@@ -179,8 +190,7 @@ def trig_features(x, omega, *, stabilize: bool = True, dtype=np.float64) -> Feat
     >>> f.kernel(f)  # x = y = 0: SM = 1 exactly, for any omega
     array([[1.]])
     """
-    x, omega, proj = _project(x, omega, dtype)
-    m = omega.shape[0]
+    x, proj, m = project(x, omega, dtype=dtype)
     values = np.empty(proj.shape[:-1] + (2 * m,), proj.dtype)
     np.sin(proj, out=values[..., :m])
     np.cos(proj, out=values[..., m:])
@@ -208,9 +218,8 @@ def positive_features(x, omega, *, stabilize: bool = True, dtype=np.float64) -> 
     >>> f.kernel(f)
     array([[1.]])
     """
-    x, omega, proj = _project(x, omega, dtype)
-    m = omega.shape[0]
-    return _exp_rows(proj, _half_sq_norm(x) + 0.5 * np.log(m), stabilize, _projection_bound(x, omega))
+    x, proj, m = project(x, omega, dtype=dtype)
+    return _exp_rows(proj, _half_sq_norm(x) + 0.5 * np.log(m), stabilize, _projection_bound(x, omega, proj))
 
 
 def hyperbolic_features(x, omega, *, stabilize: bool = True, dtype=np.float64) -> Features:
@@ -222,13 +231,12 @@ def hyperbolic_features(x, omega, *, stabilize: bool = True, dtype=np.float64) -
     -----
     ``φ(x)ᵀφ(y) = Λ·(1/m)Σ_i cosh(ω_iᵀ(x+y))``, ``Λ = exp(-(‖x‖²+‖y‖²)/2)``, unbiased for ``SM(x, y)``.
     """
-    x, omega, proj = _project(x, omega, dtype)
-    m = omega.shape[0]
+    x, proj, m = project(x, omega, dtype=dtype)
     log_phi = np.empty(proj.shape[:-1] + (2 * m,), proj.dtype)
     log_phi[..., :m] = proj
     np.negative(proj, out=log_phi[..., m:])
     return _exp_rows(log_phi, _half_sq_norm(x) + 0.5 * np.log(2 * m), stabilize,
-                     _projection_bound(x, omega))
+                     _projection_bound(x, omega, proj))
 
 
 #: Named softmax-kernel feature maps for :func:`random_features`.

@@ -30,10 +30,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import special
 
-from ._checks import as_float_array, check_choice, check_positive_float, check_same_last_dim
-from .features import Features
+from ._checks import as_float_array, check_choice, check_positive_float
+from .features import Features, project
 
-__all__ = ["GENERALIZED_FUNCTIONS", "template_features", "generalized_features", "project"]
+__all__ = ["GENERALIZED_FUNCTIONS", "template_features", "generalized_features"]
 
 
 def _relu(u):
@@ -65,20 +65,6 @@ GENERALIZED_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "identity": _identity,
     "elu_plus_one": _elu_plus_one,
 }
-
-
-def project(x, omega, *, dtype=np.float64) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(x, x Wᵀ, m)`` for a dense ``(m, d)`` array or a structured operator (``.apply``, ``.m``, ``.d``)."""
-    x = as_float_array(x, "x", dtype=dtype, min_ndim=1)
-    if x.ndim == 1:
-        x = x[None, :]
-    if hasattr(omega, "apply"):
-        if x.shape[-1] != omega.d:
-            raise ValueError(f"x and omega must share their last dimension, got {x.shape[-1]} and {omega.d}")
-        return x, omega.apply(x, dtype=dtype), omega.m
-    omega = as_float_array(omega, "omega", dtype=dtype, ndim=2)
-    check_same_last_dim(x, omega, "x", "omega")
-    return x, x @ omega.T, omega.shape[0]
 
 
 def template_features(x, omega, functions: Sequence[Callable[[np.ndarray], np.ndarray]], *,

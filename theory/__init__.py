@@ -3,7 +3,10 @@
 Modules:
 
 * :mod:`~rfkit.theory.cost` — exact matrix-product (GEMM) shape lists and flop counts of the reference
-  estimators, the single source of truth for the benchmark's roofline and the complexity claims;
+  estimators, byte counts of stored states, prefix-scan work and depth, projection storage and apply cost:
+  the single source of truth for the benchmark's roofline and the complexity claims;
+* :mod:`~rfkit.theory.generalized` — kernels of generalized attention (ReLU arc-cosine, angular) and exact
+  quadrature for ``K_f`` and its variance;
 * :mod:`~rfkit.theory.softmax` — exact moments of the softmax-kernel random-feature estimators;
 * :mod:`~rfkit.theory.importance` — importance-sampling moments for Gaussian targets and proposals;
 * :mod:`~rfkit.theory.smreg` — the regularized softmax kernel SMREG: ₀F₁/Bessel closed form, Eq 21/29/30

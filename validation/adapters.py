@@ -20,6 +20,12 @@ role                       signature
 ``beautiful.terms``        ``f(z (d,), g, law, m, *, rng, orthogonal, size) -> (size, m)``: terms ``g(ω_iᵀz)``
 =========================  ====================================================================
 
+Every other role is named after the rfkit function it replaces and takes the same arguments
+(``favor_attention``, ``favor_from_features``, ``favor_features``, ``generalized_features``,
+``template_features``, ``softmax_attention``, ``prefix_sum_states``, ``parallel_prefix_scan``,
+``hadamard_projection``, ``givens_projection``, ...). :func:`known_roles` lists the roles the registered
+claims use.
+
 Torch callables are wrapped by :func:`adapt` (``backend="torch"``): numpy arrays go in as float64 tensors
 (on ``device``) and tensors come back as numpy arrays, so every check runs unchanged.
 """
@@ -31,10 +37,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["ROLES", "adapt", "validate_implementation"]
+__all__ = ["known_roles", "adapt", "validate_implementation"]
 
-ROLES = ("feature_map.positive", "feature_map.hyperbolic", "feature_map.trig", "linear_attention",
-         "orthogonal_projection", "is_estimate", "snis_estimate", "effective_sample_size", "beautiful.terms")
+
+def known_roles() -> tuple[str, ...]:
+    """Every role some registered claim calls through ``ctx.impl`` (the claims' ``roles``)."""
+    from rfkit.validation.claims import all_claims
+
+    return tuple(sorted({role for claim in all_claims() for role in claim.roles}))
 
 
 def _to_torch(obj, torch, device):
@@ -80,7 +90,7 @@ def validate_implementation(implementations: dict[str, Callable], *, tier: str =
     """
     from rfkit.validation.engine import validate
 
-    unknown = sorted(set(implementations) - set(ROLES))
+    unknown = sorted(set(implementations) - set(known_roles()))
     if unknown:
-        raise ValueError(f"unknown role(s) {unknown}; expected some of {ROLES}")
+        raise ValueError(f"unknown role(s) {unknown}; expected some of {known_roles()}")
     return validate(None, tier=tier, seed=seed, alpha=alpha, implementations=implementations, **options)

@@ -22,15 +22,11 @@ speed.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import gc
 import json
-import re
 import time
-import tracemalloc
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,9 +46,9 @@ from rfkit.theory.cost import (
     linear_attention_gemms,
     softmax_attention_gemms,
 )
+from rfkit.validation.timing import peak_bytes
 
-__all__ = ["Case", "default_cases", "run_cases", "measure_roofline", "format_table", "peak_bytes",
-           "interleaved_best_times", "single_threaded_blas"]
+__all__ = ["Case", "default_cases", "run_cases", "measure_roofline", "format_table"]
 
 
 @dataclass(frozen=True)
@@ -77,88 +73,6 @@ def _best_time(fn: Callable[[], object], *, min_total: float, max_runs: int) -> 
         times.append(dt)
         total += dt
     return min(times)
-
-
-def peak_bytes(fn: Callable[[], object], *, collect: bool = True) -> int:
-    """Peak traced allocation (``tracemalloc``, which numpy reports to) during one call, above the baseline.
-
-    ``collect`` runs the garbage collector first (slow in a large process; a sweep of calls collects once).
-    """
-    if collect:
-        gc.collect()
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        fn()
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-
-
-_OPENBLAS_SETTERS = ("openblas_set_num_threads", "openblas_set_num_threads64_",
-                     "scipy_openblas_set_num_threads", "scipy_openblas_set_num_threads64_")
-
-
-def _openblas_thread_controls() -> list[tuple[Callable, Callable]]:
-    """``(get, set)`` thread-count functions of every OpenBLAS loaded in this process (Linux; else none)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps.read())))
-    except OSError:
-        return []
-    controls = []
-    for path in paths:
-        lib = ctypes.CDLL(path)
-        for setter in _OPENBLAS_SETTERS:
-            getter = setter.replace("set_num", "get_num")
-            if hasattr(lib, setter) and hasattr(lib, getter):
-                controls.append((getattr(lib, getter), getattr(lib, setter)))
-                break
-    return controls
-
-
-@contextlib.contextmanager
-def single_threaded_blas() -> Iterator[None]:
-    """Run the block with every loaded OpenBLAS limited to one thread, then restore its thread count.
-
-    With one BLAS thread all of a call's work runs on the calling thread, so that thread's CPU time is the
-    call's work (what threadpoolctl's ``threadpool_limits(1)`` does, without the dependency).
-    """
-    controls = _openblas_thread_controls()
-    before = [get() for get, _ in controls]
-    for _, set_threads in controls:
-        set_threads(1)
-    try:
-        yield
-    finally:
-        for (_, set_threads), n in zip(controls, before, strict=True):
-            set_threads(n)
-
-
-def interleaved_best_times(calls: list[Callable[[], object]], *, repeats: int) -> tuple[np.ndarray, np.ndarray]:
-    """Best-of-``repeats`` CPU time of each call and its resolution, timing the calls round-robin.
-
-    Measured as the calling thread's CPU time with BLAS limited to one thread (:func:`single_threaded_blas`):
-    on a shared machine other processes' load stretches wall time by whole scheduler slices, and idle BLAS
-    workers spin, but neither adds work to this thread, so scaling slopes measure the work. Round-robin
-    timing makes any remaining disturbance hit every size alike. The resolution of a best time is taken as
-    the gap to the second best (the spacing of the fastest runs), floored at 2% (timer and frequency
-    jitter); complexity claims use it as the standard error in log-log slope fits, whose lack-of-fit
-    inflation (scatter beyond these errors) absorbs any underestimate.
-    """
-    times = np.empty((max(repeats, 2), len(calls)))
-    with single_threaded_blas():
-        for call in calls:
-            call()  # warm-up: lazy imports, JIT compilation, first touch of memory
-        for row in times:
-            for i, call in enumerate(calls):
-                t0 = time.thread_time()
-                call()
-                row[i] = time.thread_time() - t0
-    ordered = np.sort(times, axis=0)
-    best = ordered[0]
-    return best, np.maximum(ordered[1] - best, 0.02 * best)
 
 
 def measure_roofline(gemms, *, dtype=np.float64, min_total: float = 0.2, max_runs: int = 10,

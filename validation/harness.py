@@ -12,7 +12,8 @@ import numpy as np
 
 from rfkit.estimators import Features, gaussian_projection, orthogonal_projection, spherical_projection
 
-__all__ = ["controlled_pair", "replicate_projections", "kernel_estimates", "gram_estimates", "as_features", "chunks"]
+__all__ = ["controlled_pair", "replicate_projections", "kernel_estimates", "gram_estimates", "as_features", "chunks",
+           "condition_scale"]
 
 #: Replicates drawn per batch inside a cell (bounds memory at about chunk · m · d doubles).
 CHUNK = 20_000
@@ -91,3 +92,13 @@ def gram_estimates(feature_map: Callable, xs: np.ndarray, ys: np.ndarray, omega:
     vals = f.values.reshape(-1, blocks, replicates, m).transpose(2, 0, 1, 3).reshape(replicates, -1, blocks * m)
     gram = vals[:, :n_x] @ np.swapaxes(vals[:, n_x:], -1, -2)
     return gram * replicates * np.exp(f.log_scale[:n_x, None] + f.log_scale[None, n_x:])
+
+
+def condition_scale(qf: Features, kf: Features, v: np.ndarray, out: np.ndarray, causal: bool) -> np.ndarray:
+    """Per-entry magnitude that bounds round-off: (Σ|Â_ij||v_j| + |out_i| Σ|Â_ij|) / |D̂_i| (log-space Â)."""
+    sign, logabs = qf.kernel(kf, log=True)
+    if causal:
+        logabs = np.where(np.tri(*logabs.shape[-2:], dtype=bool), logabs, -np.inf)
+    a = np.exp(logabs - logabs.max(axis=-1, keepdims=True))
+    den = np.abs((sign * a).sum(axis=-1))
+    return (a @ np.abs(v) + np.abs(out) * a.sum(axis=-1, keepdims=True)) / den[..., None]

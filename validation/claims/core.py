@@ -18,7 +18,6 @@ from scipy import stats
 
 from rfkit.estimators import (
     FEATURE_MAPS,
-    Features,
     effective_sample_size,
     is_estimate,
     linear_attention,
@@ -28,7 +27,14 @@ from rfkit.estimators import (
 )
 from rfkit.theory import importance as is_theory
 from rfkit.theory.softmax import estimator_moments
-from rfkit.validation.harness import as_features, chunks, controlled_pair, kernel_estimates, replicate_projections
+from rfkit.validation.harness import (
+    as_features,
+    chunks,
+    condition_scale,
+    controlled_pair,
+    kernel_estimates,
+    replicate_projections,
+)
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import combine, exact_test, ks_test, mean_test, slope_test
@@ -135,16 +141,6 @@ def _rfkit_linear_attention(q_features, k_features, v, *, causal, chunk_size=Non
     return linear_attention(q_features, k_features, v, causal=causal, chunk_size=chunk_size)
 
 
-def _condition_scale(qf: Features, kf: Features, v: np.ndarray, out: np.ndarray, causal: bool) -> np.ndarray:
-    """Per-entry magnitude that bounds round-off: (Σ|Â_ij||v_j| + |out_i| Σ|Â_ij|) / |D̂_i| (log-space Â)."""
-    sign, logabs = qf.kernel(kf, log=True)
-    if causal:
-        logabs = np.where(np.tri(*logabs.shape[-2:], dtype=bool), logabs, -np.inf)
-    a = np.exp(logabs - logabs.max(axis=-1, keepdims=True))
-    den = np.abs((sign * a).sum(axis=-1))
-    return (a @ np.abs(v) + np.abs(out) * a.sum(axis=-1, keepdims=True)) / den[..., None]
-
-
 def _linear_exact_cell(ctx: CellContext):
     causal = ctx.params["direction"] == "causal"
     qf, kf, v = _attention_inputs(ctx, ctx.params["L"])
@@ -152,7 +148,7 @@ def _linear_exact_cell(ctx: CellContext):
         warnings.simplefilter("ignore")  # signed (trig) features: D̂ <= 0 is measured, not warned about
         want = linear_attention_quadratic(qf, kf, v, causal=causal)
         got = np.asarray(_linear_attention_impl(ctx)(qf, kf, v, causal=causal))
-    scale = _condition_scale(qf, kf, v, want, causal)
+    scale = condition_scale(qf, kf, v, want, causal)
     return exact_test(got, want, tolerance=ctx.tolerance, scale=scale)
 
 

@@ -60,12 +60,18 @@ from rfkit.estimators.structured import default_givens_rotations, givens_project
 from rfkit.theory import cost
 from rfkit.theory import generalized as gen_theory
 from rfkit.theory.softmax import term_variance as softmax_term_variance
-from rfkit.validation.bench import interleaved_best_times, peak_bytes, single_threaded_blas
-from rfkit.validation.claims.core import _condition_scale
-from rfkit.validation.harness import as_features, chunks, controlled_pair, kernel_estimates, replicate_projections
+from rfkit.validation.harness import (
+    as_features,
+    chunks,
+    condition_scale,
+    controlled_pair,
+    kernel_estimates,
+    replicate_projections,
+)
 from rfkit.validation.model import CellContext, Claim, per_tier
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, mean_test, slope_test
+from rfkit.validation.timing import interleaved_best_times, peak_bytes, single_threaded_blas
 
 PI = math.pi
 
@@ -129,7 +135,7 @@ def _oracle_error(got, qf: Features, kf: Features, v, causal: bool, dtype) -> tu
     qf64 = Features(qf.values.astype(np.float64), qf.log_scale.astype(np.float64))
     kf64 = Features(kf.values.astype(np.float64), kf.log_scale.astype(np.float64))
     want = _quiet(linear_attention_quadratic, qf64, kf64, v.astype(np.float64), causal=causal)
-    scale = _condition_scale(qf64, kf64, v.astype(np.float64), want, causal)
+    scale = condition_scale(qf64, kf64, v.astype(np.float64), want, causal)
     err = np.abs(np.asarray(got, dtype=np.float64) - want) / scale / _round_off(dtype)
     return float(err.max(initial=0.0)), dict(max_condition=float(scale.max(initial=0.0)))
 

@@ -69,17 +69,13 @@ and ``m* ∝ δ^{-2}`` (``δ = 0.03`` alone would take seconds). The full tier f
 redraws (``p = 0.99`` needs them) except where one curve would cost more than about 10^12 operations on 2 cores:
 ``L <= 1024`` on the L axes (register: up to 16384), base ``L <= 64`` for Theorem 4 and ``L = 256`` for the
 d log d claim (register: 1024). Timing sub-tests use L >= 1024 for linear-time code (smaller arrays stay in
-cache, which bends slopes upward), run BLAS single-threaded when threadpoolctl is installed, and are marked
-untrusted (they can then neither refute nor support) when taken on oversubscribed cores with a multithreaded
-BLAS.
+cache, which bends slopes upward) and measure the calling thread's CPU time with single-threaded BLAS
+(:mod:`rfkit.validation.timing`), so load from other processes does not bend the slopes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -99,11 +95,11 @@ from rfkit.estimators import (
 from rfkit.estimators.attention import DEFAULT_CHUNK_SIZE
 from rfkit.theory import convergence as theory
 from rfkit.theory.cost import feature_map_gemms, gemm_flops, linear_attention_gemms, softmax_attention_gemms
-from rfkit.validation.bench import _peak_bytes
 from rfkit.validation.harness import as_features, chunks, controlled_pair
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence
 from rfkit.validation.stats import Evidence, combine, exact_test, slope_test
+from rfkit.validation.timing import interleaved_best_times, peak_bytes
 
 # ------------------------------------------------------------------------------------------ tier settings
 
@@ -734,70 +730,14 @@ M_DLOGD = Claim(
 # ------------------------------------------------------------------------- Sec 2.1: any precision in time
 
 
-@dataclass(frozen=True)
-class _Timings:
-    """Best-of-k wall-clock seconds per call, their standard errors, and why they cannot be trusted (if so)."""
+def _timing_evidence(lengths: list[int], calls: list[Callable[[], object]], runs: int, predicted: float,
+                     test: dict, extra: dict) -> Evidence:
+    """CPU time of ``calls`` (:func:`~rfkit.validation.timing.interleaved_best_times`) against L: slope at most
+    ``predicted`` (one-sided)."""
+    best, se = interleaved_best_times(calls, repeats=runs)
+    return slope_test(lengths, best, se, predicted, alternative="less",
+                      extra={**extra, "L": lengths, "seconds": best.tolist()}, **test)
 
-    best: list[float]
-    se: list[float]
-    untrusted: str | None
-
-
-def _blas_limit():
-    """A context limiting BLAS to one thread (threadpoolctl), or ``None`` when threadpoolctl is not installed."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return None
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-def _single_threaded_blas_env() -> bool:
-    """BLAS was started single-threaded through the environment (OpenBLAS/OpenMP/MKL variables set to 1)."""
-    return any(os.environ.get(v) == "1" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
-
-
-def _interleaved_times(calls: list[Callable[[], object]], runs: int) -> _Timings:
-    """Best of ``runs`` timed calls of each function and its standard error (spread of ``log t``).
-
-    Runs are interleaved across the functions (round robin, after one warm-up each), so a burst of load on shared
-    cores slows every size alike instead of bending the slope. BLAS runs single-threaded when threadpoolctl is
-    available: a multithreaded BLAS on oversubscribed cores slows large products only (they are the ones it
-    splits), which bends slopes upward. Without threadpoolctl, timings taken while the load average exceeds the
-    number of cores are marked untrusted.
-    """
-    limit = _blas_limit()
-    with limit if limit is not None else contextlib.nullcontext():
-        load = os.getloadavg()[0]
-        for fn in calls:
-            fn()
-        times = np.empty((runs, len(calls)))
-        for r in range(runs):
-            for i, fn in enumerate(calls):
-                t0 = time.perf_counter()
-                fn()
-                times[r, i] = time.perf_counter() - t0
-        load = max(load, os.getloadavg()[0])
-    best = times.min(axis=0)
-    spread = np.log(times).std(axis=0, ddof=1) / math.sqrt(runs)
-    cores = os.cpu_count() or 1
-    untrusted = None
-    if limit is None and not _single_threaded_blas_env() and load > cores:
-        untrusted = (f"wall-clock timings taken at load average {load:.1f} on {cores} cores with a multithreaded "
-                     "BLAS (threadpoolctl not installed, OPENBLAS_NUM_THREADS unset) are not trusted")
-    return _Timings(best.tolist(), (best * np.maximum(spread, _TIMING_FLOOR)).tolist(), untrusted)
-
-
-def _timing_evidence(lengths: list[int], timings: _Timings, predicted: float, test: dict, extra: dict) -> Evidence:
-    """Slope of time against L at most ``predicted`` (one-sided); untrusted timings flag the evidence."""
-    ev = slope_test(lengths, timings.best, timings.se, predicted, alternative="less",
-                    extra={**extra, "L": lengths, "seconds": timings.best}, **test)
-    return ev if timings.untrusted is None else Evidence(**{**ev.__dict__, "p_value": 1.0,
-                                                              "flags": ev.flags + (timings.untrusted,)})
-
-
-#: Smallest relative standard error given to a timing (scheduler and cache jitter on shared cores).
-_TIMING_FLOOR = 0.02
 
 #: Timed runs per point (best of) at each tier.
 _RUNS = {"smoke": 3, "quick": 3, "full": 7}
@@ -812,15 +752,16 @@ def _favor_trig_call(length: int, d: int, m: int, rng: np.random.Generator) -> C
 
 
 def _time_evidence(ctx: CellContext, point: dict, norm: str) -> Evidence:
-    """Wall-clock of features + Algorithm 1 at ``m = m*`` (measured at the base point) against L: slope <= 1."""
+    """CPU time of features + Algorithm 1 at ``m = m*`` (measured at the base point) against L: slope <= 1."""
     setup = _thm4_setup(norm)(ctx, point)
     m_star = _error_curve(ctx, setup.problem, point["delta"], point["p"]).m_star(point["delta"])[0]
     lengths = _setting(ctx, "axes")["L_time"]
     if not math.isfinite(m_star):
         return _undecided(1.0, "m* beyond the tier's cap: nothing to time", dict(part="time"))
     m = math.ceil(m_star)
-    timings = _interleaved_times([_favor_trig_call(n, point["d"], m, ctx.rng) for n in lengths], _RUNS[ctx.tier])
-    return _timing_evidence(lengths, timings, 1.0, ctx.test, dict(part="time of features + Algorithm 1", m=m))
+    calls = [_favor_trig_call(n, point["d"], m, ctx.rng) for n in lengths]
+    return _timing_evidence(lengths, calls, _RUNS[ctx.tier], 1.0, ctx.test,
+                            dict(part="time of features + Algorithm 1", m=m))
 
 
 def _any_precision_cell(ctx: CellContext) -> Evidence:
@@ -1164,8 +1105,8 @@ def _attention_only_cell(ctx: CellContext) -> Evidence:
         return margin_evidence(predicted - slope, tolerance=ctx.tolerance, extra={**extra, "flops": flops})
     calls = [_attention_call(p["algorithm"], causal, n, ctx.rng) for n in lengths]
     if p["measure"] == "time":
-        return _timing_evidence(lengths, _interleaved_times(calls, _RUNS[ctx.tier]), predicted, ctx.test, extra)
-    peaks = [float(_peak_bytes(fn)) for fn in calls]
+        return _timing_evidence(lengths, calls, _RUNS[ctx.tier], predicted, ctx.test, extra)
+    peaks = [float(peak_bytes(fn)) for fn in calls]
     return slope_test(lengths, peaks, [_MEMORY_SE * v for v in peaks], predicted, alternative="less",
                       extra={**extra, "peak_bytes": peaks}, **ctx.test)
 
@@ -1179,7 +1120,7 @@ ATTENTION_ONLY = Claim(
     kind="reproduction",
     hypotheses="the attention module only (numpy, float64, forward pass; no autograd here), d = 64, m = 256 "
                "positive ORF features; bidirectional and causal (chunked prefix sums); exact operation counts "
-               "(rfkit.theory.cost), wall-clock time and traced peak memory",
+               "(rfkit.theory.cost), CPU time and traced peak memory",
     tolerance=0.25, units="log-log slope against L minus its bound (2 exact, 1 FAVOR+)",
     cell=_attention_only_cell,
     grid={"smoke": dict(algorithm=["exact", "favor"], direction=["bidirectional"],

@@ -1,0 +1,26 @@
+"""The cost-measurement helpers: CPU time of the calling thread, traced peak memory."""
+
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_info
+
+from rfkit.validation.timing import interleaved_best_times, peak_bytes, single_threaded_blas
+
+
+def test_times_are_cpu_time_not_wall_time():
+    best, se = interleaved_best_times([lambda: time.sleep(0.05), lambda: sum(range(200_000))], repeats=3)
+    assert best[0] < 0.01  # sleeping does no work on this thread
+    assert best[1] > 0 and (se >= 0.02 * best).all()
+
+
+def test_peak_bytes_sees_numpy_allocations():
+    peak = peak_bytes(lambda: np.ones(1_000_000))
+    assert 8_000_000 <= peak < 8_100_000
+
+
+def test_single_threaded_blas_is_restored():
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    with single_threaded_blas():
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
