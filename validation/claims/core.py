@@ -37,7 +37,7 @@ from rfkit.validation.harness import (
 )
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import combine, exact_test, ks_test, mean_test, slope_test
+from rfkit.validation.stats import combine, exact_test, ks_test, mean_test, required_replicates, slope_test
 
 # ---------------------------------------------------------------------------------------------- IS
 
@@ -260,18 +260,22 @@ def _features_unbiased_cell(ctx: CellContext):
     kind, proj, d, m = ctx.params["feature"], ctx.params["projection"], ctx.params["d"], ctx.params["m"]
     x, y = controlled_pair(*PAIRS[ctx.params["pair"]], d, ctx.rng)
     fmap = ctx.impl(f"feature_map.{kind}", FEATURE_MAPS[kind])
+    target = math.exp(float(x @ y))
+    iid = estimator_moments(kind, x, y, m)  # exact for iid rows; sizes ORF cells too (with a margin)
+    skew = None if math.isnan(iid["skewness"]) else iid["skewness"]
+    need = required_replicates(iid["sd"] / target, skewness=skew, **ctx.test) * (1.2 if proj == "iid" else 2.0)
+    n_total = int(min(ctx.replicates, max(_MIN_REPLICATES, math.ceil(need))))
     est = []
-    for n in chunks(ctx.replicates, max(1, 400_000 // m)):
+    for n in chunks(n_total, max(1, 400_000 // m)):
         omega = replicate_projections(proj, n, m, d, ctx.rng)
         est.append(kernel_estimates(fmap, x, y, omega, n))
-    target = math.exp(float(x @ y))
     if proj == "iid":
-        mom = estimator_moments(kind, x, y, m)
-        sd, skew = mom["sd"], mom["skewness"]
-    else:
-        sd = skew = None  # ORF moments come from the paper modules; batch means here
-    return mean_test(np.concatenate(est), target, scale=target, sd=sd,
-                     skewness=None if skew is None or math.isnan(skew) else skew, **ctx.test)
+        return mean_test(np.concatenate(est), target, scale=target, sd=iid["sd"], skewness=skew, **ctx.test)
+    return mean_test(np.concatenate(est), target, scale=target, **ctx.test)  # ORF: batch means
+
+
+#: Fewest replicates of a Monte Carlo cell (batch means and sample skewness need a few thousand).
+_MIN_REPLICATES = 4_000
 
 
 FEATURES_UNBIASED = Claim(
