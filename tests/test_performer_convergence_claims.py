@@ -9,8 +9,9 @@ import math
 
 import numpy as np
 import pytest
+from test_performer_convergence import _brute_success
 
-from rfkit.estimators import Features, linear_attention_quadratic, orthogonal_projection, softmax_kernel, trig_features
+from rfkit.estimators import Features, linear_attention_quadratic, orthogonal_projection, trig_features
 from rfkit.theory import convergence as theory
 from rfkit.theory.softmax import term_variance
 from rfkit.validation.claims import get_claim
@@ -84,17 +85,6 @@ def test_quadratic_favor_is_refuted_by_its_memory_slope(monkeypatch):
 
 
 # ------------------------------------------------------------ independent checks behind the refutations
-
-
-def _brute_success(x, y, l, d, m, delta, redraws, rng, norm="E"):
-    """P(‖Â - A‖ <= δ (h*)²) from fresh ORF draws of m rows, through the public estimator API only."""
-    hits = 0
-    for _ in range(redraws):
-        w = orthogonal_projection(m, d, rng=rng)
-        err = np.abs(trig_features(x, w).kernel(trig_features(y, w)) - softmax_kernel(x, y))
-        value = err.max() if norm == "E" else err.sum(axis=1).max()
-        hits += value <= delta * math.exp(l * l)
-    return hits / redraws
 
 
 def _sphere(n, d, l, rng):
