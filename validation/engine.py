@@ -2,7 +2,9 @@
 
 Seeding. Every cell gets its own ``SeedSequence(root_seed, spawn_key=H(claim, variant, kind, restart,
 params))`` where ``H`` is a SHA-256 of the cell's coordinates. Results therefore depend only on the root
-seed and the cell, never on scheduling order or the number of workers.
+seed and the cell, never on scheduling order or the number of workers. The one exception is what is
+measured on the machine itself: the CPU times of complexity claims (their exact operation counts and
+traced memory are reproducible).
 
 Verdicts (per variant, then per claim):
 
