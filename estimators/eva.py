@@ -1191,7 +1191,7 @@ def _practical_core(q, k, v, part: PracticalPartition, opts: _Options, rng, eps,
         chunk = _chunk_logits(qb, stats, group, opts)
     else:
         stats = _no_chunks(q.shape[0], q.shape[-1], v.shape[-1], opts.num_samples)
-        beta, inner = stats.chunk_values[..., 0, :], stats.log_feat[..., 0, :]
+        beta, inner = np.zeros((q.shape[0], 1, 0, v.shape[-1])), np.zeros((q.shape[0], 1, 0, 0))
         chunk = np.zeros(local.shape[:-1] + (0,))
     a_loc, a_chk = _joint_softmax(local, chunk)
     out = a_loc @ v[:, part.exact]
@@ -1350,7 +1350,7 @@ def eva_causal(q, k, v, *, block_size: int, chunk_size: int, chunk_mask: str = "
         chunk_logits = (q @ np.swapaxes(stats.k_tilde[:, 0], -1, -2)) * opts.logit_scale
     else:
         stats = _no_chunks(q.shape[0], d, v.shape[-1], 1)
-        beta, inner = stats.chunk_values[..., 0, :], stats.log_feat[..., 0, :]
+        beta, inner = np.zeros((q.shape[0], 1, 0, v.shape[-1])), np.zeros((q.shape[0], 1, 0, 0))
         chunk_logits = np.zeros((q.shape[0], n, 0))
     allowed = _causal_chunk_mask(n, block, chunk, n_chunks, chunk_mask, window)
     chunk_logits = np.where(allowed, chunk_logits, -np.inf)

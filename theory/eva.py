@@ -48,6 +48,7 @@ __all__ = [
     "gaussian_product_sides",
     "log_target_density",
     "log_target_mixture_density",
+    "log_mixture_components",
     "log_gaussian_ratio_integral",
     "weighted_kernel_moments",
     "log_softmax_weights",
@@ -105,12 +106,17 @@ def log_target_density(omega, q, k) -> np.ndarray:
     return log_standard_normal(omega) + logsumexp(pair, axis=0) - log_z
 
 
-def log_target_mixture_density(omega, q, k) -> np.ndarray:
-    r"""``log Σ_m w_m N(ω; q + k_m, I)``: ``p_n`` as the Gaussian mixture of the Gaussian product identity."""
+def log_mixture_components(omega, q, k) -> np.ndarray:
+    r"""``log(w_m N(ω_s; q + k_m, I))`` ``(M, S)``: the components of ``p_n`` as a Gaussian mixture, so that
+    ``W(ω) = Σ_m w_m N(ω; u_m, I)/ρ(ω)`` and ``W(ω) f_n(ω) = Σ_m w_m v_m N(ω; u_m, I)/ρ(ω)``."""
     omega, q, k = _vec(omega, "omega"), _vec(q, "q"), _vec(k, "k")
     log_w = k @ q - logsumexp(k @ q)
-    comps = log_standard_normal(omega[None, :, :] - (q + k)[:, None, :])  # (M, S)
-    return logsumexp(log_w[:, None] + comps, axis=0)
+    return log_w[:, None] + log_standard_normal(omega[None, :, :] - (q + k)[:, None, :])
+
+
+def log_target_mixture_density(omega, q, k) -> np.ndarray:
+    r"""``log Σ_m w_m N(ω; q + k_m, I)``: ``p_n`` as the Gaussian mixture of the Gaussian product identity."""
+    return logsumexp(log_mixture_components(omega, q, k), axis=0)
 
 
 def log_gaussian_ratio_integral(a, b, mu, tau: float = 1.0) -> np.ndarray:
@@ -340,8 +346,9 @@ def pythagoras_gap(alpha, targets, labels, beta) -> float:
     return float((onehot @ alpha) @ np.einsum("ci,ci->c", diff, diff))
 
 
-def error_decomposition(alpha, targets, labels, beta) -> dict[str, float]:
-    r"""App B.6's terms for a shared ``β`` and the partition optimum ``β_c``:
+def error_decomposition(alpha, targets, labels, beta, coefficients=None) -> dict[str, float]:
+    r"""App B.6's terms for a shared ``β`` and subset coefficients ``β_c`` (default: the partition optimum
+    :func:`partition_optimal_coefficients`; B.6 uses the local softmaxes of :func:`local_softmax`):
 
     ``total = J(β,…,β)``, ``between = Σ_c Σ_{m∈P_c} α_m ‖β - β_c‖²``, ``within = Σ_c Σ_{m∈P_c} α_m ‖β_c - β*_m‖²``,
     ``cross = Σ_c Σ_{m∈P_c} α_m (β - β_c)·(β_c - β*_m)`` (zero) and ``cross_scale`` = the sum of the cross
@@ -349,7 +356,8 @@ def error_decomposition(alpha, targets, labels, beta) -> dict[str, float]:
     """
     alpha, targets, labels, _ = _partition(alpha, targets, labels)
     beta = np.asarray(beta, float)
-    opt = partition_optimal_coefficients(alpha, targets, labels)[labels]
+    best = partition_optimal_coefficients(alpha, targets, labels) if coefficients is None else coefficients
+    opt = np.asarray(best, float)[labels]
     to_opt, spread = beta - opt, opt - targets
     cross_terms = alpha * np.einsum("mi,mi->m", to_opt, spread)
     return dict(total=weighted_error(alpha, targets, labels, beta),
