@@ -965,9 +965,10 @@ def _proposal_mean(q_tilde, k_tilde, rule) -> np.ndarray:
 
 
 def _chunk_samples(mu, opts: _Options, rng, eps, dtype):
-    """``ω_{c,s} = μ_c + ε_{c,s}`` (train) or ``μ_c`` (eval): shape ``mu.shape[:-1] + (S, d)``."""
+    """``ω_{c,s} = μ_c + ε_{c,s}`` (train) or ``μ_c`` (eval, or oracle coefficients, which use no sample):
+    shape ``mu.shape[:-1] + (S, d)``."""
     shape = mu.shape[:-1] + (opts.num_samples, mu.shape[-1])
-    if opts.mode == "eval":
+    if opts.mode == "eval" or opts.coefficient == "oracle":
         return np.broadcast_to(mu[..., None, :], shape)
     if eps is None:
         if rng is None:
@@ -1117,7 +1118,7 @@ def eva_practical(q, k, v, *, block_size: int, num_chunks: int, partition_domain
     frame : {"theory", "sqrt_d", "reference_code"}
         See the module docstring.
     coefficient : {"sampled", "oracle"}
-        Diagnostic (a): ``β̂_c := β*_c(q_n)`` (local softmax; quadratic).
+        Diagnostic (a): ``β̂_c := β*_c(q_n)`` (local softmax; quadratic; no noise is drawn).
     chunk_logit : {"representative", "lse"}
         Diagnostic (b): ``q_n·k̃_c`` replaced by ``LSE_{m∈P_c}(q_n·k_m)`` (quadratic).
     chunk_logit_offset : float
