@@ -210,7 +210,9 @@ def test_eq16_limit_is_the_oracle_practical_estimator():
 
 
 def test_practical_gemms_flops():
-    gemms = th.eva_practical_gemms(1024, 64, 64, 64, 16)
-    flops = cost.gemm_flops(gemms)
-    expected = 2 * (64 * 64 * 64 * 16 * 2 + 1024 * 64 * 16 * 2 + 64 * 64 * 16 * 2)
-    assert flops == expected
+    n, d, block, chunks = 1024, 64, 64, 16
+    flops = cost.gemm_flops(th.eva_practical_gemms(n, d, d, block, chunks))
+    per_block = 2 * (block * d * block + block * block * d)            # logits and outputs of one block
+    per_chunk = 2 * (d * (n // chunks) + (n // chunks) * d)              # features and coefficient of one chunk
+    assert flops == (n // block) * per_block + 2 * (n * d * chunks * 2) + chunks * per_chunk
+    assert cost.gemm_flops(th.eva_practical_gemms(n, d, d, block, 0)) == (n // block) * per_block

@@ -434,9 +434,9 @@ def eq16_large_s_limit(q, k, v, **options) -> np.ndarray:
 
 def eva_practical_gemms(n: int, d: int, dv: int, block: int, num_chunks: int) -> tuple:
     """Matrix products of practical (or causal) EVA with ``n`` tokens, blocks of ``block`` and ``num_chunks``
-    chunks of size ``n/num_chunks``: local logits and outputs per block, chunk logits and outputs, chunk
-    features and coefficients (``(n, k, p, count)`` as :mod:`rfkit.theory.cost`)."""
-    blocks = -(-n // block)
-    size = n // num_chunks if num_chunks else 0
-    return ((block, d, block, blocks), (block, block, dv, blocks), (n, d, num_chunks, 1), (n, num_chunks, dv, 1),
-            (1, d, size, num_chunks), (1, size, dv, num_chunks))
+    chunks (``(n, k, p, count)`` as :mod:`rfkit.theory.cost`): local logits and outputs, chunk logits and
+    outputs, chunk key features and coefficients. The implementation batches the per-block and per-chunk
+    products; each batch is listed as the single GEMM with the same flop count (the benchmark's roofline
+    then times one large product instead of many small ones)."""
+    return ((n, d, block, 1), (n, block, dv, 1), (n, d, num_chunks, 1), (n, num_chunks, dv, 1), (1, d, n, 1),
+            (1, n, dv, 1)) if num_chunks else ((n, d, block, 1), (n, block, dv, 1))

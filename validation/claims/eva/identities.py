@@ -1060,16 +1060,20 @@ def _scatterbrain_pieces(ctx: CellContext):
 
 
 def _step_b(terms, mask, beta, log_norm, q, k, v):
-    """Σ_E e_m v_m/Z' + Σ_{m∉E}(g'_m - β h'_m) + β Σ_{m∉E} h̃_m/Z' with Z' = exp(log_norm) (g', h' rescaled to Z')."""
+    """Σ_E e_m v_m/Z' + Σ_{m∉E}(g'_m - β h'_m) + β Σ_{m∉E} h̃_m/Z' with Z' = exp(log_norm) (g', h' rescaled to Z').
+
+    Returns the value and its round-off magnitude: the sum of the absolute values of the terms added.
+    """
     rescale = np.exp(terms.log_z - log_norm)[..., None]                   # Z/Z'
     out_ = (~mask).astype(float)
     g = terms.g_tokens * rescale[..., None]
-    h = terms.h_tokens * rescale
-    e_over = np.exp(q @ k.T - log_norm[:, None])
-    h_tilde_over = h                                                       # h̃_m/Z' = Z h_m/Z'
-    exact = (e_over * mask) @ v
-    return (exact + np.einsum("nm,nmv->nv", out_, g - beta[:, None, :] * h[..., None])
-            + beta * (h_tilde_over * out_).sum(axis=-1)[:, None])
+    h = terms.h_tokens * rescale                                           # also h̃_m/Z' = Z h_m/Z'
+    exact = (np.exp(q @ k.T - log_norm[:, None]) * mask) @ v
+    value = (exact + np.einsum("nm,nmv->nv", out_, g - beta[:, None, :] * h[..., None])
+             + beta * (h * out_).sum(axis=-1)[:, None])
+    magnitude = (np.abs(exact) + np.einsum("nm,nmv->nv", out_, np.abs(g))
+                 + 2 * np.abs(beta) * (h * out_).sum(axis=-1)[:, None])
+    return value, magnitude
 
 
 def _printed_last_line(terms, mask, q, k, v):
@@ -1080,11 +1084,16 @@ def _printed_last_line(terms, mask, q, k, v):
     return np.einsum("nm,nmv->nv", out_, g) + (e_over * out_) @ v
 
 
+def _log_z_hat(terms, mask) -> np.ndarray:
+    """``log Ẑ`` from App G.5's definition: ``Ẑ = Σ_E e_m + Σ_{m∉E} h̃_m`` with ``h̃_m = Z h_m`` (ρ = N(0, I))."""
+    return terms.log_z + np.log((terms.softmax_weights * mask).sum(axis=-1) + (terms.h_tokens * ~mask).sum(axis=-1))
+
+
 def _scatterbrain_cell(ctx: CellContext):
     q, k, v, mask, terms, parts = _scatterbrain_pieces(ctx)
     beta = np.stack([terms.coefficient, 3.0 * ctx.rng.normal(size=terms.coefficient.shape)])   # several β̂
     step = ctx.params["step"]
-    log_z, log_z_hat = terms.log_z, parts.log_scale + np.log(parts.denominator)
+    log_z, log_z_hat = terms.log_z, _log_z_hat(terms, mask)
     eq30 = parts.numerator / parts.denominator[:, None]
     if step == "a":
         coefficients = np.where(mask[..., None], v, beta[:, :, None, :])
@@ -1094,17 +1103,16 @@ def _scatterbrain_cell(ctx: CellContext):
                                      * terms.h_tokens[..., None])
                    + beta * (1 - (np.exp(q @ k.T - log_z[:, None]) * mask).sum(axis=-1))[:, None])
         return _identity(ctx, printed, family, terms.g_tokens.sum(axis=-2)[None], beta)
-    if step == "b":
-        lhs = np.stack([_step_b(terms, mask, b, log_z, q, k, v) for b in beta])
-        y_prime_over_z = parts.numerator * np.exp(parts.log_scale - log_z)[:, None]
-        return _identity(ctx, lhs, np.broadcast_to(y_prime_over_z, lhs.shape))
-    if step == "c1":
-        lhs = np.stack([_step_b(terms, mask, b, log_z_hat, q, k, v) for b in beta])
-    elif step == "c2":
-        lhs = np.stack([_step_b(terms, mask, b, log_z, q, k, v) for b in beta])
+    if step in ("b", "c1", "c2"):
+        lhs, size = (np.stack(a) for a in zip(*(_step_b(terms, mask, b, log_z_hat if step == "c1" else log_z, q, k,
+                                                        v) for b in beta), strict=True))
     else:
         lhs = _printed_last_line(terms, mask, q, k, v)[None]
-    return _identity(ctx, lhs, np.broadcast_to(eq30, lhs.shape), extra=dict(step=step))
+        size = np.abs(lhs)
+    if step == "b":
+        y_prime_over_z = parts.numerator * np.exp(parts.log_scale - log_z)[:, None]
+        return _identity(ctx, lhs, np.broadcast_to(y_prime_over_z, lhs.shape), size)
+    return _identity(ctx, lhs, np.broadcast_to(eq30, lhs.shape), size, extra=dict(step=step))
 
 
 SCATTERBRAIN = Claim(
@@ -1138,11 +1146,12 @@ def _irrelevance_cell(ctx: CellContext):
     betas.append(1e6 * huge / np.linalg.norm(huge, axis=-1, keepdims=True))
     expression = ctx.params["expression"]
     if expression == "c3":
-        outs = [_printed_last_line(terms, mask, q, k, v) for _ in betas]
+        line = _printed_last_line(terms, mask, q, k, v)
+        outs, sizes = [line] * len(betas), [np.abs(line)] * len(betas)
     else:
-        log_norm = terms.log_z if expression == "b" else parts.log_scale + np.log(parts.denominator)
-        outs = [_step_b(terms, mask, b, log_norm, q, k, v) for b in betas]
-    size = np.stack([np.abs(b) for b in betas]).max(axis=0) * terms.h_tokens.sum(axis=-1)[:, None]
+        log_norm = terms.log_z if expression == "b" else _log_z_hat(terms, mask)
+        outs, sizes = zip(*(_step_b(terms, mask, b, log_norm, q, k, v) for b in betas), strict=True)
+    size = np.max(np.stack(sizes), axis=0)
     return _identity(ctx, np.stack(outs[1:]), np.broadcast_to(outs[0], (len(outs) - 1,) + outs[0].shape),
                      np.broadcast_to(size, (len(outs) - 1,) + size.shape), extra=dict(expression=expression))
 
@@ -1151,7 +1160,7 @@ SCATTERBRAIN_BETA = Claim(
     id="eva.appg5.coefficient_irrelevance", paper="eva", source="App G.5, last sentence",
     statement="The equivalence with Scatterbrain holds for every choice of the shared coefficient β̂.",
     kind="identity", hypotheses="as eva.appg5.scatterbrain_special_case",
-    tolerance=TOLERANCE, units="|Δ| / largest |term| (including |β̂|·h) of the query row",
+    tolerance=TOLERANCE, units="|Δ| / sum of the |terms| of the expression (query row)",
     cell=_irrelevance_cell,
     grid={"smoke": dict(N=[8], S=[16], E=[0, 2], layout=["block"], expression=["b", "c1", "c3"]),
           "quick": dict(N=[8, 32], S=[1, 16, 96], E=[0, 1, 4, 32], layout=["block", "top"],
@@ -1299,7 +1308,8 @@ CV_PARABOLA = Claim(
     statement="g_m(ω) = h_m(ω) v_m; for a constant β, g_m - β(h_m - w_m) = h_m(v_m - β) + βw_m, so Tr Var[g_m - "
               "β(h_m - w_m)] = Var[h_m]‖v_m - β‖²; for a subset P, Tr Var[Σ_P(g_m - β(h_m - w_m))] = Σ_{m,m'∈P} "
               "Cov[h_m,h_m'](v_m - β)·(v_m' - β), minimised by β_var,P = Σ Cov[h_m,h_m'] v_m'/Σ Cov[h_m,h_m'].",
-    kind="identity", hypotheses="constant β; S iid draws from N(μ, I)",
+    kind="identity", hypotheses="constant β; S iid draws from N(μ, I); Var[H_P] > 0 for the minimiser (M = 1 with "
+                                "μ = q + k_1 makes h_1 deterministic)",
     tolerance=TOLERANCE, units="|Δ| / largest |term|",
     cell=_parabola_cell,
     grid={"smoke": dict(M=[1, 8], S=[4], mu=["zero"], part=["per_draw", "token_sample", "subset_sample",
@@ -1308,7 +1318,7 @@ CV_PARABOLA = Claim(
                         part=["per_draw", "token_sample", "subset_sample", "minimiser"]),
           "full": dict(M=[1, 3, 16, 64], S=[1, 8, 64], mu=["zero", "q+mean_k", "q+k1", "far"], dv=[1, 3, 8],
                        s=[0.3, 1.0], part=["per_draw", "token_sample", "subset_sample", "minimiser"])},
-    where=lambda p, v: not (p["part"] == "minimiser" and p["M"] == 1 and p["mu"] == "q+k1"),
+    where=lambda p, v: not (p["part"] == "minimiser" and p["M"] == 1 and p["mu"] in ("q+k1", "q+mean_k")),
     roles=("control_variate_terms",), plot_x="M",
     notes="Variances by sample moments over 64 draws (the algebra holds for sample moments exactly) and, for the "
           "minimiser, from the closed-form Cov[h_m, h_m'] of eva.derived.cv_moments: f(β* + δ) - f(β*) = "
