@@ -18,7 +18,9 @@ What this module provides, each a composition of rfkit's primitives:
   ``g̃ = Σ_m [g_m - β_m(h_m - w_m)]`` for any coefficient assignment, built by :func:`shared_coefficients`
   (RFA, Eq 7), :func:`token_coefficients` (Prop 1) and :func:`eva_coefficients` (Eq 13);
 * **EVA with exact subset masses** (Eq 13 / 15) — :func:`eva_ideal`, with partitions given as label arrays
-  (:data:`EXACT`, :data:`EXCLUDED`, subset indices; :func:`contiguous_labels`, :func:`block_labels`);
+  (:data:`EXACT`, :data:`EXCLUDED`, subset indices), built by :func:`contiguous_labels`,
+  :func:`partition_labels` (contiguous, random, k-means clustered, dyadic), :func:`exact_set` (local block,
+  top-``|E|``, random) and :func:`block_labels` (§4.2's per-query blocks and chunks, optionally causal);
 * **practical EVA** (Eq 16, Algorithm 1, App C) — :func:`eva_practical` with the register's options and
   diagnostic variants, its partition :func:`practical_partition`, the chunk summary map
   :class:`LinearLayerNorm` (``σ = LN∘Linear``, Eq 26);
@@ -75,7 +77,11 @@ __all__ = [
     "token_coefficients",
     "eva_coefficients",
     "contiguous_labels",
+    "partition_labels",
+    "exact_set",
     "block_labels",
+    "PARTITION_LAYOUTS",
+    "EXACT_SETS",
     "eva_ideal",
     "LinearLayerNorm",
     "PracticalPartition",
@@ -576,6 +582,72 @@ def contiguous_labels(m: int, num_chunks: int, exact=None) -> np.ndarray:
     for c, part in enumerate(np.array_split(rest, num_chunks)):
         labels[part] = c
     return labels
+
+
+PARTITION_LAYOUTS = ("contiguous", "random", "clustered", "dyadic")
+EXACT_SETS = ("local", "top", "random")
+
+
+def partition_labels(m: int, num_chunks: int, *, exact=None, layout: str = "contiguous", keys=None,
+                     rng=None) -> np.ndarray:
+    """Labels ``(M,)`` of a partition of ``[M] \\ E`` into ``num_chunks`` non-empty subsets (EVA §4.1).
+
+    ``layout``: ``contiguous`` (index order, :func:`contiguous_labels`), ``random`` (a uniformly random
+    assignment with the contiguous sizes), ``clustered`` (k-means on ``keys``, Lloyd iterations from a
+    k-means++ start drawn from ``rng``; an emptied cluster takes the point farthest from its centre) or
+    ``dyadic`` (contiguous with ``num_chunks`` a power of two: successive powers give nested refinements).
+    """
+    check_choice(layout, "layout", PARTITION_LAYOUTS)
+    labels = contiguous_labels(m, num_chunks, exact=exact)
+    if layout == "dyadic" and num_chunks & (num_chunks - 1):
+        raise ValueError(f"layout='dyadic' needs num_chunks a power of two, got {num_chunks}")
+    free = np.flatnonzero(labels != EXACT)
+    if layout == "random":
+        labels[free] = check_rng(rng).permutation(labels[free])
+    elif layout == "clustered" and num_chunks:
+        points = as_float_array(keys, "keys", ndim=2)[free]
+        labels[free] = _kmeans(points, num_chunks, check_rng(rng))
+    return labels
+
+
+def _kmeans(points: np.ndarray, clusters: int, rng: np.random.Generator, iterations: int = 25) -> np.ndarray:
+    centres = points[[rng.integers(points.shape[0])]]
+    while centres.shape[0] < clusters:                                   # k-means++ seeding
+        dist = ((points[:, None, :] - centres[None]) ** 2).sum(-1).min(axis=1)
+        centres = np.vstack([centres, points[rng.choice(points.shape[0], p=dist / dist.sum()) if dist.sum() > 0
+                                             else rng.integers(points.shape[0])]])
+    for _ in range(iterations):
+        assign = ((points[:, None, :] - centres[None]) ** 2).sum(-1).argmin(axis=1)
+        for c in range(clusters):
+            if not (assign == c).any():                                  # keep every subset non-empty
+                far = ((points - centres[assign]) ** 2).sum(-1)
+                far[np.bincount(assign, minlength=clusters)[assign] <= 1] = -1.0
+                assign[int(far.argmax())] = c
+            centres[c] = points[assign == c].mean(axis=0)
+    return assign
+
+
+def exact_set(q, k, size: int, *, kind: str = "local", position: int | None = None, rng=None) -> np.ndarray:
+    """Indices of an exact set ``E`` of ``size`` keys for one query (EVA §4.1 "Partially Optimized Coefficients").
+
+    ``kind``: ``local`` (the contiguous block of ``size`` keys containing ``position``, as a block-wise local
+    attention would choose), ``top`` (the ``size`` keys with the largest ``q·k_m``) or ``random``.
+    """
+    check_choice(kind, "kind", EXACT_SETS)
+    k = as_float_array(k, "k", ndim=2)
+    m = k.shape[0]
+    size = check_positive_int(size, "size", minimum=0)
+    if size > m:
+        raise ValueError(f"size = {size} exceeds the number of keys {m}")
+    if kind == "top":
+        scores = k @ as_float_array(q, "q", ndim=1)
+        return np.sort(np.argsort(-scores, kind="stable")[:size])
+    if kind == "random":
+        return np.sort(check_rng(rng).choice(m, size=size, replace=False))
+    if position is None:
+        raise TypeError("kind='local' needs the query's position")
+    start = min(position // size * size, m - size) if size else 0
+    return np.arange(start, start + size)
 
 
 def block_labels(n: int, block_size: int, num_chunks: int, *, causal: bool = False) -> np.ndarray:

@@ -33,7 +33,9 @@ from rfkit.estimators.eva import (
     eva_coefficients,
     eva_ideal,
     eva_practical,
+    exact_set,
     log_xi,
+    partition_labels,
     practical_partition,
     rfa_attention,
     scatterbrain_attention,
@@ -502,6 +504,23 @@ def test_proposals_log_densities():
     per_query = GaussianProposal(rng.normal(size=(4, 3)))
     assert per_query.sample(rng, 5).shape == (4, 5, 3)
     assert np.allclose(log_xi(np.ones((1, 3)), omega), omega.sum(1) - 1.5)
+
+
+def test_partition_and_exact_set_helpers():
+    rng = np.random.default_rng(SEED)
+    keys = np.r_[rng.normal(size=(6, 2)) + 8, rng.normal(size=(6, 2)) - 8]
+    clustered = partition_labels(12, 2, layout="clustered", keys=keys, rng=1)
+    assert len(set(clustered[:6])) == 1 and len(set(clustered[6:])) == 1 and clustered[0] != clustered[6]
+    shuffled = partition_labels(12, 3, exact=[0, 5], layout="random", rng=2)
+    assert (shuffled[[0, 5]] == EXACT).all() and np.bincount(shuffled[shuffled >= 0]).tolist() == [4, 3, 3]
+    coarse, fine = partition_labels(8, 2, layout="dyadic"), partition_labels(8, 4, layout="dyadic")
+    assert all(len(set(coarse[fine == c])) == 1 for c in range(4))            # nested refinement
+    with pytest.raises(ValueError, match="power of two"):
+        partition_labels(6, 3, layout="dyadic")
+    assert (exact_set(np.array([1.0, 0.0]), keys, 3, kind="top") == np.sort(np.argsort(-keys[:, 0])[:3])).all()
+    assert (exact_set(None, keys, 4, position=5) == [4, 5, 6, 7]).all()
+    assert exact_set(None, keys, 0, position=3).size == 0
+    assert len(set(exact_set(None, keys, 5, kind="random", rng=3))) == 5
 
 
 def test_labels_helpers():

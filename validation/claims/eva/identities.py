@@ -31,7 +31,6 @@ from rfkit.estimators.eva import (
     EXACT,
     GaussianProposal,
     LinearLayerNorm,
-    contiguous_labels,
     control_variate_family,
     control_variate_terms,
     eva_causal,
@@ -39,7 +38,9 @@ from rfkit.estimators.eva import (
     eva_coefficients,
     eva_ideal,
     eva_practical,
+    exact_set,
     log_xi,
+    partition_labels,
     practical_partition,
     rfa_attention,
     scatterbrain_attention,
@@ -476,12 +477,9 @@ EQ12 = Claim(
 # ------------------------------------------------------------------------------ App B.6, Eq 11
 
 
-def _partition_labels(ctx: CellContext, m: int, chunks: int, exact=None) -> np.ndarray:
-    labels = contiguous_labels(m, chunks, exact=exact)
-    if ctx.params.get("layout", "contiguous") == "random":
-        subset = labels >= 0
-        labels[subset] = ctx.rng.permutation(labels[subset])
-    return labels
+def _partition_labels(ctx: CellContext, m: int, chunks: int, exact=None, keys=None) -> np.ndarray:
+    return partition_labels(m, chunks, exact=exact, layout=ctx.params.get("layout", "contiguous"), keys=keys,
+                            rng=ctx.rng)
 
 
 def _shared_beta(ctx: CellContext, kind: str, q, k, v, alpha, values):
@@ -500,7 +498,7 @@ def _b6_cell(ctx: CellContext):
     q, k, v = _inputs(ctx, n=1)
     m = k.shape[0]
     universe = np.arange(m) if p["U"] == "all" else np.arange(m // 4, m)        # E = the first quarter
-    labels = _partition_labels(ctx, universe.size, min(p["C"], universe.size))
+    labels = _partition_labels(ctx, universe.size, min(p["C"], universe.size), keys=k[universe])
     alpha = np.exp(theory.log_softmax_weights(q[0], k[universe]))
     local = theory.local_softmax(q[0], k[universe], v[universe], labels)[1]
     beta = _shared_beta(ctx, p["beta"], q, k, v, alpha, v[universe])
@@ -523,10 +521,10 @@ APPB6 = Claim(
     grid={"smoke": dict(M=[1, 16], C=[1, 4], U=["all", "complement"], beta=["rfa", "random"], layout=["contiguous"],
                         part=["cross", "decomposition"]),
           "quick": dict(M=[1, 3, 16, 64], C=[1, 2, 4, 16], U=["all", "complement"],
-                        beta=["rfa", "softmax_U", "zero", "random"], layout=["contiguous", "random"],
+                        beta=["rfa", "softmax_U", "zero", "random"], layout=["contiguous", "random", "clustered"],
                         inputs=["iid", "clustered"], part=["cross", "decomposition"]),
           "full": dict(M=[1, 3, 16, 64, 256, 1024], C=[1, 2, 4, 16, 64, 1024], U=["all", "complement"],
-                       beta=["rfa", "softmax_U", "zero", "random"], layout=["contiguous", "random"],
+                       beta=["rfa", "softmax_U", "zero", "random"], layout=["contiguous", "random", "clustered"],
                        inputs=["iid", "clustered", "peaked"], s=[0.3, 1.5], part=["cross", "decomposition"])},
     where=lambda p, v: p["C"] <= p["M"],
     plot_x="C",
@@ -536,7 +534,7 @@ APPB6 = Claim(
 def _eq11_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
     omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
-    labels = _partition_labels(ctx, k.shape[0], min(ctx.params["C"], k.shape[0]))
+    labels = _partition_labels(ctx, k.shape[0], min(ctx.params["C"], k.shape[0]), keys=k)
     terms = _terms(ctx, q, k, v, omega, log_ratio)
     tokens = control_variate_family(terms, eva_coefficients(terms, labels), per_token=True)
     log_pi, _ = theory.local_softmax(q, k, v, labels)
@@ -555,7 +553,8 @@ EQ11 = Claim(
     tolerance=TOLERANCE, units=UNITS,
     cell=_eq11_cell,
     grid=_sw(C={"smoke": [1, 3], "quick": [1, 2, 4, 16], "full": [1, 2, 4, 16, 64, 256]},
-             layout={"smoke": ["contiguous"], "quick": ["contiguous", "random"], "full": ["contiguous", "random"]},
+             layout={"smoke": ["contiguous"], "quick": ["contiguous", "random"],
+                     "full": ["contiguous", "random", "clustered"]},
              mu={"smoke": ["zero"], "quick": ["zero", "far"], "full": ["zero", "q+mean_k", "far"]}),
     where=lambda p, v: p["C"] <= p["M"],
     roles=("control_variate_terms", "rfa_attention"), plot_x="C",
@@ -578,7 +577,7 @@ def _eq15_cell(ctx: CellContext):
     m = k.shape[0]
     exact = np.arange(min(p["E"], m))
     chunks = min(p["C"], m - exact.size)
-    labels = _partition_labels(ctx, m, chunks, exact=exact)
+    labels = _partition_labels(ctx, m, chunks, exact=exact, keys=k)
     s = p["S"]
     if p["sampling"] == "shared":
         proposal = _proposal(ctx, q, k)
@@ -632,7 +631,8 @@ EQ15 = Claim(
           "quick": dict(M=[3, 16], E=[0, 1, 4], C=[1, 2, 8], S=[1, 16], layout=["contiguous", "random"],
                         sampling=["shared", "per_chunk"], form=["cv_sum", "eq15"], inputs=["iid", "clustered"]),
           "full": dict(M=[3, 16, 64], E=[0, 1, 4, 16], C=[1, 2, 8, 32], S=[1, 16, 256], d=[2, 16],
-                       layout=["contiguous", "random"], sampling=["shared", "per_chunk"], form=["cv_sum", "eq15"],
+                       layout=["contiguous", "random", "clustered"], sampling=["shared", "per_chunk"],
+                       form=["cv_sum", "eq15"],
                        inputs=["iid", "clustered", "peaked", "outlier"])},
     where=lambda p, v: p["E"] + p["C"] <= p["M"],
     roles=("control_variate_terms", "eva_ideal"), plot_x="C",
@@ -1035,17 +1035,10 @@ APPG1_ONE_CHUNK = Claim(
 
 def _exact_sets(ctx: CellContext, q, k) -> np.ndarray:
     """``E`` per query ``(N, M)``: the local block containing the query's position, or its top-|E| keys."""
-    n, m, size = q.shape[0], k.shape[0], min(ctx.params["E"], k.shape[0])
-    mask = np.zeros((n, m), bool)
-    if size == 0:
-        return mask
-    if ctx.params["layout"] == "top":
-        top = np.argsort(-(q @ k.T), axis=1)[:, :size]
-        np.put_along_axis(mask, top, True, axis=1)
-    else:
-        for i in range(n):
-            start = min(i // size * size, m - size)
-            mask[i, start:start + size] = True
+    size, kind = min(ctx.params["E"], k.shape[0]), "top" if ctx.params["layout"] == "top" else "local"
+    mask = np.zeros((q.shape[0], k.shape[0]), bool)
+    for i in range(q.shape[0]):
+        mask[i, exact_set(q[i], k, size, kind=kind, position=i)] = True
     return mask
 
 
@@ -1115,6 +1108,8 @@ def _scatterbrain_cell(ctx: CellContext):
     return _identity(ctx, lhs, np.broadcast_to(eq30, lhs.shape), size, extra=dict(step=step))
 
 
+# Budget: ~1.7 s at the quick tier (378 cells; each forms the N×S×M weighted kernel tensor for two β̂ and two
+# normalisers). The register's sweep of |E|, S, layouts and the five steps/readings is what it costs.
 SCATTERBRAIN = Claim(
     id="eva.appg5.scatterbrain_special_case", paper="eva", source="App G.5, Eqs 29-31",
     statement="Scatterbrain (Eq 30) is a special case of EVA: with E = Supp_n(S), per-token coefficients on E, one "
@@ -1356,7 +1351,8 @@ def _refined(labels: np.ndarray, rng) -> np.ndarray:
 def _j_cell(ctx: CellContext):
     p = ctx.params
     m, part = p["M"], p["part"]
-    labels = _partition_labels(ctx, m, min(p["C"], m))
+    anchors = ctx.rng.normal(size=(m, 2))                               # positions the clustered layout groups
+    labels = _partition_labels(ctx, m, min(p["C"], m), keys=anchors)
     if part.startswith("prop2"):
         q, k, v = _inputs(ctx, n=1)
         alpha, targets = np.exp(theory.log_softmax_weights(q[0], k)), v
@@ -1428,7 +1424,8 @@ J_PYTHAGORAS = Claim(
           "quick": dict(M=[1, 3, 16, 64], C=[1, 2, 8], alpha=["uniform", "dirichlet", "degenerate"],
                         layout=["contiguous", "random"], part=list(J_PARTS)),
           "full": dict(M=[1, 3, 16, 64, 256, 1024], C=[1, 2, 8, 64, 1024], alpha=["uniform", "dirichlet", "degenerate"],
-                       layout=["contiguous", "random"], inputs=["iid", "clustered", "peaked"], part=list(J_PARTS))},
+                       layout=["contiguous", "random", "clustered", "dyadic"], inputs=["iid", "clustered", "peaked"],
+                       part=list(J_PARTS))},
     where=lambda p, v: p["C"] <= p["M"] and (not p["part"].startswith("prop2") or p["alpha"] == "uniform"),
     search=_j_search, restarts={"smoke": 1, "quick": 3, "full": 20}, universal=True,
     plot_x="M",
@@ -1443,7 +1440,7 @@ def _eq13_decomposition_cell(ctx: CellContext):
     m = k.shape[0]
     exact = np.arange(min(p["E"], m))
     chunks = min(p["C"], m - exact.size)
-    labels = _partition_labels(ctx, m, chunks, exact=exact)
+    labels = _partition_labels(ctx, m, chunks, exact=exact, keys=k)
     proposal = _proposal(ctx, q, k)
     omega, log_ratio = _draws(ctx, proposal)
     y, weights = ctx.impl("eva_ideal", eva_ideal)(q, k, v, labels, omega=omega, log_ratio=log_ratio,
@@ -1473,7 +1470,7 @@ EQ13_DECOMPOSITION = Claim(
           "quick": dict(M=[3, 16], E=[0, 1, 4], C=[1, 2, 8], S=[1, 16], mu=["zero", "far"],
                         layout=["contiguous", "random"], inputs=["iid", "peaked"], part=["error", "convex", "values"]),
           "full": dict(M=[3, 16, 64, 256], E=[0, 1, 4, 16], C=[1, 2, 8, 32], S=[1, 16, 256], d=[2, 16],
-                       mu=["zero", "q+mean_k", "far"], layout=["contiguous", "random"],
+                       mu=["zero", "q+mean_k", "far"], layout=["contiguous", "random", "clustered"],
                        inputs=["iid", "clustered", "peaked", "outlier"], part=["error", "convex", "values"])},
     where=lambda p, v: p["E"] + p["C"] <= p["M"] and p["C"] > 0,
     roles=("eva_ideal", "rfa_attention"), plot_x="C",
