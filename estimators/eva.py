@@ -121,9 +121,9 @@ def _qkv(q, k, v, dtype):
     return q, k, v
 
 
-def _in_frame(q, k, frame: str, frames=FRAMES):
+def _in_frame(q, k, frame: str):
     """Inputs in the theory coordinates of ``frame`` (``sqrt_d``: ``d^{-1/4}`` on both sides)."""
-    check_choice(frame, "frame", frames)
+    check_choice(frame, "frame", FRAMES)
     if frame == "sqrt_d":
         scale = q.shape[-1] ** -0.25
         return q * scale, k * scale
@@ -862,7 +862,7 @@ class PracticalPartition:
     def chunk_group(self) -> np.ndarray:
         """For each block, the index of its chunk set along ``chunks``' first axis."""
         blocks = self.queries.shape[0]
-        return np.arange(blocks) if self.chunks.shape[0] == blocks and blocks > 1 else np.zeros(blocks, np.int64)
+        return np.arange(blocks) if self.chunks.shape[0] == blocks else np.zeros(blocks, np.int64)
 
 
 def _grid_windows(grid: tuple[int, int], side: int) -> np.ndarray:
@@ -1431,7 +1431,7 @@ def eva_causal(q, k, v, *, block_size: int, chunk_size: int, chunk_mask: str = "
     chunk_logits = chunk_logits.reshape(q.shape[0], n_blocks, block, n_chunks)
     a_loc, a_chk = _joint_softmax(local, chunk_logits)
     out = a_loc @ v[:, keys] + a_chk @ beta
-    y = out.reshape(q.shape[0], n_blocks * block, -1)[:, :n]
+    y = out.reshape(q.shape[0], n_blocks * block, -1)[:, :n].astype(dt, copy=False)
     y = y.reshape(lead + y.shape[1:])
     if not return_details:
         return y
