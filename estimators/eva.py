@@ -896,8 +896,8 @@ def practical_partition(n_tokens: int, *, block_size: int, num_chunks: int, part
     num_chunks : int
         ``C`` (0: local attention only). Chunks are contiguous (1d) or square patches of side
         ``√(M/C)`` (2d, ``partition_domain="all"``); with ``"complement"`` the keys outside ``E^n`` are
-        listed in index order (1d) or patch by patch (2d) and split into ``C`` equal runs; an empty
-        complement (``|E| = M``) leaves no chunk.
+        listed in index order (1d) or window by window (2d, windows of side ``√|E|``) and split into
+        ``C`` equal runs; an empty complement (``|E| = M``) leaves no chunk.
     window : {"block", "overlapping"}
         ``overlapping`` (1d, App E.3): ``E^n`` = the block of ``n`` plus ``block_size/2`` tokens of each
         neighbouring block (``|E| = 2·block_size``), truncated at the sequence ends; domain ``all`` only.
@@ -918,7 +918,7 @@ def practical_partition(n_tokens: int, *, block_size: int, num_chunks: int, part
     else:
         if window == "overlapping":
             raise ValueError("window='overlapping' is defined with partition_domain='all' only")
-        chunks = _complement_chunks(n, c, exact, layout, grid)
+        chunks = _complement_chunks(n, c, exact, layout, grid, b)
     return PracticalPartition(queries, exact, valid, chunks)
 
 
@@ -950,8 +950,13 @@ def _all_chunks(n, c, layout, grid):
     return _grid_windows(grid, _square_side(n // c, "chunk size M/C"))
 
 
-def _complement_chunks(n, c, exact, layout, grid):
-    order = np.arange(n) if layout == "1d" else _grid_windows(grid, _square_side(n // c, "chunk size M/C")).ravel()
+def _complement_chunks(n, c, exact, layout, grid, block):
+    """Chunks of ``[M] \\ E^n`` per block: the remaining keys in index order (1d) or window by window (2d, windows
+    of the exact set's side, so that removing ``E^n`` removes one window), split into ``c`` equal runs."""
+    if layout == "1d":
+        order = np.arange(n)
+    else:
+        order = _grid_windows(grid, _square_side(block if block else n // c, "window size")).ravel()
     rest = [order[~np.isin(order, e)] for e in exact]
     size = rest[0].size
     if size == 0:

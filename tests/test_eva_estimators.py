@@ -318,7 +318,8 @@ def loop_practical(q, k, v, part, omega_of, sigma=lambda x: x, multi=None, chunk
 
 @pytest.mark.parametrize("domain, layout, window, block, chunks", [
     ("all", "1d", "block", 4, 2), ("complement", "1d", "block", 4, 3), ("all", "1d", "overlapping", 4, 4),
-    ("all", "2d", "block", 4, 4), ("complement", "2d", "block", 4, 4), ("all", "1d", "block", 0, 4),
+    ("all", "2d", "block", 4, 4), ("complement", "2d", "block", 4, 3), ("complement", "2d", "block", 4, 6),
+    ("all", "1d", "block", 0, 4),
     ("all", "1d", "block", 4, 0)])
 def test_practical_matches_the_algorithm1_loop(domain, layout, window, block, chunks):
     rng = np.random.default_rng(SEED)
@@ -504,6 +505,24 @@ def test_proposals_log_densities():
     per_query = GaussianProposal(rng.normal(size=(4, 3)))
     assert per_query.sample(rng, 5).shape == (4, 5, 3)
     assert np.allclose(log_xi(np.ones((1, 3)), omega), omega.sum(1) - 1.5)
+
+
+def test_practical_partition_index_sets():
+    part = practical_partition(8, block_size=2, num_chunks=2, partition_domain="complement")
+    assert part.queries[1].tolist() == [2, 3] and part.exact[1].tolist() == [2, 3]
+    assert part.chunks[1].tolist() == [[0, 1, 4], [5, 6, 7]] and part.chunk_group().tolist() == [0, 1, 2, 3]
+    shared = practical_partition(8, block_size=2, num_chunks=4)
+    assert shared.chunks.tolist() == [[[0, 1], [2, 3], [4, 5], [6, 7]]] and shared.chunk_group().tolist() == [0] * 4
+    grid = practical_partition(16, block_size=4, num_chunks=4, layout="2d", grid=(4, 4))
+    assert grid.exact[0].tolist() == [0, 1, 4, 5] and grid.chunks[0][3].tolist() == [10, 11, 14, 15]
+    grid_c = practical_partition(16, block_size=4, num_chunks=3, layout="2d", grid=(4, 4),
+                                 partition_domain="complement")
+    assert grid_c.chunks[0].ravel().tolist() == [2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15]   # patch by patch
+    overlap = practical_partition(8, block_size=4, num_chunks=2, window="overlapping")
+    assert overlap.exact[0][overlap.exact_valid[0]].tolist() == [0, 1, 2, 3, 4, 5]
+    assert overlap.exact[1][overlap.exact_valid[1]].tolist() == [2, 3, 4, 5, 6, 7]
+    assert practical_partition(4, block_size=4, num_chunks=2, partition_domain="complement").num_chunks == 0
+    assert practical_partition(6, block_size=0, num_chunks=3).queries.tolist() == [[0, 1, 2, 3, 4, 5]]
 
 
 def test_partition_and_exact_set_helpers():

@@ -818,8 +818,10 @@ def _alg1_where(p, variant) -> bool:
     if p["layout"] == "1d":
         return n % e == 0
     side, window = math.isqrt(n), math.isqrt(e)
-    if side * side != n or window * window != e or side % window or n % c:
+    if side * side != n or window * window != e or side % window:
         return False
+    if p["domain"] == "complement":
+        return True
     patch = math.isqrt(n // c)
     return patch * patch == n // c and side % patch == 0
 
