@@ -13,10 +13,12 @@ Each row is one *case* (an estimator at one size) timed in this process, in one 
 Rows: exact softmax attention; FAVOR+ (positive features, R-ORF; features included) and linear attention
 from given features; FAVOR+ with trigonometric / positive / hyperbolic features and iid or R-ORF
 projections (:func:`rfkit.estimators.favor.favor_attention`, projection drawn once outside the timer),
-bidirectional and causal; practical EVA (:func:`rfkit.estimators.eva.eva_practical`, Eq 16, and
-:func:`rfkit.estimators.eva.eva_causal`, Algorithm 2; blocks of 64 tokens, 64 chunks, train mode: the
-chunk noise is drawn inside the timer); and the one-time sampling cost of R-ORF, H-ORF and G-ORF projections
+bidirectional and causal; and the one-time sampling cost of R-ORF, H-ORF and G-ORF projections
 (``L = null``: no sequence; no matrix products, so no roofline).
+
+EVA rows: practical EVA (:func:`rfkit.estimators.eva.eva_practical`, Eq 16) and causal EVA
+(:func:`rfkit.estimators.eva.eva_causal`, Algorithm 2) at every length, blocks of 64 tokens and 64 chunks,
+train mode (the chunk noise is drawn inside the timer), against exact softmax attention.
 
 Timings are measurements, never assertions: tests check the rows' structure and the memory law, not
 speed.
