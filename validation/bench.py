@@ -16,6 +16,10 @@ projections (:func:`rfkit.estimators.favor.favor_attention`, projection drawn on
 bidirectional and causal; and the one-time sampling cost of R-ORF, H-ORF and G-ORF projections
 (``L = null``: no sequence; no matrix products, so no roofline).
 
+EVA rows: practical EVA (:func:`rfkit.estimators.eva.eva_practical`, Eq 16) and causal EVA
+(:func:`rfkit.estimators.eva.eva_causal`, Algorithm 2) at every length, blocks of 64 tokens and 64 chunks,
+train mode (the chunk noise is drawn inside the timer), against exact softmax attention.
+
 Timings are measurements, never assertions: tests check the rows' structure and the memory law, not
 speed.
 """
@@ -39,6 +43,7 @@ from rfkit.estimators import (
     softmax_attention,
 )
 from rfkit.estimators.attention import DEFAULT_CHUNK_SIZE
+from rfkit.estimators.eva import eva_causal, eva_practical
 from rfkit.estimators.favor import draw_projection, favor_attention
 from rfkit.theory.cost import (
     feature_map_gemms,
@@ -46,6 +51,7 @@ from rfkit.theory.cost import (
     linear_attention_gemms,
     softmax_attention_gemms,
 )
+from rfkit.theory.eva import eva_practical_gemms
 from rfkit.validation.timing import peak_bytes
 
 __all__ = ["Case", "default_cases", "run_cases", "measure_roofline", "format_table"]
@@ -153,6 +159,26 @@ def _favor_variant_case(length: int, d: int, m: int, kind: str, projection: str,
                 baseline=f"exact softmax ({direction})")
 
 
+#: Practical EVA's configuration in the benchmark: ``|E|`` (block size) and ``C`` (number of chunks).
+EVA_BLOCK, EVA_CHUNKS = 64, 64
+
+
+def _eva_case(length: int, d: int, causal: bool, dtype) -> Case:
+    def setup():
+        q, k, v = _qkv(length, d, d, dtype, 1)
+        rng = np.random.default_rng(2)
+        if causal:
+            return lambda: eva_causal(q, k, v, block_size=EVA_BLOCK, chunk_size=length // EVA_CHUNKS, rng=rng,
+                                      dtype=dtype)
+        return lambda: eva_practical(q, k, v, block_size=EVA_BLOCK, num_chunks=EVA_CHUNKS, rng=rng, dtype=dtype)
+
+    direction = "causal" if causal else "bidirectional"
+    return Case(f"eva practical ({direction})", dict(L=length, d=d, m=None, dtype=np.dtype(dtype).name,
+                                                      causal=causal),
+                setup, eva_practical_gemms(length, d, d, EVA_BLOCK, EVA_CHUNKS),
+                baseline=f"exact softmax ({direction})", extra=dict(block_size=EVA_BLOCK, num_chunks=EVA_CHUNKS))
+
+
 def _without_sign_warnings(fn, *args, **kwargs):
     """Trigonometric features make renormalisers <= 0: expected here, so not announced on every timed call."""
     with warnings.catch_warnings():
@@ -191,6 +217,7 @@ def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.flo
             cases.append(_exact_case(length, d, causal, dtype))
             cases.append(_favor_case(length, d, m, causal, dtype, features_included=True))
             cases.append(_favor_case(length, d, m, causal, dtype, features_included=False))
+            cases.append(_eva_case(length, d, causal, dtype))
             if length in variant_lengths:
                 cases += [_favor_variant_case(length, d, m, kind, projection, causal, dtype)
                           for kind in FAVOR_KINDS for projection in PROJECTION_LABELS]

@@ -1,0 +1,12 @@
+"""``eva.*`` claims (Zheng et al., "Efficient Attention via Control Variates", ICLR 2023).
+
+Register: ``../shared/claims/eva.md``; seed text ``002_b2e9d84e2f6b65de.txt``. Topic modules:
+
+* :mod:`.identities` — the identities of RFA as SNIS, per-token control variates, EVA (Eqs 4, 6, 7, 11-16, 27,
+  App B, C, D, G) and the deterministic derived predictions;
+* :mod:`.inputs` — the register's input generators (the standard sweep) and proposal means.
+"""
+
+from . import identities
+
+CLAIMS = [*identities.CLAIMS]

@@ -1,0 +1,1485 @@
+"""``eva.*`` identity claims: the algebra of RFA as SNIS, per-token control variates, EVA and Scatterbrain.
+
+Every check is deterministic: for each drawn sample set (not on average) both sides are computed by
+different routes (definitions of Eq 3 from :mod:`rfkit.theory.eva`, the SNIS primitive of
+:mod:`rfkit.estimators.importance`, the linear-cost estimators of :mod:`rfkit.estimators.eva`) and compared
+with :func:`~rfkit.validation.stats.exact_test`.
+
+Tolerance. The register fixes deterministic identities at ``|Δ| <= 1e-10·(1 + largest |value| involved)``.
+We use ``1e-10`` relative to the largest absolute term *of the same query row* (every side and every
+intermediate term of the identity), which is never looser than the register's rule and keeps identities
+between tiny quantities (``h_m``, ``w_m``) meaningful. Round-off of these float64 computations is
+``~1e-15`` of that magnitude; any error of a formula (a missing weight, a wrong normaliser, a wrong
+line of a derivation) is of the order of the terms themselves.
+
+Readings. Where the register names readings of a printed statement (Eq 4's proposal, App B.1's matrix
+identity, App B.2's chain, App G.1's practical variants, App G.5's last step, App D's chunk rules) each
+is a variant with its own verdict.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import integrate
+from scipy.special import logsumexp
+
+from rfkit.estimators import snis_estimate, softmax_attention
+from rfkit.estimators.control_variates import control_variate_estimate
+from rfkit.estimators.eva import (
+    EXACT,
+    GaussianProposal,
+    LinearLayerNorm,
+    control_variate_family,
+    control_variate_terms,
+    eva_causal,
+    eva_causal_incremental,
+    eva_coefficients,
+    eva_ideal,
+    eva_practical,
+    exact_set,
+    log_xi,
+    partition_labels,
+    practical_partition,
+    rfa_attention,
+    scatterbrain_attention,
+    shared_coefficients,
+    token_coefficients,
+)
+from rfkit.theory import eva as theory
+from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
+from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.search import margin_evidence, minimize_margin
+from rfkit.validation.stats import exact_test
+
+TOLERANCE = 1e-10
+UNITS = "|Δ| / largest |term| of the query row"
+#: Independent sample sets per cell: the identity is checked for each of them.
+SETS = 3
+_TINY = np.finfo(float).tiny
+_LOG_2PI = math.log(2 * math.pi)
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _row_scale(lead: int, *arrays) -> np.ndarray:
+    """Largest ``|entry|`` of each row (the first ``lead`` axes), maximised over the arrays (broadcast)."""
+    mags = [np.abs(np.asarray(a, dtype=float)).reshape(np.shape(a)[:lead] + (-1,)).max(axis=-1) for a in arrays]
+    return np.maximum(np.maximum.reduce(np.broadcast_arrays(*mags)), _TINY)
+
+
+def _identity(ctx: CellContext, lhs, rhs, *terms, lead: int = 2, extra: dict | None = None):
+    """Exact test of ``lhs == rhs`` relative to the largest term of each row (see the module docstring)."""
+    lhs, rhs = np.asarray(lhs, dtype=float), np.asarray(rhs, dtype=float)
+    scale = _row_scale(lead, lhs, rhs, *terms)
+    scale = scale.reshape(scale.shape + (1,) * (max(lhs.ndim, rhs.ndim) - scale.ndim))
+    return exact_test(lhs, rhs, tolerance=ctx.tolerance, scale=scale, extra=extra)
+
+
+def _relative_log_gap(ctx: CellContext, log_a, log_b, extra: dict | None = None):
+    """Relative difference ``|a/b - 1|`` of two positive quantities given in log space."""
+    gap = np.abs(np.expm1(np.asarray(log_a) - np.asarray(log_b)))
+    return exact_test(gap, 0.0, tolerance=ctx.tolerance, extra=extra)
+
+
+def _inputs(ctx: CellContext, n: int = 3):
+    p = ctx.params
+    return attention_inputs(p.get("inputs", "iid"), p.get("N", n), p.get("M", 8), p.get("d", 4), p.get("dv", 2),
+                            ctx.rng, scale=p.get("s", 0.5), values=p.get("values", "iid"))
+
+
+def _proposal(ctx: CellContext, q, k) -> GaussianProposal:
+    return GaussianProposal(proposal_mean(ctx.params.get("mu", "zero"), q, k, ctx.rng))
+
+
+def _draws(ctx: CellContext, proposal: GaussianProposal, sets: int = SETS):
+    """``(omega (sets, S, d), log r)``: independent sample sets of ``S`` draws from the proposal."""
+    s, d = ctx.params.get("S", 4), proposal.dim
+    omega = proposal.sample(ctx.rng, sets * s).reshape(sets, s, d)
+    return omega, proposal.log_ratio(omega)
+
+
+def _terms(ctx: CellContext, q, k, v, omega, log_ratio, **kw):
+    return ctx.impl("control_variate_terms", control_variate_terms)(q, k, v, omega=omega, log_ratio=log_ratio, **kw)
+
+
+def _log_importance_weights(q, k, omega, proposal: GaussianProposal) -> np.ndarray:
+    """``log W(ω_s) = log p_n(ω_s) - log ρ(ω_s)`` from Eq 3's definition, ``(sets, N, S)``."""
+    log_p = np.stack([[theory.log_target_density(om, qn, k) for qn in q] for om in omega])
+    return log_p - proposal.logpdf(omega)[:, None, :]
+
+
+def _softmax(q, k, v):
+    return softmax_attention(q, k, v, scale=1.0)
+
+
+SW_GRID_SMOKE = dict(d=[1, 4], M=[1, 8], S=[1, 16], mu=["zero", "q+k1"], inputs=["iid"])
+SW_GRID_QUICK = dict(d=[1, 4, 16], M=[1, 3, 16], S=[1, 3, 64], mu=["zero", "q+mean_k", "far"],
+                     inputs=["iid", "peaked", "outlier"])
+SW_GRID_FULL = dict(d=[1, 2, 4, 8, 16, 64], M=[1, 2, 3, 16, 64, 256], S=[1, 2, 3, 4, 8, 64, 1024],
+                    mu=["zero", "q+mean_k", "q+k1", "random", "far"], s=[0.1, 0.5, 1.5],
+                    inputs=["iid", "clustered", "peaked", "flat", "outlier"])
+
+
+def _sw(**overrides) -> dict:
+    """The standard sweep per tier, with axes replaced or added."""
+    grids = {"smoke": dict(SW_GRID_SMOKE), "quick": dict(SW_GRID_QUICK), "full": dict(SW_GRID_FULL)}
+    for tier, grid in grids.items():
+        for key, value in overrides.items():
+            grid[key] = value[tier] if isinstance(value, dict) else value
+    return grids
+
+
+# ------------------------------------------------------------------------------ Eq 4: SNIS = RFA
+
+
+def _eq4_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    proposal = _proposal(ctx, q, k)
+    omega, log_ratio = _draws(ctx, proposal)
+    terms = control_variate_terms(q, k, v, omega=omega, log_ratio=log_ratio)
+    snis = snis_estimate(terms.f, log_weights=_log_importance_weights(q, k, omega, proposal))
+    phi_form = ctx.impl("rfa_attention", rfa_attention)(q, k, v, omega=omega)
+    return _identity(ctx, snis, phi_form)
+
+
+EQ4 = Claim(
+    id="eva.eq4.snis_equals_rfa", paper="eva", source="§2.2, SNIS display and Eq 4",
+    statement="With ω_1..ω_S ~ ρ, the SNIS estimate Σ_s [p_n(ω_s)/ρ(ω_s)] f_n(ω_s) / Σ_s [p_n(ω_s)/ρ(ω_s)] equals "
+              "RFA(q_n,K,V) := Σ_m φ(q_n,ω)ᵀφ(k_m,ω) v_m / Σ_m' φ(q_n,ω)ᵀφ(k_m',ω); vanilla RFA is SNIS with "
+              "ρ = N(0, I).",
+    kind="identity",
+    hypotheses="the same samples on both sides; p_n(ω)/q(ω_s) read as p_n(ω_s)/ρ(ω_s); any q_n, K, V",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_eq4_cell,
+    grid=_sw(),
+    variants=("R1", "R2"),
+    variant_notes={"R1": "ρ = N(0, I) (the sentence before Eq 4)",
+                   "R2": "ρ = N(μ, I), μ ≠ 0: left side with the proposal's weights, right side the φ form on "
+                         "the same samples (Eq 4's generic proposal)"},
+    where=lambda p, variant: (p["mu"] == "zero") == (variant == "R1"),
+    roles=("rfa_attention",), plot_x="S",
+)
+
+# ------------------------------------------------------------------- App B.1: variance expansion
+
+
+def _beta(kind: str, cov_hg: np.ndarray, var_h: float, rng) -> np.ndarray:
+    """A constant coefficient: random, aligned with ``Cov[h, g]`` or orthogonal to it (scale ``~β*``)."""
+    size = np.linalg.norm(cov_hg) / max(var_h, _TINY)
+    if kind == "aligned":
+        return cov_hg / max(var_h, _TINY) * rng.uniform(0.5, 2.0)
+    b = rng.normal(size=cov_hg.shape)
+    if kind == "orthogonal":
+        b -= (b @ cov_hg) / max(cov_hg @ cov_hg, _TINY) * cov_hg
+    return b / np.linalg.norm(b) * max(size, 1e-3)
+
+
+def _raw_second_moment(x: np.ndarray) -> np.ndarray:
+    """``mean x xᵀ`` over the draws: the magnitude sample variances are computed from (their round-off scale,
+    e.g. when a control is deterministic and its variance is pure round-off)."""
+    x = x.reshape(x.shape[0], -1)
+    return x.T @ x / x.shape[0]
+
+
+def _sample_moments(g: np.ndarray, h: np.ndarray):
+    dg, dh = g - g.mean(axis=0), h - h.mean(axis=0)
+    n = g.shape[0] - 1
+    return dg.T @ dg / n, dh @ dg / n, float(dh @ dh / n)
+
+
+def _eq20_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx, n=1)
+    proposal = _proposal(ctx, q, k)
+    if ctx.params["source"] == "sample":
+        omega, log_ratio = _draws(ctx, proposal, sets=64)
+        terms = _terms(ctx, q, k, v, omega, log_ratio)
+        g, h = terms.g[:, 0], terms.h[:, 0]
+        var_g, cov_hg, var_h = _sample_moments(g, h)
+        beta = _beta(ctx.params["beta"], cov_hg, var_h, ctx.rng)
+        g_tilde = control_variate_estimate(g, h, 1.0, beta)
+        lhs = _sample_moments(g_tilde, h)[0]
+        raw = (_raw_second_moment(g), _raw_second_moment(g_tilde),
+               _raw_second_moment(h) * np.multiply.outer(beta, beta))
+    else:
+        mom = theory.cv_moments(q[0], k, v, proposal.mean, ctx.params["S"])
+        var_g, cov_hg, var_h = mom.var_g, mom.cov_hg, mom.var_h
+        beta = _beta(ctx.params["beta"], cov_hg, var_h, ctx.rng)
+        a = v - beta
+        lhs = a.T @ mom.cov_h @ a                       # Var[Σ_m h_m (v_m - β)], not via the expansion
+        raw = ()
+    rhs = theory.cv_variance(var_g, cov_hg, var_h, beta, form="printed")
+    terms_ = (var_g, 2 * np.multiply.outer(cov_hg, beta), var_h * np.multiply.outer(beta, beta), *raw)
+    if ctx.variant == "trace":
+        lhs, rhs, terms_ = np.trace(lhs), np.trace(rhs), tuple(np.abs(t).sum() for t in terms_)
+    return _identity(ctx, lhs, rhs, *terms_, lead=0, extra=dict(beta=beta.tolist(), cov_hg=cov_hg.tolist()))
+
+
+EQ20_EXPANSION = Claim(
+    id="eva.eq20.variance_expansion", paper="eva", source="App B.1, display before Eq 20",
+    statement="Var[g̃(ω)] = Var[g(ω)] - 2 Cov[h(ω), g(ω)] βᵀ + Var[h(ω)] ββᵀ (printed as a d×d matrix identity).",
+    kind="identity",
+    hypotheses="constant β; g̃ = g - βh + βE[h] (Eq 19); g, h the RFA base estimate and control (exact Z)",
+    tolerance=TOLERANCE, units="|Δ| / largest |term| (entry or trace)",
+    cell=_eq20_cell,
+    grid={"smoke": dict(dv=[1, 2], S=[4], mu=["zero"], beta=["random", "aligned"], source=["sample", "closed_form"]),
+          "quick": dict(dv=[1, 2, 8], S=[1, 8], mu=["zero", "q+k1"], beta=["random", "aligned", "orthogonal"],
+                        source=["sample", "closed_form"]),
+          "full": dict(dv=[1, 2, 8], S=[1, 2, 8, 64], mu=["zero", "q+mean_k", "q+k1", "far"], s=[0.3, 1.0],
+                       beta=["random", "aligned", "orthogonal"], source=["sample", "closed_form"])},
+    variants=("entrywise", "trace"),
+    variant_notes={"entrywise": "the d_v × d_v matrices entry by entry, as printed",
+                   "trace": "their traces (all that Eq 20's argmin uses)"},
+    where=lambda p, variant: not (p["dv"] == 1 and p["beta"] == "orthogonal"),
+    roles=("control_variate_terms",), plot_x="dv",
+    notes="Sample covariances obey the same algebra as population ones, so the 'sample' cells compare the sample "
+          "covariance of g̃ over 64 draws with the expansion in the sample moments; 'closed_form' cells use "
+          "eva.derived.cv_moments, with Var[g̃] formed directly as Σ Cov[h_m,h_m'](v_m - β)(v_m' - β)ᵀ.",
+)
+
+# --------------------------------------------------------------------------- Eq 6 and App B.2 chain
+
+CHAIN_STEPS = ("L0-L1", "L1-L2", "L2-L3", "L3-L4", "L4-L5", "L5-L6")
+
+
+def _b2_lines(w: np.ndarray, f: np.ndarray, terms) -> list[np.ndarray]:
+    """The seven lines of App B.2 as printed (L4: elementwise product, 1 broadcast); L6 = g - β̂(h - E h)."""
+    s = w.shape[-1]
+    sw = w.sum(axis=-1)[..., None]
+    swf = np.einsum("...s,...sv->...v", w, f)
+    ratio, mean_wf, mean_w = swf / sw, swf / s, sw / s
+    return [ratio,
+            ratio - mean_wf + mean_wf,
+            ratio - (sw / sw) * mean_wf + mean_wf,
+            (1 - mean_w) / sw * swf + mean_wf,
+            ratio * (1 - mean_wf) + mean_wf,
+            mean_wf - ratio * (mean_w - 1),
+            control_variate_estimate(terms.g, terms.h, 1.0, terms.coefficient)]
+
+
+def _eq6_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    proposal = _proposal(ctx, q, k)
+    omega, log_ratio = _draws(ctx, proposal)
+    terms = _terms(ctx, q, k, v, omega, log_ratio)
+    log_w = _log_importance_weights(q, k, omega, proposal)
+    lines = _b2_lines(np.exp(log_w), terms.f, terms)
+    if ctx.params["step"] == "eq6":
+        return _identity(ctx, snis_estimate(terms.f, log_weights=log_w), lines[-1], *lines)
+    i = CHAIN_STEPS.index(ctx.params["step"])
+    return _identity(ctx, lines[i], lines[i + 1], *lines, extra=dict(step=ctx.params["step"]))
+
+
+EQ6 = Claim(
+    id="eva.eq6.snis_cv_identity", paper="eva", source="§3.1, Eq 6; App B.2 derivation",
+    statement="For every sample set, Σ_s W f / Σ_s W = (1/S)Σ_s W f - [Σ_s W f/Σ_s W]·((1/S)Σ_s W - 1) =: "
+              "g(ω) - β̂(ω)(h(ω) - E[h(ω)]) with E[h] = 1; and the B.2 chain L0..L6, line by line as printed.",
+    kind="identity",
+    hypotheses="ω_s iid from ρ; W = p_n/ρ with the exact Z",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_eq6_cell,
+    grid={"smoke": dict(S=[1, 16], mu=["zero", "far"], inputs=["iid"], step=["eq6", *CHAIN_STEPS]),
+          "quick": dict(S=[1, 2, 3, 16, 1024], mu=["zero", "q+k1", "far"], inputs=["iid", "peaked"],
+                        step=["eq6", *CHAIN_STEPS]),
+          "full": dict(S=[1, 2, 3, 16, 1024], mu=["zero", "q+mean_k", "q+k1", "random", "far"], d=[2, 8],
+                       M=[3, 64], inputs=["iid", "peaked", "outlier"], step=["eq6", *CHAIN_STEPS])},
+    variants=("eq6", "b2_chain"),
+    variant_notes={"eq6": "SNIS against g - β̂(h - 1) (Eq 6 itself)",
+                   "b2_chain": "every pair of consecutive lines L0..L6 of App B.2 as printed (L4's product of "
+                               "two d-vectors read elementwise, 1 broadcast)"},
+    where=lambda p, variant: (p["step"] == "eq6") == (variant == "eq6"),
+    roles=("control_variate_terms",), plot_x="S",
+)
+
+# ------------------------------------------------------------------------ §3.1: g, h and alpha
+
+
+def _gh_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    proposal = _proposal(ctx, q, k)
+    omega, log_ratio = _draws(ctx, proposal)
+    terms = _terms(ctx, q, k, v, omega, log_ratio)
+    w = np.exp(_log_importance_weights(q, k, omega, proposal))
+    s = omega.shape[1]
+    lq, lk = log_xi(q, omega), log_xi(k, omega)                        # (sets, N, S), (sets, M, S)
+    pair = np.exp(terms.log_alpha + lq)[..., None] * np.swapaxes(np.exp(lk), -1, -2)[:, None]  # (sets, N, S, M)
+    if ctx.params["quantity"] == "g":
+        definition = np.einsum("rns,rnsv->rnv", w, terms.f) / s
+        display = np.einsum("rnsm,mv->rnv", pair, v)
+        tokens = terms.g_tokens.sum(axis=-2)
+    else:
+        definition = w.sum(axis=-1) / s
+        display = pair.sum(axis=(-2, -1))
+        tokens = terms.h_tokens.sum(axis=-1)
+    return _identity(ctx, np.stack([display, tokens]), np.stack([definition, definition]), lead=3)
+
+
+GH = Claim(
+    id="eva.sec3_1.gh_decomposition", paper="eva", source="§3.1, displays after Eq 6 and the definitions of g_m, h_m",
+    statement="g(ω) = Σ_s α(ω_s) Σ_m ξ(q_n,ω_s)ξ(k_m,ω_s) v_m and h(ω) = Σ_s α(ω_s) Σ_m ξ(q_n,ω_s)ξ(k_m,ω_s), "
+              "α(ω_s) = (1/S) N(ω_s;0,I)/(Z ρ(ω_s)); exchanging the sums gives g = Σ_m g_m and h = Σ_m h_m.",
+    kind="identity",
+    hypotheses="definitions of §3.1 (g = (1/S)Σ_s W f, h = (1/S)Σ_s W with W = p_n/ρ); any ω",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_gh_cell,
+    grid=_sw(quantity=["g", "h"], inputs={"smoke": ["iid"], "quick": ["iid", "peaked"],
+                                          "full": ["iid", "clustered", "peaked", "flat"]}),
+    roles=("control_variate_terms",), plot_x="S",
+    notes="Routes: the definition (1/S)Σ_s W f with W from Eq 3's density; the display Σ_s α ξ ξ v; Σ_m g_m.",
+)
+
+
+def _alpha_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    proposal = _proposal(ctx, q, k)
+    omega, log_ratio = _draws(ctx, proposal)
+    q2, k2, v2 = _inputs(ctx)
+    changed = ctx.params["changed"]
+    other = dict(q=(q2, k, v), K=(q, k2, v), V=(q, k, v2))[changed]
+    log_alpha = _terms(ctx, q, k, v, omega, log_ratio).log_alpha
+    log_alpha2 = _terms(ctx, *other, omega, log_ratio).log_alpha
+    return _relative_log_gap(ctx, log_alpha2, log_alpha, extra=dict(changed=changed))
+
+
+ALPHA = Claim(
+    id="eva.sec3_1.alpha_constant", paper="eva", source="§3.1, definition of α(ω_s)",
+    statement="α(ω_s) := (1/S) N(ω_s;0,I)/(Z ρ(ω_s)) collects terms that are constant with respect to queries, "
+              "keys and values.",
+    kind="identity",
+    hypotheses="fixed samples ω and fixed proposal ρ; q_n, K, V each changed separately (fresh draws)",
+    tolerance=TOLERANCE, units="relative difference |α'/α - 1|",
+    cell=_alpha_cell,
+    grid=_sw(changed=["q", "K", "V"], M={"smoke": [8], "quick": [3, 16], "full": [2, 16, 256]},
+             inputs={"smoke": ["iid"], "quick": ["iid"], "full": ["iid", "clustered", "peaked"]}),
+    roles=("control_variate_terms",), plot_x="changed",
+    notes="α contains Z = Σ_m exp(q_n·k_m), a function of the query and of every key.",
+)
+
+# ---------------------------------------------------------------------------- Eq 7 and Eq 14
+
+
+def _eq7_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
+    terms = _terms(ctx, q, k, v, omega, log_ratio)
+    tokens = control_variate_family(terms, shared_coefficients(terms), per_token=True)
+    rfa = ctx.impl("rfa_attention", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
+    return _identity(ctx, tokens.sum(axis=-2), rfa, tokens.sum(axis=-2), terms.g, lead=2)
+
+
+EQ7 = Claim(
+    id="eva.eq7.local_cv_sum", paper="eva", source="§3.1, Eq 7 (β(ω) in the first line read as β̂(ω))",
+    statement="g̃(ω) = Σ_m g̃_m(ω) with g̃_m(ω) = g_m(ω) - β̂(ω)(h_m(ω) - E[h_m(ω)]), the same β̂(ω) = g/h for all m; "
+              "hence Σ_m g̃_m equals the SNIS/RFA estimate.",
+    kind="identity",
+    hypotheses="E[h_m] = exp(q_n·k_m)/Z (Eq 22); samples shared by all keys",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_eq7_cell, grid=_sw(),
+    roles=("control_variate_terms", "rfa_attention"), plot_x="S",
+    notes="Right side: rfa_attention's linear-cost path (features and linear_attention) on the same ω.",
+)
+
+
+def _eq14_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
+    terms = _terms(ctx, q, k, v, omega, log_ratio)
+    ratio = terms.g_tokens.sum(axis=-2) / terms.h_tokens.sum(axis=-1)[..., None]
+    rfa = ctx.impl("rfa_attention", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
+    return _identity(ctx, ratio, rfa)
+
+
+EQ14 = Claim(
+    id="eva.eq14.rfa_ratio_form", paper="eva", source="§4.1, Eq 14; App B.7",
+    statement="RFA(q_n,K,V) = g(ω)/h(ω) = Σ_m g_m(ω) / Σ_m h_m(ω).",
+    kind="identity", hypotheses="definitions of §3.1; samples shared by all keys",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_eq14_cell, grid=_sw(),
+    roles=("control_variate_terms", "rfa_attention"), plot_x="S",
+)
+
+# ----------------------------------------------------------------------------------- Prop 1, Eq 12
+
+
+def _ratio_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
+    terms = _terms(ctx, q, k, v, omega, log_ratio)
+    h = terms.h_tokens[..., None]
+    usable = h > 1e3 * _TINY                        # h_m ≠ 0 (the hypothesis) in floating point
+    ratio = np.where(usable, terms.g_tokens / np.where(usable, h, 1.0), v)
+    return _identity(ctx, ratio, np.broadcast_to(v, ratio.shape), lead=3,
+                     extra=dict(underflowed=int((~usable).sum())))
+
+
+PROP1_RATIO = Claim(
+    id="eva.prop1.ratio_equals_value", paper="eva", source="Prop 1, Eq 8 (last equality); App B.4 first display",
+    statement="g_m(ω)/h_m(ω) = v_m.",
+    kind="identity", hypotheses="h_m(ω) ≠ 0; any ρ, any S >= 1",
+    tolerance=TOLERANCE, units="|Δ| / largest |term| of the key row",
+    cell=_ratio_cell, grid=_sw(),
+    roles=("control_variate_terms",), plot_x="S",
+    notes="g_m is formed from its definition Σ_s α ξ(q) ξ(k_m) v_m (the sum over s taken last).",
+)
+
+
+def _recovery_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
+    terms = _terms(ctx, q, k, v, omega, log_ratio)
+    tokens = control_variate_family(terms, token_coefficients(terms), per_token=True)
+    part = ctx.params["part"]
+    if part == "a":
+        target = np.exp(theory.log_softmax_weights(q, k))[..., None] * v
+        return _identity(ctx, tokens, np.broadcast_to(target, tokens.shape), terms.g_tokens, lead=3)
+    g_tilde = tokens.sum(axis=-2)
+    if part == "b":
+        return _identity(ctx, g_tilde, np.broadcast_to(_softmax(q, k, v), g_tilde.shape), terms.g)
+    rfa = ctx.impl("rfa_attention", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
+    return _identity(ctx, rfa, g_tilde, extra=dict(reading="RFA_ρ(q_n) = g̃(ω), the chain's first equality"))
+
+
+PROP1_RECOVERY = Claim(
+    id="eva.prop1.softmax_recovery", paper="eva", source="Prop 1 (last sentence); App B.4, Eq 23 and after",
+    statement="With β̂_m = v_m for all m: g̃_m(ω) = v_m E[h_m] = exp(q_n·k_m) v_m/Z (Eq 23), and "
+              "'RFA(q_n,K,V) = g̃(ω) = SoftmaxAttn(q_n,K,V)', with zero bias and zero variance.",
+    kind="identity", hypotheses="as Prop 1; any ρ, S",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_recovery_cell,
+    grid=_sw(part=["a", "b", "c"]),
+    roles=("control_variate_terms", "rfa_attention"), plot_x="part",
+    notes="Parts: (a) g̃_m - w_m v_m per draw; (b) ‖g̃ - SoftmaxAttn‖; (c) ‖RFA_ρ(q_n) - g̃(ω)‖ with RFA_ρ from "
+          "rfa_attention on the same ω (the printed chain's first equality).",
+)
+
+
+def _eq12_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
+    terms = _terms(ctx, q, k, v, omega, log_ratio)
+    tokens = control_variate_family(terms, token_coefficients(terms), per_token=True)
+    exact = np.exp(theory.log_softmax_weights(q, k))[..., None] * v
+    return _identity(ctx, tokens, np.broadcast_to(exact, tokens.shape), terms.g_tokens,
+                     terms.h_tokens[..., None] * v, lead=3)
+
+
+EQ12 = Claim(
+    id="eva.eq12.exact_token_term", paper="eva", source="§4.1, Eq 12",
+    statement="For m ∈ E with β̂_m = v_m: g̃_m(ω) = g_m(ω) - v_m h_m(ω) + v_m exp(q_n·k_m)/Z = exp(q_n·k_m) v_m/Z.",
+    kind="identity",
+    hypotheses="E ∩ P_c = ∅ and (∪_c P_c) ∪ E = [M] (stated without loss of generality); every key may be in E",
+    tolerance=TOLERANCE, units="|Δ| / largest |term| of the key row",
+    cell=_eq12_cell, grid=_sw(),
+    roles=("control_variate_terms",), plot_x="S",
+)
+
+# ------------------------------------------------------------------------------ App B.6, Eq 11
+
+
+def _partition_labels(ctx: CellContext, m: int, chunks: int, exact=None, keys=None) -> np.ndarray:
+    return partition_labels(m, chunks, exact=exact, layout=ctx.params.get("layout", "contiguous"), keys=keys,
+                            rng=ctx.rng)
+
+
+def _shared_beta(ctx: CellContext, kind: str, q, k, v, alpha, values):
+    if kind == "rfa":
+        omega = ctx.rng.normal(size=(16, q.shape[1]))
+        return rfa_attention(q, k, v, omega=omega)[0]
+    if kind == "softmax_U":
+        return alpha @ values
+    if kind == "zero":
+        return np.zeros(v.shape[1])
+    return 3.0 * ctx.rng.normal(size=v.shape[1])
+
+
+def _b6_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _inputs(ctx, n=1)
+    m = k.shape[0]
+    universe = np.arange(m) if p["U"] == "all" else np.arange(m // 4, m)        # E = the first quarter
+    labels = _partition_labels(ctx, universe.size, min(p["C"], universe.size), keys=k[universe])
+    alpha = np.exp(theory.log_softmax_weights(q[0], k[universe]))
+    local = theory.local_softmax(q[0], k[universe], v[universe], labels)[1]
+    beta = _shared_beta(ctx, p["beta"], q, k, v, alpha, v[universe])
+    dec = theory.error_decomposition(alpha, v[universe], labels, beta, coefficients=local)
+    if p["part"] == "cross":
+        return exact_test(dec["cross"], 0.0, tolerance=ctx.tolerance, scale=max(dec["cross_scale"], _TINY))
+    scale = max(dec["total"], dec["between"], dec["within"], _TINY)
+    return exact_test(dec["total"], dec["between"] + dec["within"], tolerance=ctx.tolerance, scale=scale,
+                      extra=dict(reduction=dec["between"] / max(dec["total"], _TINY)))
+
+
+APPB6 = Claim(
+    id="eva.appb6.error_decomposition", paper="eva", source="App B.6, displays after 'To see the error reduction'",
+    statement="For any shared β̂ and β_c = β*_c (local softmax), with ŵ_m := exp(q_n·k_m)/Σ_{m'∈U} exp(q_n·k_m'): the "
+              "cross term Σ_c Σ_{m∈P_c} ŵ_m (β̂ - β_c)ᵀ(β_c - β*_m) = 0, and J(β̂,…,β̂) = Σ_c Σ_{m∈P_c} ŵ_m ‖β̂ - β_c‖² + "
+              "Σ_c Σ_{m∈P_c} ŵ_m ‖β_c - β*_m‖².",
+    kind="identity", hypotheses="β*_m = v_m; U and its partition arbitrary; any q_n, K, V, β̂",
+    tolerance=TOLERANCE, units="|Δ| / (sum of |cross summands|, or largest of J and its two parts)",
+    cell=_b6_cell,
+    grid={"smoke": dict(M=[1, 16], C=[1, 4], U=["all", "complement"], beta=["rfa", "random"], layout=["contiguous"],
+                        part=["cross", "decomposition"]),
+          "quick": dict(M=[1, 3, 16, 64], C=[1, 2, 4, 16], U=["all", "complement"],
+                        beta=["rfa", "softmax_U", "zero", "random"], layout=["contiguous", "random", "clustered"],
+                        inputs=["iid", "clustered"], part=["cross", "decomposition"]),
+          "full": dict(M=[1, 3, 16, 64, 256, 1024], C=[1, 2, 4, 16, 64, 1024], U=["all", "complement"],
+                       beta=["rfa", "softmax_U", "zero", "random"], layout=["contiguous", "random", "clustered"],
+                       inputs=["iid", "clustered", "peaked"], s=[0.3, 1.5], part=["cross", "decomposition"])},
+    where=lambda p, v: p["C"] <= p["M"],
+    plot_x="C",
+)
+
+
+def _eq11_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx)
+    omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
+    labels = _partition_labels(ctx, k.shape[0], min(ctx.params["C"], k.shape[0]), keys=k)
+    terms = _terms(ctx, q, k, v, omega, log_ratio)
+    tokens = control_variate_family(terms, eva_coefficients(terms, labels), per_token=True)
+    log_pi, _ = theory.local_softmax(q, k, v, labels)
+    rfa = ctx.impl("rfa_attention", rfa_attention)
+    lhs = np.stack([tokens[..., labels == c, :].sum(axis=-2) for c in range(log_pi.shape[-1])])
+    rhs = np.stack([np.exp(log_pi[:, c])[:, None] * rfa(q, k[labels == c], v[labels == c], omega=omega,
+                                                         log_ratio=log_ratio) for c in range(log_pi.shape[-1])])
+    return _identity(ctx, lhs, rhs, np.abs(tokens).sum(axis=-2)[None], lead=3)
+
+
+EQ11 = Claim(
+    id="eva.eq11.subset_estimator_collapse", paper="eva", source="§4.1, Eq 11",
+    statement="Σ_{m∈P_c} (g_m(ω) - β̂_c(ω) h_m(ω) + β̂_c(ω) exp(q_n·k_m)/Z) = [Σ_{m∈P_c} exp(q_n·k_m)/Z] β̂_c(ω), "
+              "β̂_c(ω) = Σ_{P_c} g_m / Σ_{P_c} h_m.",
+    kind="identity", hypotheses="any subset P_c, any ω (samples shared by the subsets)",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_eq11_cell,
+    grid=_sw(C={"smoke": [1, 3], "quick": [1, 2, 4, 16], "full": [1, 2, 4, 16, 64, 256]},
+             layout={"smoke": ["contiguous"], "quick": ["contiguous", "random"],
+                     "full": ["contiguous", "random", "clustered"]},
+             mu={"smoke": ["zero"], "quick": ["zero", "far"], "full": ["zero", "q+mean_k", "far"]}),
+    where=lambda p, v: p["C"] <= p["M"],
+    roles=("control_variate_terms", "rfa_attention"), plot_x="C",
+    notes="Right side: π_c from the exact local log-sum-exp, β̂_c as RFA restricted to P_c on the same ω "
+          "(rfa_attention's linear path).",
+)
+
+# ---------------------------------------------------------------------------------- Eq 13 / Eq 15
+
+
+def _chunk_proposals(ctx: CellContext, q, k, labels, chunks: int):
+    """Per-subset proposals ``N(μ_c, I)``, ``μ_c = q_1 + mean_{P_c} k`` (the local Eq 28 analogue)."""
+    means = np.stack([q[0] + k[labels == c].mean(axis=0) for c in range(chunks)])
+    return GaussianProposal(means)
+
+
+def _eq15_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _inputs(ctx)
+    m = k.shape[0]
+    exact = np.arange(min(p["E"], m))
+    chunks = min(p["C"], m - exact.size)
+    labels = _partition_labels(ctx, m, chunks, exact=exact, keys=k)
+    s = p["S"]
+    if p["sampling"] == "shared":
+        proposal = _proposal(ctx, q, k)
+        omega, log_ratio = _draws(ctx, proposal)
+        terms = [_terms(ctx, q, k, v, omega, log_ratio)] * max(chunks, 1)
+    else:
+        proposal = _chunk_proposals(ctx, q, k, labels, chunks)
+        omega = proposal.sample(ctx.rng, SETS * s).reshape(chunks, SETS, s, -1).transpose(1, 0, 2, 3)
+        log_ratio = proposal.log_ratio(omega)
+        terms = [_terms(ctx, q, k, v, omega[:, c], log_ratio[:, c]) for c in range(chunks)]
+    eq13 = ctx.impl("eva_ideal", eva_ideal)(q, k, v, labels, omega=omega, log_ratio=log_ratio, sampling=p["sampling"])
+    form = _cv_sum(terms, labels) if p["form"] == "cv_sum" else _eq15_form(terms, q, k, v, labels)
+    return _identity(ctx, form, eq13)
+
+
+def _cv_sum(terms, labels) -> np.ndarray:
+    """Σ_m g̃_m with assignment (iii); subset c's tokens come from its own sample set."""
+    total = 0.0
+    for c, t in enumerate(terms):
+        tokens = control_variate_family(t, eva_coefficients(t, labels), per_token=True)
+        keep = (labels == c) | ((labels == EXACT) & (c == 0))
+        total = total + tokens[..., keep, :].sum(axis=-2)
+    return total
+
+
+def _eq15_form(terms, q, k, v, labels) -> np.ndarray:
+    """Σ_{m∈E} w_m g_m/h_m + Σ_c π_c Σ_{P_c} g_m / Σ_{P_c} h_m (Eq 15)."""
+    w = np.exp(theory.log_softmax_weights(q, k))
+    log_pi, _ = theory.local_softmax(q, k, v, labels)
+    exact = labels == EXACT
+    g0, h0 = terms[0].g_tokens, terms[0].h_tokens
+    out = np.einsum("nm,rnmv->rnv", w[:, exact], g0[..., exact, :] / h0[..., exact, None])
+    for c, t in enumerate(terms):
+        inside = labels == c
+        ratio = t.g_tokens[..., inside, :].sum(axis=-2) / t.h_tokens[..., inside].sum(axis=-1)[..., None]
+        out = out + np.exp(log_pi[:, c])[:, None] * ratio
+    return out
+
+
+EQ15 = Claim(
+    id="eva.eq15.eva_ratio_form", paper="eva", source="§4.1, Eq 13 and Eq 15; App B.7",
+    statement="EVA(q_n,K,V) := g̃(ω) = Σ_{m∈E} g̃_m + Σ_{m∉E} g̃_m = Σ_{m∈E}(e_m/Z) v_m + Σ_c (Σ_{P_c} e_m/Z) β̂_c(ω) "
+              "(Eq 13) = Σ_{m∈E}(e_m/Z) g_m/h_m + Σ_c (Σ_{P_c} e_m/Z) Σ_{P_c} g_m/Σ_{P_c} h_m (Eq 15).",
+    kind="identity",
+    hypotheses="E and {P_c} disjoint and covering [M]; coefficients v_m on E and β̂_c on P_c; shared or "
+               "per-chunk sampling",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_eq15_cell,
+    grid={"smoke": dict(M=[8], E=[0, 2], C=[1, 3], S=[4], sampling=["shared", "per_chunk"],
+                        form=["cv_sum", "eq15"]),
+          "quick": dict(M=[3, 16], E=[0, 1, 4], C=[1, 2, 8], S=[1, 16], layout=["contiguous", "random"],
+                        sampling=["shared", "per_chunk"], form=["cv_sum", "eq15"], inputs=["iid", "clustered"]),
+          "full": dict(M=[3, 16, 64], E=[0, 1, 4, 16], C=[1, 2, 8, 32], S=[1, 16, 256], d=[2, 16],
+                       layout=["contiguous", "random", "clustered"], sampling=["shared", "per_chunk"],
+                       form=["cv_sum", "eq15"],
+                       inputs=["iid", "clustered", "peaked", "outlier"])},
+    where=lambda p, v: p["E"] + p["C"] <= p["M"],
+    roles=("control_variate_terms", "eva_ideal"), plot_x="C",
+    notes="Eq 13 from eva_ideal (exact log-sum-exp masses, joint log-sum-exp coefficients); the CV-sum form from "
+          "control_variate_family with assignment (iii); Eq 15 from g_m, h_m and the exact masses.",
+)
+
+# --------------------------------------------------------------------------- Eq 16 from Eq 13
+
+
+def _sigma(name: str, d: int, rng):
+    if name == "identity":
+        return None
+    if name == "ln_identity_init":
+        return LinearLayerNorm.identity_init(d)
+    return LinearLayerNorm.random_init(d, rng=rng)
+
+
+def _practical_inputs(ctx: CellContext):
+    p = ctx.params
+    return attention_inputs(p.get("inputs", "iid"), p["N"], p["N"], p.get("d", 4), p.get("dv", 2), ctx.rng,
+                            scale=p.get("s", 0.5))
+
+
+def _eq16_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _practical_inputs(ctx)
+    sigma = _sigma(p["sigma"], q.shape[1], ctx.rng)
+    options = dict(block_size=p["E"], num_chunks=p["C"], partition_domain="complement", sigma_q=sigma,
+                   sigma_k=sigma, mode=p["mode"], rng=ctx.rng, return_details=True)
+    y16, det = ctx.impl("eva_practical", eva_practical)(q, k, v, chunk_logit="lse", **options)
+    part = det.partition
+    eq13 = np.empty_like(y16)
+    for b, queries in enumerate(part.queries):
+        labels = np.full(k.shape[0], EXACT)
+        labels[part.chunks[b].ravel()] = np.repeat(np.arange(part.num_chunks), part.chunks.shape[-1])
+        omega = det.omega[b]                                                   # (C, 1, d): ω_c of this block
+        log_ratio = GaussianProposal(det.mu[b]).log_ratio(omega)
+        eq13[queries] = eva_ideal(q[queries], k, v, labels, omega=omega, log_ratio=log_ratio, sampling="per_chunk")
+    gaps = _representative_log_gaps(q, k, det)
+    return _identity(ctx, y16[None], eq13[None], extra=dict(log_mass_ratio_quantiles=gaps))
+
+
+def _representative_log_gaps(q, k, det) -> list[float]:
+    """Quantiles (0, .25, .5, .75, 1) over queries and chunks of ``q_n·k̃_c - LSE_{m∈P_c}(q_n·k_m)`` (no pass/fail
+    role: how far Eq 16's substitution is from the exact masses for this σ)."""
+    part = det.partition
+    gaps = []
+    for b, queries in enumerate(part.queries):
+        exact = logsumexp(np.einsum("nd,cld->ncl", q[queries], k[part.chunks[b]]), axis=-1)
+        gaps.append(q[queries] @ det.k_tilde[b].T - exact)
+    return np.quantile(np.concatenate(gaps).ravel(), [0, 0.25, 0.5, 0.75, 1]).tolist()
+
+
+EQ16 = Claim(
+    id="eva.eq16.reduction_from_eq13", paper="eva", source="§4.2 (display for Z and Eq 16)",
+    statement="Z = Σ_{m∈E} e_m + Σ_c Σ_{m∈P_c} e_m, and applying Σ_{m∈P_c} exp(q_n·k_m) ≈ exp(q_n·k̃_c) to the subset "
+              "weights and to Z turns Eq 13 into Eq 16.",
+    kind="identity",
+    hypotheses="E and {P_c} partition [M]; checkable content: Eq 16 equals Eq 13 (same β̂_c) whenever "
+               "exp(q_n·k̃_c) = Σ_{m∈P_c} e_m (diagnostic (b) of practical EVA, partition_domain = complement)",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_eq16_cell,
+    grid={"smoke": dict(N=[16], E=[4], C=[2, 4], sigma=["identity"], mode=["train"]),
+          "quick": dict(N=[16, 48], E=[4, 8, 16], C=[1, 2, 4], sigma=["identity", "ln_random"],
+                        mode=["train", "eval"], inputs=["iid", "clustered"]),
+          "full": dict(N=[64, 256], E=[4, 16, 64], C=[1, 4, 16], sigma=["identity", "ln_identity_init", "ln_random"],
+                       mode=["train", "eval"], inputs=["iid", "clustered", "transformer"])},
+    where=lambda p, v: p["N"] % p["E"] == 0 and (p["N"] - p["E"]) % p["C"] == 0 and p["E"] < p["N"],
+    roles=("eva_practical",), plot_x="C",
+    notes="Eq 13 from eva_ideal with per-chunk samples equal to the practical run's ω_c (S = 1). The extra field "
+          "log_mass_ratio_quantiles reports log[exp(q_n·k̃_c)/Σ_{P_c} e_m] for the representative logits.",
+)
+
+# ------------------------------------------------------------------------------ App C identities
+
+
+def _eq27_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, _ = _inputs(ctx, n=1)
+    if p["points"] == "grid":
+        axes = [np.linspace(-4, 4, 9) + (q[0, i] + k[:, i].mean()) for i in range(q.shape[1])]
+        omega = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, q.shape[1])
+    else:
+        omega = ctx.rng.normal(size=(64, q.shape[1])) * 2.0 + q[0] + k.mean(axis=0)
+    return _relative_log_gap(ctx, theory.log_target_density(omega, q[0], k),
+                             theory.log_target_mixture_density(omega, q[0], k))
+
+
+EQ27_MIXTURE = Claim(
+    id="eva.eq27.local_mixture_identity", paper="eva", source="App C, definitions of f_c and p_c",
+    statement="p_c(ω) := N(ω;0,I) Σ_{m∈P_c} ξ(q_n,ω)ξ(k_m,ω) / Σ_{m'∈P_c} exp(q_n·k_m') = Σ_{m∈P_c} [exp(q_n·k_m) / "
+              "Σ_{m'∈P_c} exp(q_n·k_m')] N(ω; q_n + k_m, I).",
+    kind="identity", hypotheses="any q_n, keys of P_c (M here), ω",
+    tolerance=TOLERANCE, units="relative difference of the densities",
+    cell=_eq27_cell,
+    grid={"smoke": dict(d=[1, 2], M=[1, 4], points=["random", "grid"]),
+          "quick": dict(d=[1, 2, 8], M=[1, 4, 16], points=["random", "grid"], inputs=["iid", "peaked", "outlier"]),
+          "full": dict(d=[1, 2, 8, 64], M=[1, 4, 16, 256], points=["random", "grid"], s=[0.1, 0.5, 1.5],
+                       inputs=["iid", "clustered", "peaked", "flat", "outlier"])},
+    where=lambda p, v: p["points"] == "random" or p["d"] <= 2,
+    plot_x="M",
+)
+
+
+def _single_sample_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _inputs(ctx, n=p["M"])
+    mu = proposal_mean(p["mu"], q, k, ctx.rng)
+    omega = mu + ctx.rng.normal(size=mu.shape)                       # the one sample ω^c ~ ρ_c
+    proposal = GaussianProposal(mu)
+    labels = np.zeros(k.shape[0], dtype=np.int64)                    # one subset P_c, E = ∅ (π_c = 1)
+    general = eva_ideal(q, k, v, labels, omega=omega[None], log_ratio=proposal.log_ratio(omega[None]))
+    _, det = ctx.impl("eva_practical", eva_practical)(q, k, v, block_size=0, num_chunks=1, mode="eval",
+                                                      mu_rule=omega, return_details=True)
+    query_free = det.coefficients[0, 0]
+    lhs = np.concatenate([general, general[1:]])
+    rhs = np.concatenate([np.broadcast_to(query_free, general.shape), general[:1].repeat(len(general) - 1, 0)])
+    return _identity(ctx, lhs[None], rhs[None])
+
+
+APPC_QUERY_FREE = Claim(
+    id="eva.appc.single_sample_query_free", paper="eva", source="App C, display for one sample (w^c read as ω^c)",
+    statement="With one sample ω^c from ρ_c the factors N(ω^c;0,I)/(Z ρ_c(ω^c)) and ξ(q_n, ω^c) cancel: β̂_c = "
+              "Σ_{m∈P_c} ξ(k_m, ω^c) v_m / Σ_{m∈P_c} ξ(k_m, ω^c), independent of q_n (precomputed once per chunk).",
+    kind="identity", hypotheses="S = 1; a chunk proposal that does not depend on n",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_single_sample_cell,
+    grid={"smoke": dict(d=[1, 4], M=[1, 8], mu=["zero", "q+mean_k"]),
+          "quick": dict(d=[1, 4, 16], M=[1, 3, 16], mu=["zero", "q+mean_k", "far"], inputs=["iid", "outlier"]),
+          "full": dict(d=[1, 2, 4, 16, 64], M=[1, 3, 16, 64, 256], mu=["zero", "q+mean_k", "q+k1", "random", "far"],
+                       inputs=["iid", "clustered", "peaked", "outlier"])},
+    roles=("eva_practical",), plot_x="M",
+    notes="General formula: eva_ideal (S = 1, one subset, the query and weight factors kept) for every query; "
+          "query-free formula: practical EVA's precomputed single-sample coefficient at ω_c = ω^c.",
+)
+
+
+def _algorithm1_literal(q, k, v, part, sigma, omega_of) -> np.ndarray:
+    """Algorithm 1 as printed: a loop over chunks (k̃_c, q_c(ω), ω_c, β̂_c), then a loop over queries (S, R, Z)."""
+    sigma = sigma or (lambda x: x)
+    coefficients = {}
+    for g, chunk_set in enumerate(part.chunks):
+        for c, idx in enumerate(chunk_set):
+            k_tilde, q_tilde = sigma(k[idx].mean(axis=0)), sigma(q[idx].mean(axis=0))
+            omega = omega_of(g, c, q_tilde + k_tilde)
+            xi = np.array([math.exp(omega @ k[m] - 0.5 * k[m] @ k[m]) for m in idx])
+            coefficients[g, c] = (k_tilde, sum(xi[i] / xi.sum() * v[m] for i, m in enumerate(idx)))
+    y = np.zeros((q.shape[0], v.shape[1]))
+    group = part.chunk_group()
+    for b, queries in enumerate(part.queries):
+        local = part.exact[b][part.exact_valid[b]]
+        for n in queries:
+            s_num = sum(math.exp(q[n] @ k[m]) * v[m] for m in local)
+            z = sum(math.exp(q[n] @ k[m]) for m in local)
+            chunks = [coefficients[group[b], c] for c in range(part.num_chunks)]
+            r = sum(math.exp(q[n] @ kt) * beta for kt, beta in chunks)
+            z += sum(math.exp(q[n] @ kt) for kt, _ in chunks)
+            y[n] = (s_num + r) / z
+    return y
+
+
+def _alg1_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _practical_inputs(ctx)
+    sigma = _sigma(p["sigma"], q.shape[1], ctx.rng)
+    grid = (math.isqrt(p["N"]),) * 2 if p["layout"] == "2d" else None
+    part = practical_partition(p["N"], block_size=p["E"], num_chunks=p["C"], partition_domain=p["domain"],
+                               layout=p["layout"], grid=grid)
+    eps = ctx.rng.normal(size=part.chunks.shape[:2] + (q.shape[1],))
+    y = ctx.impl("eva_practical", eva_practical)(q, k, v, block_size=p["E"], num_chunks=p["C"],
+                                                 partition_domain=p["domain"], layout=p["layout"], grid=grid,
+                                                 sigma_q=sigma, sigma_k=sigma, mode=p["mode"], eps=eps)
+    train = p["mode"] == "train"
+    literal = _algorithm1_literal(q, k, v, part, sigma, lambda g, c, mu: mu + eps[g, c] if train else mu)
+    return _identity(ctx, y[None], literal[None])
+
+
+def _alg1_where(p, variant) -> bool:
+    n, e, c = p["N"], p["E"], p["C"]
+    if (p["domain"] == "complement" and (e >= n or (n - e) % c)) or (p["domain"] == "all" and n % c):
+        return False
+    if p["layout"] == "1d":
+        return n % e == 0
+    side, window = math.isqrt(n), math.isqrt(e)
+    if side * side != n or window * window != e or side % window:
+        return False
+    if p["domain"] == "complement":
+        return True
+    patch = math.isqrt(n // c)
+    return patch * patch == n // c and side % patch == 0
+
+
+ALG1 = Claim(
+    id="eva.alg1.implements_eq16", paper="eva", source="App C, Algorithm 1 (ℛ's k_c read as k̃_c)",
+    statement="Algorithm 1 computes y_n = (𝒮 + ℛ)/Z with 𝒮 = Σ_{m∈E^n} exp(q_n·k_m) v_m, ℛ = Σ_c exp(q_n·k̃_c) β̂_c, "
+              "Z = Σ_{m∈E^n} exp(q_n·k_m) + Σ_c exp(q_n·k̃_c) and the single-sample β̂_c, i.e. Eq 16.",
+    kind="identity", hypotheses="as practical EVA; the same ε on both sides",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_alg1_cell,
+    grid={"smoke": dict(N=[16], E=[4], C=[2, 4], domain=["all"], layout=["1d", "2d"], mode=["train"],
+                        sigma=["identity"]),
+          "quick": dict(N=[16, 36], E=[4, 9], C=[1, 3, 4], domain=["all", "complement"], layout=["1d", "2d"],
+                        mode=["train", "eval"], sigma=["identity", "ln_random"]),
+          "full": dict(N=[16, 36, 64, 144], E=[4, 9, 16], C=[1, 3, 4, 9, 16], domain=["all", "complement"],
+                       layout=["1d", "2d"], mode=["train", "eval"], sigma=["identity", "ln_random"])},
+    where=_alg1_where,
+    roles=("eva_practical",), plot_x="C",
+    notes="The literal loop reads the index sets from practical_partition and evaluates exp directly (moderate "
+          "inputs); with partition_domain = complement β̂_c is recomputed per block (the printed P_c^n). Only the "
+          "numpy backend exists: Numba and Torch backends of practical EVA are not implemented.",
+)
+
+# ---------------------------------------------------------------------------------- causal (App D)
+
+CAUSAL_VARIANTS = {"alg2": dict(chunk_mask="alg2", window="block"),
+                   "before_own_chunk": dict(chunk_mask="before_own_chunk", window="block"),
+                   "overlapping_window": dict(chunk_mask="alg2", window="overlapping")}
+
+
+def _positions(n: int, block: int, chunk: int) -> list[int]:
+    """Query positions at block and chunk boundaries (and the first and last but one)."""
+    cand = {0, block - 1, block, 2 * block - 1, chunk - 1, chunk, 2 * chunk, n - 2}
+    return sorted(t for t in cand if 0 <= t <= n - 2)
+
+
+def _causal_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _practical_inputs(ctx)
+    n, d = q.shape
+    options = dict(block_size=p["E"], chunk_size=p["chunk"], mode=p["mode"], **CAUSAL_VARIANTS[ctx.variant])
+    eps = ctx.rng.normal(size=(n // p["chunk"], d))
+    causal = ctx.impl("eva_causal", eva_causal)
+    full = causal(q, k, v, eps=eps, **options)
+    lhs, rhs = [], []
+    if p["part"] == "incremental":
+        lhs.append(ctx.impl("eva_causal_incremental", eva_causal_incremental)(q, k, v, eps=eps, **options))
+        rhs.append(full)
+    for t in _positions(n, p["E"], p["chunk"]) if p["part"] != "incremental" else []:
+        if p["part"] == "perturb":
+            q2, k2, v2 = (a.copy() for a in (q, k, v))
+            for a in (q2, k2, v2):
+                a[t + 1:] = ctx.rng.normal(size=a[t + 1:].shape) * 30.0
+            other = causal(q2, k2, v2, eps=eps, **options)
+        else:
+            other = causal(q[:t + 1], k[:t + 1], v[:t + 1], eps=eps, **options)
+        lhs.append(other[:t + 1])
+        rhs.append(full[:t + 1])
+    return _identity(ctx, np.concatenate(lhs)[None], np.concatenate(rhs)[None])
+
+
+CAUSAL = Claim(
+    id="eva.appd.causal_no_future_leak", paper="eva", source="§4.2 'Extension to Autoregressive Modeling'; App D; "
+                                                             "Algorithm 2",
+    statement="The two triangular masks (intra-block |E|×|E| and inter-chunk C×C) remove all information from future "
+              "tokens in E and from entire future chunks, so each query depends only on tokens at positions <= n.",
+    kind="identity", hypotheses="self-attention; equal block sizes; chunks as in causal EVA; the same ε",
+    tolerance=TOLERANCE, units="|Δy| / largest |y| of the compared rows",
+    cell=_causal_cell,
+    grid={"smoke": dict(N=[24], E=[4], chunk=[2, 8], mode=["train"], part=["perturb", "prefix", "incremental"]),
+          "quick": dict(N=[24, 40], E=[1, 2, 4, 8], chunk=[2, 4, 8], mode=["train", "eval"],
+                        part=["perturb", "prefix", "incremental"]),
+          "full": dict(N=[40, 130], E=[1, 2, 4, 16, 64, 128], chunk=[1, 2, 4, 16, 64], mode=["train", "eval"],
+                       part=["perturb", "prefix", "incremental"], inputs=["iid", "transformer"])},
+    variants=tuple(CAUSAL_VARIANTS),
+    variant_notes={"alg2": "Algorithm 2: chunks ending at or before the block start b^n",
+                   "before_own_chunk": "released code: chunks with an index below that of n's chunk",
+                   "overlapping_window": "E^n = previous block + current block up to n (alg2 chunk rule)"},
+    where=lambda p, v: p["E"] < p["N"] and p["chunk"] < p["N"],
+    roles=("eva_causal", "eva_causal_incremental"), plot_x="E",
+    notes="Parts: 'perturb' replaces every token after t by fresh draws 30× larger and compares rows <= t; 'prefix' "
+          "runs on positions 0..t only; 'incremental' compares the parallel mask-matrix form with the token-by-token "
+          "set-based form. Positions t at block and chunk boundaries.",
+)
+
+# ---------------------------------------------------------------------------------------- App G.1
+
+
+def _full_exact_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _practical_inputs(ctx)
+    exact = _softmax(q, k, v)
+    if ctx.variant == "ideal":
+        omega = ctx.rng.normal(size=(1, p["S"], q.shape[1]))
+        y = ctx.impl("eva_ideal", eva_ideal)(q, k, v, np.full(k.shape[0], EXACT), omega=omega)
+    else:
+        domain = "complement" if ctx.variant == "practical_complement" else "all"
+        chunks = 0 if ctx.variant == "practical_c0" else p["C"]
+        y = ctx.impl("eva_practical", eva_practical)(q, k, v, block_size=p["N"], num_chunks=chunks,
+                                                     partition_domain=domain, rng=ctx.rng)
+    return _identity(ctx, np.asarray(y).reshape((1,) + exact.shape), exact[None], extra=dict(variant=ctx.variant))
+
+
+APPG1_FULL = Claim(
+    id="eva.appg1.full_exact_set_is_softmax", paper="eva", source="App G.1",
+    statement="If |E| = M, EVA (Eq 13) equals softmax attention.",
+    kind="identity", hypotheses="E = [M], no subsets",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_full_exact_cell,
+    grid={"smoke": dict(N=[8], d=[4], S=[1, 4], C=[1, 2]),
+          "quick": dict(N=[1, 8, 32], d=[1, 4], S=[1, 16], C=[1, 4], inputs=["iid", "peaked", "outlier"]),
+          "full": dict(N=[1, 8, 32, 128], d=[1, 4, 16], S=[1, 16, 256], C=[1, 4, 8],
+                       inputs=["iid", "clustered", "peaked", "flat", "outlier"])},
+    variants=("ideal", "practical_c0", "practical_all", "practical_complement"),
+    variant_notes={"ideal": "EVA13 (eva_ideal) with E = [M]",
+                   "practical_c0": "practical EVA, one block of size M and C = 0",
+                   "practical_all": "practical EVA, one block of size M and C > 0 chunks of [M]",
+                   "practical_complement": "practical EVA, one block of size M and C > 0 chunks of [M] \\ E = ∅"},
+    where=lambda p, v: (p["C"] == 1 or v in ("practical_all", "practical_complement")) and
+    (v != "practical_all" or p["N"] % p["C"] == 0) and (p["S"] == 1 or v == "ideal"),
+    roles=("eva_ideal", "eva_practical"), plot_x="N",
+)
+
+
+SINGLETON_SIGMAS = {"practical_identity": "identity", "practical_ln_identity_init": "ln_identity_init",
+                    "practical_ln_random": "ln_random"}
+
+
+def _singleton_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _practical_inputs(ctx)
+    n, d = q.shape
+    exact = _softmax(q, k, v)
+    if ctx.variant == "ideal":
+        shape = (SETS, p["S"], d) if p["sampling"] == "shared" else (SETS, n, p["S"], d)
+        proposal = _proposal(ctx, q, k)
+        omega = proposal.sample(ctx.rng, int(np.prod(shape[:-1]))).reshape(shape)
+        y = ctx.impl("eva_ideal", eva_ideal)(q, k, v, np.arange(n), omega=omega, log_ratio=proposal.log_ratio(omega),
+                                             sampling=p["sampling"])
+    else:
+        sigma = _sigma(SINGLETON_SIGMAS[ctx.variant], d, ctx.rng)
+        y = ctx.impl("eva_practical", eva_practical)(q, k, v, block_size=0, num_chunks=n, sigma_q=sigma,
+                                                     sigma_k=sigma, mode=p["mode"], rng=ctx.rng)[None]
+    return _identity(ctx, y, np.broadcast_to(exact, y.shape), extra=dict(variant=ctx.variant))
+
+
+APPG1_SINGLETON = Claim(
+    id="eva.appg1.singleton_chunks_is_softmax", paper="eva", source="App G.1",
+    statement="If C = M (every subset a single token), EVA (Eq 13) equals softmax attention.",
+    kind="identity", hypotheses="E = ∅, P_c = {c}",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_singleton_cell,
+    grid={"smoke": dict(N=[8], d=[4], S=[1, 4], mu=["zero"], sampling=["shared"], mode=["train"]),
+          "quick": dict(N=[1, 8, 32], d=[1, 4], S=[1, 16], mu=["zero", "far"], sampling=["shared", "per_chunk"],
+                        mode=["train", "eval"], inputs=["iid", "outlier"]),
+          "full": dict(N=[1, 8, 32, 128], d=[1, 4, 16], S=[1, 16, 256], mu=["zero", "q+mean_k", "far"],
+                       sampling=["shared", "per_chunk"], mode=["train", "eval"],
+                       inputs=["iid", "clustered", "peaked", "outlier"])},
+    variants=("ideal", *SINGLETON_SIGMAS),
+    variant_notes={"ideal": "EVA13 (eva_ideal), singleton subsets, any S, shared and per-chunk sampling",
+                   "practical_identity": "practical EVA, C = M, |E| = 0, σ = identity",
+                   "practical_ln_identity_init": "practical EVA, C = M, |E| = 0, σ = LN∘Linear at identity init",
+                   "practical_ln_random": "practical EVA, C = M, |E| = 0, σ = LN∘Linear, random init (xavier, "
+                                          "gain 1/√2)"},
+    where=lambda p, v: p["mode"] == "train" if v == "ideal" else
+    (p["S"] == 1 and p["sampling"] == "shared" and p["mu"] == "zero"),
+    roles=("eva_ideal", "eva_practical"), plot_x="N",
+)
+
+
+def _one_chunk_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _practical_inputs(ctx)
+    rfa = ctx.impl("rfa_attention", rfa_attention)
+    if ctx.variant == "ideal":
+        omega = ctx.rng.normal(size=(SETS, p["S"], q.shape[1]))
+        y = ctx.impl("eva_ideal", eva_ideal)(q, k, v, np.zeros(k.shape[0], dtype=np.int64), omega=omega)
+        return _identity(ctx, y, rfa(q, k, v, omega=omega))
+    rule = "zero" if ctx.variant == "practical_mu_zero" else "q+k"
+    y, det = ctx.impl("eva_practical", eva_practical)(q, k, v, block_size=0, num_chunks=1, mu_rule=rule,
+                                                      mode=p["mode"], rng=ctx.rng, return_details=True)
+    omega = det.omega[0, 0]                                          # (1, d): the chunk's single sample
+    exact = _softmax(q, k, v)
+    many = rfa(q, k, v, omega=ctx.rng.normal(size=(128, q.shape[1])))
+    extra = dict(error_practical=float(np.mean((y - exact) ** 2)), error_rfa_s128=float(np.mean((many - exact) ** 2)))
+    return _identity(ctx, y[None], rfa(q, k, v, omega=omega)[None], extra=extra)
+
+
+APPG1_ONE_CHUNK = Claim(
+    id="eva.appg1.one_chunk_no_exact_is_rfa", paper="eva", source="App G.1",
+    statement="If |E| = 0 and C = 1, EVA recovers vanilla RFA.",
+    kind="identity", hypotheses="E = ∅, P_1 = [M]; the same samples on both sides",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_one_chunk_cell,
+    grid={"smoke": dict(N=[8], d=[4], S=[1, 16], mode=["train"]),
+          "quick": dict(N=[1, 8, 32], d=[1, 4], S=[1, 3, 64], mode=["train", "eval"], inputs=["iid", "outlier"]),
+          "full": dict(N=[1, 8, 32, 128], d=[1, 4, 16, 64], S=[1, 3, 64, 1024], mode=["train", "eval"],
+                       inputs=["iid", "clustered", "peaked", "outlier"])},
+    variants=("ideal", "practical_mu_zero", "practical_mu_rule"),
+    variant_notes={"ideal": "EVA13 with E = ∅, C = 1, shared ω ~ N(0, I), against vanilla RFA on the same ω",
+                   "practical_mu_zero": "practical EVA (|E| = 0, C = 1, S = 1, μ_1 = 0) against vanilla RFA with S = 1 "
+                                        "at the same ω",
+                   "practical_mu_rule": "as practical_mu_zero with μ_1 = q̃_1 + k̃_1 (Eq 28)"},
+    where=lambda p, v: (p["mode"] == "train") if v == "ideal" else p["S"] == 1,
+    roles=("eva_ideal", "eva_practical", "rfa_attention"), plot_x="N",
+    notes="Practical cells also report, with no pass/fail role, the mean squared error to softmax of practical EVA "
+          "and of vanilla RFA with S = 128 (extra fields).",
+)
+
+# --------------------------------------------------------------------------------- App G.5 Scatterbrain
+
+
+def _exact_sets(ctx: CellContext, q, k) -> np.ndarray:
+    """``E`` per query ``(N, M)``: the local block containing the query's position, or its top-|E| keys."""
+    size, kind = min(ctx.params["E"], k.shape[0]), "top" if ctx.params["layout"] == "top" else "local"
+    mask = np.zeros((q.shape[0], k.shape[0]), bool)
+    for i in range(q.shape[0]):
+        mask[i, exact_set(q[i], k, size, kind=kind, position=i)] = True
+    return mask
+
+
+def _scatterbrain_pieces(ctx: CellContext):
+    q, k, v = _practical_inputs(ctx)
+    mask = _exact_sets(ctx, q, k)
+    omega = ctx.rng.normal(size=(ctx.params["S"], q.shape[1]))
+    terms = _terms(ctx, q, k, v, omega, np.zeros(omega.shape[0]))
+    parts = ctx.impl("scatterbrain_attention", scatterbrain_attention)(q, k, v, omega=omega, exact=mask,
+                                                                        return_parts=True)
+    return q, k, v, mask, terms, parts
+
+
+def _step_b(terms, mask, beta, log_norm, q, k, v):
+    """Σ_E e_m v_m/Z' + Σ_{m∉E}(g'_m - β h'_m) + β Σ_{m∉E} h̃_m/Z' with Z' = exp(log_norm) (g', h' rescaled to Z').
+
+    Returns the value and its round-off magnitude: the sum of the absolute values of the terms added.
+    """
+    rescale = np.exp(terms.log_z - log_norm)[..., None]                   # Z/Z'
+    out_ = (~mask).astype(float)
+    g = terms.g_tokens * rescale[..., None]
+    h = terms.h_tokens * rescale                                           # also h̃_m/Z' = Z h_m/Z'
+    exact = (np.exp(q @ k.T - log_norm[:, None]) * mask) @ v
+    value = (exact + np.einsum("nm,nmv->nv", out_, g - beta[:, None, :] * h[..., None])
+             + beta * (h * out_).sum(axis=-1)[:, None])
+    magnitude = (np.abs(exact) + np.einsum("nm,nmv->nv", out_, np.abs(g))
+                 + 2 * np.abs(beta) * (h * out_).sum(axis=-1)[:, None])
+    return value, magnitude
+
+
+def _printed_last_line(terms, mask, q, k, v):
+    """Eq 31's last line as printed: [Σ_{m∉E} φᵀφ v_m + Σ_{m'∉E} e_m' v_m'] / Z."""
+    out_ = (~mask).astype(float)
+    g = terms.g_tokens
+    e_over = np.exp(q @ k.T - terms.log_z[:, None])
+    return np.einsum("nm,nmv->nv", out_, g) + (e_over * out_) @ v
+
+
+def _log_z_hat(terms, mask) -> np.ndarray:
+    """``log Ẑ`` from App G.5's definition: ``Ẑ = Σ_E e_m + Σ_{m∉E} h̃_m`` with ``h̃_m = Z h_m`` (ρ = N(0, I))."""
+    return terms.log_z + np.log((terms.softmax_weights * mask).sum(axis=-1) + (terms.h_tokens * ~mask).sum(axis=-1))
+
+
+def _scatterbrain_cell(ctx: CellContext):
+    q, k, v, mask, terms, parts = _scatterbrain_pieces(ctx)
+    beta = np.stack([terms.coefficient, 3.0 * ctx.rng.normal(size=terms.coefficient.shape)])   # several β̂
+    step = ctx.params["step"]
+    log_z, log_z_hat = terms.log_z, _log_z_hat(terms, mask)
+    eq30 = parts.numerator / parts.denominator[:, None]
+    if step == "a":
+        coefficients = np.where(mask[..., None], v, beta[:, :, None, :])
+        family = control_variate_family(terms, coefficients)
+        exact = (np.exp(q @ k.T - log_z[:, None]) * mask) @ v
+        printed = (exact + np.einsum("nm,bnmv->bnv", (~mask).astype(float), terms.g_tokens - beta[:, :, None, :]
+                                     * terms.h_tokens[..., None])
+                   + beta * (1 - (np.exp(q @ k.T - log_z[:, None]) * mask).sum(axis=-1))[:, None])
+        return _identity(ctx, printed, family, terms.g_tokens.sum(axis=-2)[None], beta)
+    if step in ("b", "c1", "c2"):
+        lhs, size = (np.stack(a) for a in zip(*(_step_b(terms, mask, b, log_z_hat if step == "c1" else log_z, q, k,
+                                                        v) for b in beta), strict=True))
+    else:
+        lhs = _printed_last_line(terms, mask, q, k, v)[None]
+        size = np.abs(lhs)
+    if step == "b":
+        y_prime_over_z = parts.numerator * np.exp(parts.log_scale - log_z)[:, None]
+        return _identity(ctx, lhs, np.broadcast_to(y_prime_over_z, lhs.shape), size)
+    return _identity(ctx, lhs, np.broadcast_to(eq30, lhs.shape), size, extra=dict(step=step))
+
+
+# Budget: ~1.7 s at the quick tier (378 cells; each forms the N×S×M weighted kernel tensor for two β̂ and two
+# normalisers). The register's sweep of |E|, S, layouts and the five steps/readings is what it costs.
+SCATTERBRAIN = Claim(
+    id="eva.appg5.scatterbrain_special_case", paper="eva", source="App G.5, Eqs 29-31",
+    statement="Scatterbrain (Eq 30) is a special case of EVA: with E = Supp_n(S), per-token coefficients on E, one "
+              "shared coefficient β̂ on [M] \\ E, ρ = N(0, I), and Z estimated by Ẑ = Σ_E e_m + Σ_{∉E} φ(q_n)ᵀφ(k_m) in "
+              "the control-variate mean, the estimator becomes Eq 30.",
+    kind="identity", hypotheses="ρ = N(0, I); S samples; E arbitrary (local block or top-|E|); several β̂",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_scatterbrain_cell,
+    grid={"smoke": dict(N=[8], S=[16], E=[0, 2, 8], layout=["block"], step=["a", "b", "c1", "c2", "c3"]),
+          "quick": dict(N=[8, 32], S=[1, 16, 96], E=[0, 1, 4, 32], layout=["block", "top"],
+                        step=["a", "b", "c1", "c2", "c3"]),
+          "full": dict(N=[49, 196], S=[1, 16, 96, 1024], E=[0, 1, 49, 196], layout=["block", "top"],
+                       inputs=["iid", "peaked", "transformer"], step=["a", "b", "c1", "c2", "c3"])},
+    variants=("c1", "c2", "c3"),
+    variant_notes={"c1": "the (b) expression with Z replaced by Ẑ, against Eq 30",
+                   "c2": "the (b) expression with Z, against Eq 30",
+                   "c3": "the last line of Eq 31 as printed (denominator Z, exact term over m' ∉ E), against Eq 30"},
+    where=lambda p, v: p["E"] <= p["N"] and p["step"] in ("a", "b", v),
+    roles=("control_variate_terms", "scatterbrain_attention"), plot_x="E",
+    notes="Steps (a) the exact rewriting for any β̂ against the control-variate family; (b) after the first ≈ "
+          "(ĥ_m read as h̃_m = Z h_m): Σ_E e v/Z + Σ_{∉E} g_m = y'_n/Z with y'_n from Eq 29; (c) per reading.",
+)
+
+
+def _irrelevance_cell(ctx: CellContext):
+    q, k, v, mask, terms, parts = _scatterbrain_pieces(ctx)
+    betas = [np.zeros_like(terms.coefficient), terms.coefficient, ctx.rng.normal(size=terms.coefficient.shape)]
+    huge = ctx.rng.normal(size=terms.coefficient.shape)
+    betas.append(1e6 * huge / np.linalg.norm(huge, axis=-1, keepdims=True))
+    expression = ctx.params["expression"]
+    if expression == "c3":
+        line = _printed_last_line(terms, mask, q, k, v)
+        outs, sizes = [line] * len(betas), [np.abs(line)] * len(betas)
+    else:
+        log_norm = terms.log_z if expression == "b" else _log_z_hat(terms, mask)
+        outs, sizes = zip(*(_step_b(terms, mask, b, log_norm, q, k, v) for b in betas), strict=True)
+    size = np.max(np.stack(sizes), axis=0)
+    return _identity(ctx, np.stack(outs[1:]), np.broadcast_to(outs[0], (len(outs) - 1,) + outs[0].shape),
+                     np.broadcast_to(size, (len(outs) - 1,) + size.shape), extra=dict(expression=expression))
+
+
+SCATTERBRAIN_BETA = Claim(
+    id="eva.appg5.coefficient_irrelevance", paper="eva", source="App G.5, last sentence",
+    statement="The equivalence with Scatterbrain holds for every choice of the shared coefficient β̂.",
+    kind="identity", hypotheses="as eva.appg5.scatterbrain_special_case",
+    tolerance=TOLERANCE, units="|Δ| / sum of the |terms| of the expression (query row)",
+    cell=_irrelevance_cell,
+    grid={"smoke": dict(N=[8], S=[16], E=[0, 2], layout=["block"], expression=["b", "c1", "c3"]),
+          "quick": dict(N=[8, 32], S=[1, 16, 96], E=[0, 1, 4, 32], layout=["block", "top"],
+                        expression=["b", "c1", "c3"]),
+          "full": dict(N=[49, 196], S=[1, 16, 96, 1024], E=[0, 1, 49, 196], layout=["block", "top"],
+                       inputs=["iid", "peaked"], expression=["b", "c1", "c3"])},
+    where=lambda p, v: p["E"] <= p["N"],
+    roles=("control_variate_terms", "scatterbrain_attention"), plot_x="E",
+    notes="β̂ ∈ {0, the realised RFA coefficient, a random vector, a vector of norm 1e6}; expression b is also "
+          "reading c2 (Z kept); c3 (Eq 31's last line) contains no β̂.",
+)
+
+# ----------------------------------------------------------------------------- derived predictions
+
+
+def _quadrature_log_ratio_integral(a, b, mu) -> float:
+    """``log ∫ N(ω;a,I) N(ω;b,I)/N(ω;μ,I) dω`` by adaptive quadrature, one coordinate at a time (the densities
+    factorise). Each 1-D integrand is shifted by its numerically located peak and integrated over ±40 around it
+    (relative accuracy ~1e-14); nothing of the closed form is used."""
+    grid = np.linspace(-60.0, 60.0, 2001)
+    total = 0.0
+    for ai, bi, mi in zip(a, b, mu, strict=True):
+        def log_f(t, ai=ai, bi=bi, mi=mi):
+            return -0.5 * ((t - ai) ** 2 + (t - bi) ** 2 - (t - mi) ** 2) - 0.5 * _LOG_2PI
+
+        peak = float(grid[np.argmax(log_f(grid))])
+        top = float(log_f(peak))
+        value, _ = integrate.quad(lambda t, top=top: math.exp(log_f(t) - top), peak - 40.0, peak + 40.0,
+                                  points=[peak], epsabs=0.0, epsrel=1e-13, limit=400)
+        total += math.log(value) + top
+    return total
+
+
+def _gaussian_product_cell(ctx: CellContext):
+    p = ctx.params
+    d, norm = p["d"], p["norm"]
+    x, y = (norm * u / np.linalg.norm(u) for u in ctx.rng.normal(size=(2, d)))
+    part = p["part"]
+    if part == "pointwise":
+        omega = ctx.rng.normal(size=(64, d)) * 2.0 + (x + y)
+        return _relative_log_gap(ctx, *theory.gaussian_product_sides(x, y, omega))
+    if part == "integral":
+        mu = ctx.rng.normal(size=d) * norm / math.sqrt(d)
+        return _relative_log_gap(ctx, _quadrature_log_ratio_integral(x, y, mu),
+                                 theory.log_gaussian_ratio_integral(x, y, mu))
+    q, k, v = x[None], np.stack([y, -0.5 * x, ctx.rng.normal(size=d)]), ctx.rng.normal(size=(3, 2))
+    proposal = GaussianProposal(ctx.rng.normal(size=d))
+    omega, log_ratio = _draws(_with_params(ctx, S=16), proposal, sets=1)
+    if part == "mixture":
+        return _relative_log_gap(ctx, theory.log_target_density(omega[0], q[0], k),
+                                 theory.log_target_mixture_density(omega[0], q[0], k))
+    comps = theory.log_mixture_components(omega[0], q[0], k) - proposal.logpdf(omega[0])   # (M, S)
+    terms = control_variate_terms(q, k, v, omega=omega, log_ratio=log_ratio)
+    w_f = np.exp(terms.log_importance_weights)[..., None] * terms.f                          # (1, 1, S, d_v)
+    mixture = np.exp(comps).T @ v
+    return _identity(ctx, w_f[0, 0], mixture, lead=1)
+
+
+def _with_params(ctx: CellContext, **params) -> CellContext:
+    """A copy of ``ctx`` with some parameters replaced (same rng)."""
+    from dataclasses import replace
+
+    return replace(ctx, params=dict(ctx.params, **params))
+
+
+GAUSSIAN_PRODUCT = Claim(
+    id="eva.derived.gaussian_product", paper="eva", source="register, derived prediction (Gaussian product identity)",
+    statement="For all x, y, ω: N(ω;0,I) ξ(x,ω) ξ(y,ω) = exp(x·y) N(ω; x+y, I); hence p_n(ω) = Σ_m w_m N(ω; u_m, I), "
+              "W(ω) f_n(ω) = Σ_m w_m v_m N(ω; u_m, I)/ρ(ω), and ∫ N(ω;a,I) N(ω;b,I)/N(ω;μ,I) dω = exp((a-μ)·(b-μ)).",
+    kind="identity", hypotheses="any x, y, ω ∈ R^d; unit-covariance Gaussians for the integral",
+    tolerance=TOLERANCE, units="relative difference",
+    cell=_gaussian_product_cell,
+    grid={"smoke": dict(d=[1, 4], norm=[0.5, 2.0], part=["pointwise", "mixture", "weighted", "integral"]),
+          "quick": dict(d=[1, 2, 8], norm=[0.5, 2.0, 5.0], part=["pointwise", "mixture", "weighted", "integral"]),
+          "full": dict(d=[1, 2, 8, 64], norm=[0.1, 0.5, 2.0, 5.0], part=["pointwise", "mixture", "weighted",
+                                                                         "integral"])},
+    plot_x="norm",
+    notes="The integral is checked by adaptive quadrature per coordinate (to ~1e-14), not by Monte Carlo: one "
+          "claim has one tolerance, and a Monte Carlo cell could not resolve 1e-10 (tests/test_eva_theory.py also "
+          "checks it by seeded Monte Carlo).",
+)
+
+
+def _f_invariant_cell(ctx: CellContext):
+    q, k, v = _inputs(ctx, n=4)
+    omega, log_ratio = _draws(ctx, _proposal(ctx, q, k), sets=1)
+    f = control_variate_terms(q, k, v, omega=omega, log_ratio=log_ratio).f[0]           # (N, S, d_v)
+    rfa = ctx.impl("rfa_attention", rfa_attention)
+    query_free = rfa(np.zeros((1, q.shape[1])), k, v, omega=omega[0][:, None, :])[:, 0]  # S = 1 RFA at q = 0
+    return _identity(ctx, f, np.broadcast_to(query_free, f.shape), lead=2)
+
+
+F_INVARIANT = Claim(
+    id="eva.derived.f_query_invariant", paper="eva", source="register, derived prediction (f_n does not depend on q_n)",
+    statement="f_n(ω) = Σ_m ξ(k_m,ω) v_m / Σ_m ξ(k_m,ω): the factor ξ(q_n,ω) cancels, so f_n does not depend on q_n.",
+    kind="identity", hypotheses="any q_n, K, V, ω",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_f_invariant_cell, grid=_sw(),
+    roles=("rfa_attention",), plot_x="S",
+    notes="Left: f_n(ω_s) from Eq 3 with each query; right: single-sample RFA at q = 0 (the query-free formula).",
+)
+
+
+def _parabola_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _inputs(ctx, n=1)
+    proposal = _proposal(ctx, q, k)
+    beta = ctx.rng.normal(size=v.shape[1])
+    part = p["part"]
+    if part == "per_draw":
+        omega, log_ratio = _draws(ctx, proposal)
+        terms = _terms(ctx, q, k, v, omega, log_ratio)
+        tokens = control_variate_family(terms, beta, per_token=True)
+        rewritten = terms.h_tokens[..., None] * (v - beta) + beta * terms.softmax_weights[..., None]
+        return _identity(ctx, tokens, rewritten, terms.g_tokens, lead=3)
+    if part in ("token_sample", "subset_sample"):
+        omega, log_ratio = _draws(ctx, proposal, sets=64)
+        terms = _terms(ctx, q, k, v, omega, log_ratio)
+        tokens = control_variate_family(terms, beta, per_token=True)[:, 0]              # (R, M, d_v)
+        h = terms.h_tokens[:, 0]
+        cov_h = np.cov(h.T, ddof=1).reshape(h.shape[1], h.shape[1])
+        subset = np.arange(h.shape[1] // 2, h.shape[1])
+        if part == "token_sample":
+            lhs = np.array([np.trace(np.atleast_2d(np.cov(tokens[:, m].T))) for m in range(h.shape[1])])
+            rhs = np.array([theory.token_cv_variance(cov_h[m, m], v[m], beta) for m in range(h.shape[1])])
+            raw = (tokens ** 2).sum(axis=-1).mean(axis=0)
+        else:
+            lhs = np.trace(np.atleast_2d(np.cov(tokens[:, subset].sum(axis=1).T)))
+            rhs = theory.subset_cv_variance(cov_h, v, beta, subset)
+            raw = (tokens[:, subset].sum(axis=1) ** 2).sum(axis=-1).mean()
+        return _identity(ctx, lhs, rhs, raw, lead=lhs.ndim)
+    mom = theory.cv_moments(q[0], k, v, proposal.mean, p["S"])
+    subset = np.arange(k.shape[0] // 2, k.shape[0])
+    best = theory.subset_variance_minimiser(mom.cov_h, v, subset)
+    var_hp = mom.cov_h[np.ix_(subset, subset)].sum()
+    step = ctx.rng.normal(size=v.shape[1])
+    lhs = theory.subset_cv_variance(mom.cov_h, v, best + step, subset) - theory.subset_cv_variance(mom.cov_h, v, best,
+                                                                                                   subset)
+    return _identity(ctx, lhs, var_hp * (step @ step), theory.subset_cv_variance(mom.cov_h, v, best + step, subset),
+                     lead=0)
+
+
+CV_PARABOLA = Claim(
+    id="eva.derived.cv_parabola", paper="eva", source="register, derived prediction (the parabola in the coefficient)",
+    statement="g_m(ω) = h_m(ω) v_m; for a constant β, g_m - β(h_m - w_m) = h_m(v_m - β) + βw_m, so Tr Var[g_m - "
+              "β(h_m - w_m)] = Var[h_m]‖v_m - β‖²; for a subset P, Tr Var[Σ_P(g_m - β(h_m - w_m))] = Σ_{m,m'∈P} "
+              "Cov[h_m,h_m'](v_m - β)·(v_m' - β), minimised by β_var,P = Σ Cov[h_m,h_m'] v_m'/Σ Cov[h_m,h_m'].",
+    kind="identity", hypotheses="constant β; S iid draws from N(μ, I); Var[H_P] > 0 for the minimiser (M = 1 with "
+                                "μ = q + k_1 makes h_1 deterministic)",
+    tolerance=TOLERANCE, units="|Δ| / largest |term|",
+    cell=_parabola_cell,
+    grid={"smoke": dict(M=[1, 8], S=[4], mu=["zero"], part=["per_draw", "token_sample", "subset_sample",
+                                                             "minimiser"]),
+          "quick": dict(M=[1, 3, 16], S=[1, 8], mu=["zero", "q+k1", "far"], dv=[1, 3],
+                        part=["per_draw", "token_sample", "subset_sample", "minimiser"]),
+          "full": dict(M=[1, 3, 16, 64], S=[1, 8, 64], mu=["zero", "q+mean_k", "q+k1", "far"], dv=[1, 3, 8],
+                       s=[0.3, 1.0], part=["per_draw", "token_sample", "subset_sample", "minimiser"])},
+    where=lambda p, v: not (p["part"] == "minimiser" and p["M"] == 1 and p["mu"] in ("q+k1", "q+mean_k")),
+    roles=("control_variate_terms",), plot_x="M",
+    notes="Variances by sample moments over 64 draws (the algebra holds for sample moments exactly) and, for the "
+          "minimiser, from the closed-form Cov[h_m, h_m'] of eva.derived.cv_moments: f(β* + δ) - f(β*) = "
+          "Var[H_P]‖δ‖² (no linear term) for a random δ.",
+)
+
+
+J_PARTS = ("pythagoras", "best_shared", "prop2_optimum", "prop2_best_shared", "prop2_between", "refinement")
+
+
+def _alpha(kind: str, m: int, rng) -> np.ndarray:
+    if kind == "uniform":
+        return np.full(m, 1.0 / m)
+    if kind == "dirichlet":
+        a = rng.dirichlet(np.full(m, 0.1))
+        a = np.maximum(a, 1e-300)
+        return a / a.sum()
+    a = np.full(m, 1e-12)
+    a[0] = 1.0
+    return a / a.sum()
+
+
+def _refined(labels: np.ndarray, rng) -> np.ndarray:
+    """A refinement of ``labels``: every subset of size >= 2 split in two at a random point."""
+    out = labels.copy()
+    nxt = labels.max() + 1
+    for c in range(labels.max() + 1):
+        idx = np.flatnonzero(labels == c)
+        if idx.size >= 2:
+            out[idx[rng.integers(1, idx.size):]] = nxt
+            nxt += 1
+    return out
+
+
+def _j_cell(ctx: CellContext):
+    p = ctx.params
+    m, part = p["M"], p["part"]
+    anchors = ctx.rng.normal(size=(m, 2))                               # positions the clustered layout groups
+    labels = _partition_labels(ctx, m, min(p["C"], m), keys=anchors)
+    if part.startswith("prop2"):
+        q, k, v = _inputs(ctx, n=1)
+        alpha, targets = np.exp(theory.log_softmax_weights(q[0], k)), v
+        log_pi, local = theory.local_softmax(q[0], k, v, labels)
+        optimum = theory.partition_optimal_coefficients(alpha, targets, labels)
+        if part == "prop2_optimum":
+            return _identity(ctx, optimum, local, lead=1)
+        softmax_u = _softmax(q, k, v)[0]
+        if part == "prop2_best_shared":
+            return _identity(ctx, alpha @ targets, softmax_u, lead=0)
+        lhs = theory.weighted_error(alpha, targets, labels, softmax_u) - theory.weighted_error(alpha, targets, labels,
+                                                                                             local)
+        rhs = float(np.exp(log_pi) @ ((local - softmax_u) ** 2).sum(axis=1))
+        return _identity(ctx, lhs, rhs, theory.weighted_error(alpha, targets, labels, softmax_u), lead=0)
+    alpha, targets = _alpha(p["alpha"], m, ctx.rng), ctx.rng.normal(size=(m, 3)) * 2
+    optimum = theory.partition_optimal_coefficients(alpha, targets, labels)
+    beta = ctx.rng.normal(size=3) * 3
+    shared = theory.weighted_error(alpha, targets, labels, beta)
+    if part == "pythagoras":
+        lhs = shared - theory.weighted_error(alpha, targets, labels, optimum)
+        return _identity(ctx, lhs, theory.pythagoras_gap(alpha, targets, labels, beta), shared, lead=0)
+    if part == "best_shared":
+        best = alpha @ targets
+        lhs = shared - theory.weighted_error(alpha, targets, labels, best)
+        return _identity(ctx, lhs, (beta - best) @ (beta - best), shared, lead=0)
+    return _refinement_evidence(ctx, alpha, targets, labels, _refined(labels, ctx.rng))
+
+
+def _optimal_j(alpha, targets, labels) -> float:
+    return theory.weighted_error(alpha, targets, labels, theory.partition_optimal_coefficients(alpha, targets, labels))
+
+
+def _refinement_evidence(ctx: CellContext, alpha, targets, coarse, fine):
+    j_coarse, j_fine = _optimal_j(alpha, targets, coarse), _optimal_j(alpha, targets, fine)
+    return margin_evidence(j_coarse - j_fine, tolerance=ctx.tolerance, scale=max(j_coarse, _TINY),
+                           extra=dict(j_coarse=j_coarse, j_fine=j_fine))
+
+
+def _j_search(ctx: CellContext):
+    """Minimise the refinement margin ``(J_P(opt) - J_P'(opt))/J_P(opt)`` over weights (log-weights in [-30, 30])
+    and targets in [-5, 5] for P = {0,1}{2,3} and its refinement P' = {0}{1}{2,3}."""
+    coarse, fine = np.array([0, 0, 1, 1]), np.array([0, 1, 2, 2])
+
+    def weights(x):
+        w = np.exp(x[:4] - x[:4].max())
+        return w / w.sum()
+
+    def margin(x):
+        alpha, targets = weights(x), x[4:, None]
+        j_coarse = _optimal_j(alpha, targets, coarse)
+        return (j_coarse - _optimal_j(alpha, targets, fine)) / max(j_coarse, _TINY)
+
+    res = minimize_margin(margin, [(-30.0, 30.0)] * 4 + [(-5.0, 5.0)] * 4, rng=ctx.rng, restart=ctx.restart or 0,
+                          maxiter=200)
+    return _refinement_evidence(ctx, weights(res.x), res.x[4:, None], coarse, fine)
+
+
+J_PYTHAGORAS = Claim(
+    id="eva.derived.j_pythagoras", paper="eva",
+    source="register, derived prediction (weighted-MSE Pythagorean identity)",
+    statement="J(β,…,β) - J(β*_1,…,β*_C) = Σ_c A_c ‖β - β*_c‖² for every β; the best shared coefficient is "
+              "Σ_m α_m β*_m; with Prop 2's weights the optimum is the local softmax, the best shared coefficient "
+              "β*_U and J(β*_U) - J(β*_c) = Σ_c π̂_c ‖β*_c - β*_U‖²; a refining partition never increases "
+              "the optimal J.",
+    kind="identity", hypotheses="α_m > 0 summing to 1 (Eq 24) or softmax weights over U (Eq 9); any partition",
+    tolerance=TOLERANCE, units="|Δ| / largest |term| (refinement: margin / J_P)",
+    cell=_j_cell,
+    grid={"smoke": dict(M=[1, 8], C=[1, 3], alpha=["uniform", "dirichlet"], part=list(J_PARTS)),
+          "quick": dict(M=[1, 3, 16, 64], C=[1, 2, 8], alpha=["uniform", "dirichlet", "degenerate"],
+                        layout=["contiguous", "random"], part=list(J_PARTS)),
+          "full": dict(M=[1, 3, 16, 64, 256, 1024], C=[1, 2, 8, 64, 1024], alpha=["uniform", "dirichlet", "degenerate"],
+                       layout=["contiguous", "random", "clustered", "dyadic"], inputs=["iid", "clustered", "peaked"],
+                       part=list(J_PARTS))},
+    where=lambda p, v: p["C"] <= p["M"] and (not p["part"].startswith("prop2") or p["alpha"] == "uniform"),
+    search=_j_search, restarts={"smoke": 1, "quick": 3, "full": 20}, universal=True,
+    plot_x="M",
+    notes="The refinement inequality also gets an adversarial search over weights (log-weights in [-30, 30]) and "
+          "targets for a fixed partition and its refinement.",
+)
+
+
+def _eq13_decomposition_cell(ctx: CellContext):
+    p = ctx.params
+    q, k, v = _inputs(ctx)
+    m = k.shape[0]
+    exact = np.arange(min(p["E"], m))
+    chunks = min(p["C"], m - exact.size)
+    labels = _partition_labels(ctx, m, chunks, exact=exact, keys=k)
+    proposal = _proposal(ctx, q, k)
+    omega, log_ratio = _draws(ctx, proposal)
+    y, weights = ctx.impl("eva_ideal", eva_ideal)(q, k, v, labels, omega=omega, log_ratio=log_ratio,
+                                                  return_weights=True)
+    if p["part"] == "error":
+        log_pi, local = theory.local_softmax(q, k, v, labels)
+        rfa = ctx.impl("rfa_attention", rfa_attention)
+        beta_hat = np.stack([rfa(q, k[labels == c], v[labels == c], omega=omega, log_ratio=log_ratio)
+                             for c in range(chunks)], axis=-2)                      # (sets, N, C, d_v)
+        predicted = theory.eq13_error(log_pi, beta_hat, local)
+        return _identity(ctx, y - _softmax(q, k, v), predicted, y, np.abs(beta_hat).max(axis=-2))
+    if p["part"] == "convex":
+        rows = weights.sum(axis=-1)
+        negative = np.minimum(weights, 0.0).min(axis=-1)
+        return _identity(ctx, np.stack([rows, 1 + negative]), np.ones((2,) + rows.shape), lead=3)
+    return _identity(ctx, weights @ v, y)
+
+
+EQ13_DECOMPOSITION = Claim(
+    id="eva.derived.eq13_error_decomposition", paper="eva", source="register, derived prediction (Eq 13's error)",
+    statement="When E and {P_c} are disjoint and cover [M]: EVA13(ω) - SoftmaxAttn(q_n) = Σ_c π_c (β̂_c(ω) - β*_c); "
+              "EVA13 = Σ_m A_{n,m} v_m with A non-negative and row-stochastic.",
+    kind="identity", hypotheses="E ∪ ∪_c P_c = [M], disjoint; shared samples",
+    tolerance=TOLERANCE, units=UNITS,
+    cell=_eq13_decomposition_cell,
+    grid={"smoke": dict(M=[8], E=[0, 2], C=[1, 3], S=[4], mu=["zero"], part=["error", "convex", "values"]),
+          "quick": dict(M=[3, 16], E=[0, 1, 4], C=[1, 2, 8], S=[1, 16], mu=["zero", "far"],
+                        layout=["contiguous", "random"], inputs=["iid", "peaked"], part=["error", "convex", "values"]),
+          "full": dict(M=[3, 16, 64, 256], E=[0, 1, 4, 16], C=[1, 2, 8, 32], S=[1, 16, 256], d=[2, 16],
+                       mu=["zero", "q+mean_k", "far"], layout=["contiguous", "random", "clustered"],
+                       inputs=["iid", "clustered", "peaked", "outlier"], part=["error", "convex", "values"])},
+    where=lambda p, v: p["E"] + p["C"] <= p["M"] and p["C"] > 0,
+    roles=("eva_ideal", "rfa_attention"), plot_x="C",
+    notes="Parts: 'error' (β̂_c as RFA restricted to P_c on the same ω, π_c and β*_c exact); 'convex' (rows of A sum "
+          "to 1 and min A >= 0); 'values' (A V = EVA13).",
+)
+
+CLAIMS = [EQ4, EQ20_EXPANSION, EQ6, GH, ALPHA, EQ7, PROP1_RATIO, PROP1_RECOVERY, APPB6, EQ11, EQ12, EQ14, EQ15, EQ16,
+          EQ27_MIXTURE, APPC_QUERY_FREE, ALG1, CAUSAL, APPG1_FULL, APPG1_SINGLETON, APPG1_ONE_CHUNK, SCATTERBRAIN,
+          SCATTERBRAIN_BETA, GAUSSIAN_PRODUCT, F_INVARIANT, CV_PARABOLA, J_PYTHAGORAS, EQ13_DECOMPOSITION]
