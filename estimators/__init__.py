@@ -13,7 +13,10 @@ Primitives (this package's modules):
 * :mod:`~rfkit.estimators.structured` — H-ORF and G-ORF projections (fast Walsh–Hadamard, Givens);
 * :mod:`~rfkit.estimators.generalized` — the Eq 5 template and generalized-attention features;
 * :mod:`~rfkit.estimators.favor` — FAVOR+ attention end to end (Performer Algorithm 1) and its named
-  estimators.
+  estimators;
+* :mod:`~rfkit.estimators.control_variates` — control-variate estimators (coefficient given or estimated);
+* :mod:`~rfkit.estimators.eva` — EVA: RFA as per-token control variates, ideal/practical/causal EVA,
+  Scatterbrain.
 
 Conventions (shapes, scaling, randomness, errors) are those of the project's DESIGN notes: queries
 ``(..., N, d)``, keys ``(..., M, d)``, values ``(..., M, d_v)``; every random function takes ``rng``;
@@ -38,6 +41,40 @@ from .beautiful import (
     beautiful_estimate,
     beautiful_projections,
     beautiful_terms,
+)
+from .control_variates import (
+    SnisControlVariate,
+    control_variate_estimate,
+    control_variate_mean,
+    optimal_coefficient,
+    snis_control_variate,
+)
+from .eva import (
+    EXACT,
+    EXCLUDED,
+    ControlVariateTerms,
+    EvaDetails,
+    GaussianMixtureProposal,
+    GaussianProposal,
+    LinearLayerNorm,
+    PracticalPartition,
+    ScatterbrainParts,
+    block_labels,
+    contiguous_labels,
+    control_variate_family,
+    control_variate_terms,
+    eva_causal,
+    eva_causal_incremental,
+    eva_coefficients,
+    eva_ideal,
+    eva_practical,
+    exact_set,
+    partition_labels,
+    practical_partition,
+    rfa_attention,
+    scatterbrain_attention,
+    shared_coefficients,
+    token_coefficients,
 )
 from .favor import (
     FavorStats,
@@ -90,6 +127,13 @@ __all__ = [
     "GENERALIZED_FUNCTIONS", "generalized_features", "template_features",
     "GivensProjection", "HadamardProjection", "fwht", "givens_projection", "hadamard_projection",
     "linear_attention_buffers",
+    "SnisControlVariate", "control_variate_estimate", "control_variate_mean", "optimal_coefficient",
+    "snis_control_variate",
+    "EXACT", "EXCLUDED", "ControlVariateTerms", "EvaDetails", "GaussianMixtureProposal", "GaussianProposal",
+    "LinearLayerNorm", "PracticalPartition", "ScatterbrainParts", "block_labels", "contiguous_labels",
+    "control_variate_family", "control_variate_terms", "eva_causal", "eva_causal_incremental", "eva_coefficients",
+    "eva_ideal", "eva_practical", "exact_set", "partition_labels", "practical_partition", "rfa_attention",
+    "scatterbrain_attention", "shared_coefficients", "token_coefficients",
     "AttentionStats", "FEATURE_MAPS", "Features", "KERNELS", "NORM_LAWS", "NonPositiveDenominatorWarning",
     "NumericalError", "PROJECTIONS", "dot_product_kernel", "effective_sample_size", "gaussian_kernel",
     "gaussian_projection", "get_kernel", "haar_orthogonal", "hyperbolic_features", "is_estimate",

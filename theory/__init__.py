@@ -14,6 +14,8 @@ Modules:
 * :mod:`~rfkit.theory.sphere` — moments and angles of a uniform unit vector (Lemma 3, Eqs 24-27);
 * :mod:`~rfkit.theory.beautiful` — beautiful functions (Performer F.4): moments, τ/L/Δ̂, F and MSE series
   (Eqs 61-74), the ORF projection law, MGFs, tail bounds of Lemma 4 and Theorems 3, 5;
+* :mod:`~rfkit.theory.eva` — EVA: Gaussian product, control-variate moments, weighted MSE J, subset masses,
+  asymptotics, practical EVA's GEMM list;
 * :mod:`~rfkit.theory.convergence` — Theorems 4/7: l, h*, δ, σ, m_pred, the Matérn kernel, the (E)/(R)
   readings of the ∞-norm.
 """
