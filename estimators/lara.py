@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from scipy.special import logsumexp, softmax
+from scipy.special import softmax
 
 from rfkit.theory.lara import log_density_ratio_standard  # the closed form's one implementation
 
@@ -59,7 +59,16 @@ from .mis import (
     rprime,
 )
 from .ra import GaussianMixtures, attention_mixture
-from .rfa import _half_sq_norm, _matrix, _qkv, integrand, key_statistics, log_implied_target, log_normal
+from .rfa import (
+    _half_sq_norm,
+    _matrix,
+    _qkv,
+    integrand,
+    key_statistics,
+    log_implied_target,
+    log_normal,
+    logsumexp,
+)
 
 __all__ = [
     "PROPOSALS",
@@ -207,7 +216,7 @@ def lara_proposals(q, k, C: int | None = None, *, proposal: str = "eq34", eq35_r
     ql = segment_landmarks(q, C, **options)
     if proposal == "eq32":
         log_rho = ql @ k.T
-        log_rho = log_rho - logsumexp(log_rho, axis=-1, keepdims=True)
+        log_rho = log_rho - logsumexp(log_rho, axis=-1)[:, None]
         return LaraProposals(GaussianMixtures(ql, k, log_rho), ql, None)
     kl = segment_landmarks(k, C, **options) if proposal in ("eq34", "eq35") else None
     mu = proposal_means(proposal, ql, kl, k, eq35_reading=eq35_reading)

@@ -44,11 +44,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp, softmax
+from scipy.special import softmax
 
 from ._checks import NumericalError, as_float_array, check_choice, check_positive_int, check_rng
 from .ra import GaussianMixtures, attention_mixture
-from .rfa import _half_sq_norm, _matrix, _qkv, integrand, log_normal
+from .rfa import _half_sq_norm, _matrix, _qkv, integrand, log_normal, logsumexp
 
 __all__ = [
     "WEIGHTS",

@@ -34,10 +34,9 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from scipy.special import logsumexp
 
 from ._checks import as_float_array, check_choice, check_positive_int, check_rng
-from .rfa import NONNEGATIVE_MAPS, _half_sq_norm, _matrix, _qkv, integrand
+from .rfa import NONNEGATIVE_MAPS, _half_sq_norm, _matrix, _qkv, integrand, logsumexp
 
 __all__ = [
     "RA_EVAL_MODES",

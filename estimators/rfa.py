@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from scipy.special import logsumexp, softmax
+from scipy.special import softmax
 
 from ._checks import NumericalError, as_float_array, check_choice, check_positive_int, check_rng
 from .attention import linear_attention
@@ -60,6 +60,7 @@ from .importance import effective_sample_size, snis_estimate
 __all__ = [
     "XI_MAPS",
     "NONNEGATIVE_MAPS",
+    "logsumexp",
     "RFA_FORMS",
     "KeyStatistics",
     "RFAStats",
@@ -134,6 +135,19 @@ def _phase(phase, feature_map: str, n_samples: int):
     if b.shape[0] != n_samples:
         raise ValueError(f"phase must have one entry per sample ({n_samples}), got {b.shape[0]}")
     return b
+
+
+def logsumexp(a, axis=None) -> np.ndarray:
+    """``log Σ exp(a)`` along ``axis`` (int or tuple), max-shifted; ``-inf`` where every term is ``-inf``.
+
+    A lean replacement of :func:`scipy.special.logsumexp` for the small arrays of the hot paths here.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    top = np.max(a, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(a - top), axis=axis, keepdims=True)) + top
+    return np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
 
 
 def _half_sq_norm(x: np.ndarray) -> np.ndarray:

@@ -40,10 +40,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp, softmax
+from scipy.special import softmax
 
 from rfkit.estimators.ra import attention_mixture, softmax_log_weights
-from rfkit.estimators.rfa import integrand, key_statistics, log_normal
+from rfkit.estimators.rfa import integrand, key_statistics, log_normal, logsumexp
 from rfkit.theory.softmax import relative_mse
 
 __all__ = [
@@ -176,7 +176,7 @@ def log_density_ratio_standard(omega, mu) -> np.ndarray:
     """``log N(ω; 0, I)/N(ω; μ, I) = -ω·μ + ‖μ‖²/2 = -log ξ(μ, ω)`` (positive map); ``omega (..., D)``."""
     w = np.asarray(omega, dtype=np.float64)
     m = np.asarray(mu, dtype=np.float64)
-    return -np.einsum("...i,...i->...", w, np.broadcast_to(m, w.shape)) + _half_sq(m)
+    return -(w * m).sum(axis=-1) + _half_sq(m)
 
 
 def gaussian_balance_heuristic(omega, means) -> np.ndarray:
@@ -232,8 +232,9 @@ class AppDSolution:
 
     ``grid (G,)``, ``weights (G,)`` (trapezoid); ``log_q (G, C)`` proposal log densities; ``g (G,)`` is
     ``p_n(ω)(f_n(ω) - μ_n)``; ``A[c', c] = ∫ q_{c'} q_c / Σ q``, ``b[c'] = ∫ q_{c'} g / Σ q`` and ``r`` solves
-    ``A r = b`` (the printed system). ``mu`` is ``μ_n``; ``query``, ``keys``, ``values`` and ``means`` are
-    kept to evaluate ``g`` and ``α*`` elsewhere.
+    ``A r = b`` (the printed system; least squares, minimum norm, where coinciding proposals make ``A``
+    singular). ``mu`` is ``μ_n``; ``query``, ``keys``, ``values`` and ``means`` are kept to evaluate ``g`` and
+    ``α*`` elsewhere.
     """
 
     grid: np.ndarray
@@ -296,7 +297,7 @@ def appd_d1_solution(query, keys, values, means, *, step: float = 0.05, margin: 
     bh = softmax(log_q, axis=-1)
     A = (bh * weights[:, None]).T @ np.exp(log_q)
     b = (bh * (weights * g)[:, None]).sum(axis=0)
-    r = np.linalg.solve(A, b)
+    r = np.linalg.lstsq(A, b, rcond=None)[0]  # A is singular when proposals coincide (then b = 0 and r = 0)
     return AppDSolution(grid, weights, log_q, g, A, b, r, mu, q, k, v, mu_c[:, None])
 
 
