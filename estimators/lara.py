@@ -68,6 +68,7 @@ from .rfa import (
     log_implied_target,
     log_normal,
     logsumexp,
+    over_heads,
 )
 
 __all__ = [
@@ -302,6 +303,7 @@ def _eq28_form(q, k, v, omega, lp, alpha):
 _FORMS = {"softmax": _softmax_form, "eq10": _eq10_form, "eq28": _eq28_form}
 
 
+@over_heads
 def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | None = None, rng=None, omega=None,
                    proposal: str = "eq34", eq35_reading: str = "landmark_attention", means=None,
                    weights: str = "eq9", beta: float = 1.0, rprime_axis: str = "queries", eq37_inner: str = "outer",
@@ -312,7 +314,8 @@ def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | 
 
     Parameters
     ----------
-    q, k, v : array_like ``(N, D)``, ``(M, D)``, ``(M, D_v)`` (merged coordinates, positive map)
+    q, k, v : array_like ``(..., N, D)``, ``(..., M, D)``, ``(..., M, D_v)`` (merged coordinates, positive map;
+        leading batch/head axes broadcast, see :func:`rfkit.estimators.rfa.over_heads`)
     C : int
         Number of landmarks = proposals = samples (footnote 5).
     proposals : LaraProposals, optional

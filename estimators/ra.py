@@ -36,7 +36,7 @@ import numba
 import numpy as np
 
 from ._checks import as_float_array, check_choice, check_positive_int, check_rng
-from .rfa import NONNEGATIVE_MAPS, _half_sq_norm, _matrix, _qkv, integrand, logsumexp
+from .rfa import NONNEGATIVE_MAPS, _half_sq_norm, _matrix, _qkv, integrand, logsumexp, over_heads
 
 __all__ = [
     "RA_EVAL_MODES",
@@ -287,13 +287,15 @@ def _average_integrand(q, k, v, omega, feature_map: str, f_form: str) -> np.ndar
     return out
 
 
+@over_heads
 def ra_attention(q, k, v, *, S: int = 1, rng=None, draws: RADraws | None = None, feature_map: str = "positive",
                  eval_mode: str = "sample", f_form: str = "simplified", return_samples: bool = False):
     r"""Randomized attention ``RA(q_n, K, V) = (1/S) Σ_s f_n(ω_ns)``, ``ω_ns ~ p_n`` iid per query (§3.2, G.2).
 
     Parameters
     ----------
-    q, k, v : array_like ``(N, D)``, ``(M, D)``, ``(M, D_v)`` (merged coordinates)
+    q, k, v : array_like ``(..., N, D)``, ``(..., M, D)``, ``(..., M, D_v)`` (merged coordinates; leading
+        batch/head axes broadcast, see :func:`rfkit.estimators.rfa.over_heads`)
     S : int
         Samples per query (G.2 uses ``S = 1``).
     rng, draws
@@ -333,6 +335,7 @@ def ra_attention(q, k, v, *, S: int = 1, rng=None, draws: RADraws | None = None,
     return (out, omega) if return_samples else out
 
 
+@over_heads
 def biased_ra_attention(q, k, v, *, S: int = 1, rng=None, eps=None, eval_mode: str = "sample",
                         f_form: str = "simplified", return_samples: bool = False):
     r"""Biased RA (Eq 31, G.2): ``(1/S) Σ_s f_n(ω'_ns)`` with ``ω'_ns = q_n + K^Tπ_n + ε_ns``, no reweighting.

@@ -45,6 +45,7 @@ where stated); outputs ``(N, D_v)``. Randomness: ``rng`` (SPEC 7) or explicit ``
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -76,6 +77,7 @@ __all__ = [
     "rfa_snis",
     "rfa_attention",
     "rfa_algorithm2",
+    "over_heads",
 ]
 
 #: Randomized mappings of App C (names as in the register).
@@ -90,6 +92,33 @@ _HALF_LOG_2 = 0.5 * math.log(2.0)
 
 
 # ------------------------------------------------------------------------------------------ inputs
+
+
+def over_heads(fn):
+    """Let an attention estimator take ``(..., N, D)`` inputs: leading batch/head axes broadcast and the
+    estimator runs once per (batch, head), in row-major order.
+
+    Random draws come from ``rng`` head after head (independent heads); explicit draws (``omega=``, ``draws=``)
+    are shared by every head. With ``return_stats=True`` the statistics are returned as a list, one per head.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(q, k, v, *args, **kwargs):
+        arrays = [as_float_array(a, name, min_ndim=2) for a, name in ((q, "q"), (k, "k"), (v, "v"))]
+        if all(a.ndim == 2 for a in arrays):
+            return fn(*arrays, *args, **kwargs)
+        lead = np.broadcast_shapes(*(a.shape[:-2] for a in arrays))
+        arrays = [np.broadcast_to(a, lead + a.shape[-2:]) for a in arrays]
+        if "rng" in kwargs:
+            kwargs["rng"] = check_rng(kwargs["rng"])
+        results = [fn(*(a[idx] for a in arrays), *args, **kwargs) for idx in np.ndindex(lead)]
+        if kwargs.get("return_stats") or kwargs.get("return_samples"):
+            outs = np.stack([r[0] for r in results]).reshape(lead + results[0][0].shape)
+            return outs, [r[1] for r in results]
+        return np.stack(results).reshape(lead + results[0].shape)
+
+    return wrapper
+
 
 
 def _matrix(x, name: str, d: int | None = None) -> np.ndarray:
@@ -417,14 +446,16 @@ def _double_sum(q, k, v, w, feature_map, phase) -> tuple[np.ndarray, np.ndarray]
     return out, dens
 
 
+@over_heads
 def rfa_attention(q, k, v, *, S: int | None = None, omega=None, phase=None, rng=None,
                   feature_map: str = "positive", form: str | None = None, return_stats: bool = False):
     r"""Random feature attention ``RFA(q_n, K, V)`` (Eq 2; Algorithm 2; G.1), bidirectional.
 
     Parameters
     ----------
-    q, k, v : array_like ``(N, D)``, ``(M, D)``, ``(M, D_v)``
-        Merged coordinates (footnote 2: ``1/√D`` folded into ``q`` and ``k`` as ``D^{-1/4}`` each).
+    q, k, v : array_like ``(..., N, D)``, ``(..., M, D)``, ``(..., M, D_v)``
+        Merged coordinates (footnote 2: ``1/√D`` folded into ``q`` and ``k`` as ``D^{-1/4}`` each); leading
+        batch/head axes broadcast (:func:`over_heads`).
     S : int, optional
         Number of samples, drawn from ``rng`` when ``omega`` is not given.
     omega : array_like ``(S, D)``, optional
