@@ -51,8 +51,10 @@ def test_register_ids_all_present():
     assert all(c.kind == "identity" for c in CLAIMS)
 
 
-def test_smoke_runs_without_failing_cells():
-    result = run(sorted(REGISTER_IDS))
+@pytest.mark.parametrize("part", [0, 1, 2])
+def test_smoke_runs_without_failing_cells(part):
+    ids = sorted(REGISTER_IDS)
+    result = run(ids[part::3])
     assert not result.failed, [o.error for c in result.claims for o in c.outcomes if o.error]
     for c in result.claims:
         if c.claim.id in READINGS:
