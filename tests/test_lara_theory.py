@@ -174,3 +174,23 @@ def test_cost_models_are_linear_and_quadratic():
     ra1, ra2 = flops(theory.ra_gemms(1024, 1024, 64, 64)), flops(theory.ra_gemms(2048, 2048, 64, 64))
     la1, la2 = flops(theory.lara_gemms(1024, 1024, 16, 64, 64)), flops(theory.lara_gemms(2048, 2048, 16, 64, 64))
     assert ra2 / ra1 == pytest.approx(4.0) and la2 / la1 == pytest.approx(2.0, rel=0.05)
+
+
+def test_appd_grid_solution_reduces_to_the_printed_system_and_is_stationary():
+    q, k, v, means = 0.4, np.array([-0.5, 0.2, 1.1]), np.array([2.0, -1.0, 4.0]), np.array([-1.0, 0.3, 1.8])
+    printed = theory.appd_d1_solution(q, k, v, means)
+    grid = theory.appd_grid_solution(q, k[:, None], v[:, None], means[:, None], step=0.05, margin=12.0)
+    np.testing.assert_allclose(grid.r[:, 0], printed.r, rtol=1e-9, atol=1e-13)
+    rng = np.random.default_rng(21)
+    sol = theory.appd_grid_solution(0.5 * rng.normal(size=2), 0.5 * rng.normal(size=(4, 2)), rng.normal(size=(4, 2)),
+                                    rng.normal(size=(3, 2)))
+    ag = sol.alpha_times_g()
+    np.testing.assert_allclose(np.einsum("g,gcd->cd", sol.weights, ag), sol.r, atol=1e-14)  # r = ∫ α* g
+    np.testing.assert_allclose(sol.alpha().sum(axis=1), 1.0, atol=1e-9)                      # Σ_c α* = 1
+    optimum = sol.eq20_objective(ag)
+    bh = np.exp(sol.log_q - np.logaddexp.reduce(sol.log_q, axis=1)[:, None])
+    assert optimum <= sol.eq20_objective(bh[:, :, None] * sol.g[:, None, :])
+    for t in (1e-2, 1e-1, 1.0):  # admissible perturbations (Σ_c h_c = 0) never lower Eq 20 (a convex quadratic)
+        h = rng.normal(size=(sol.points.shape[0], 3))
+        h -= h.mean(axis=1, keepdims=True)
+        assert sol.eq20_objective(ag + t * h[:, :, None] * sol.g[:, None, :]) >= optimum

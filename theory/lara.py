@@ -26,8 +26,10 @@ Predictions, by register id:
 * ``rfa_softmax_form`` / ``lara_softmax_form`` — these *are* the estimators' default (stable) paths
   (``rfa_attention(form="softmax")``, ``lara_attention(form="softmax")``); identity claims compare them
   with Eq 2 and Eq 10 computed independently, so they are not re-implemented here.
-* App D, ``D = 1`` — :func:`appd_d1_solution` solves the ``C×C`` linear system of the optimal weights by
-  quadrature and returns ``α*`` (Eq 27) with the Eq 23/26 quantities.
+* App D, ``D = 1`` — :func:`appd_d1_solution` solves the printed ``C×C`` linear system of the optimal weights by
+  quadrature and returns ``α*`` (Eq 27) with the Eq 23/26 quantities; :func:`appd_grid_solution` solves the
+  stationarity conditions on a grid for ``D <= 2`` and any ``D_v`` (the fixed point ``r = ∫α*(r) g``, which is
+  linear in ``r``, solved directly) and evaluates the Eq 20 objective for any weights.
 * Cost models (matrix products as implemented) for the benchmark: :func:`ra_gemms`, :func:`lara_gemms`.
 
 Numerics: log space throughout (``log_*`` functions return logs; their exponentials are ``inf`` rather than
@@ -63,6 +65,8 @@ __all__ = [
     "output_rank_bound",
     "AppDSolution",
     "appd_d1_solution",
+    "AppDGridSolution",
+    "appd_grid_solution",
     "ra_gemms",
     "lara_gemms",
 ]
@@ -299,6 +303,107 @@ def appd_d1_solution(query, keys, values, means, *, step: float = 0.05, margin: 
     b = (bh * (weights * g)[:, None]).sum(axis=0)
     r = np.linalg.lstsq(A, b, rcond=None)[0]  # A is singular when proposals coincide (then b = 0 and r = 0)
     return AppDSolution(grid, weights, log_q, g, A, b, r, mu, q, k, v, mu_c[:, None])
+
+
+def _tensor_grid(centers: np.ndarray, step: float, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Trapezoid tensor grid covering every center ± margin in each axis: points ``(G, D)``, weights ``(G,)``."""
+    axes, weights = [], []
+    for j in range(centers.shape[1]):
+        axis = np.arange(centers[:, j].min() - margin, centers[:, j].max() + margin + step, step)
+        w = np.full(axis.size, step)
+        w[[0, -1]] = step / 2
+        axes.append(axis)
+        weights.append(w)
+    points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, centers.shape[1])
+    total = weights[0]
+    for w in weights[1:]:
+        total = np.outer(total, w).ravel()
+    return points, total
+
+
+@dataclass(frozen=True)
+class AppDGridSolution:
+    r"""App D's optimal weights for one query with ``ω ∈ R^D`` (``D <= 2``) and values in ``R^{D_v}``, on a grid.
+
+    ``points (G, D)``, ``weights (G,)`` (trapezoid); ``log_q (G, C)``; ``g (G, D_v) = p_n(ω)(f_n(ω) - μ_n)``;
+    ``r (C, D_v)`` the ``r_ncd`` of Eq 23 solving ``r_cd = ∫ α*_c g_d`` with ``α*`` of Eq 27 and
+    ``r_c(ω) = g(ω)·r_c/‖g(ω)‖²``; ``mu (D_v,)``.
+    """
+
+    points: np.ndarray
+    weights: np.ndarray
+    log_q: np.ndarray
+    g: np.ndarray
+    r: np.ndarray
+    mu: np.ndarray
+
+    def projector(self) -> np.ndarray:
+        """``g gᵀ/‖g‖²`` at every point, ``(G, D_v, D_v)`` (0 where ``g = 0``)."""
+        norm2 = (self.g**2).sum(-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = self.g[:, :, None] * self.g[:, None, :] / norm2[:, None, None]
+        return np.where(norm2[:, None, None] > 0, out, 0.0)
+
+    def alpha_times_g(self) -> np.ndarray:
+        r"""``α*_c(ω) g(ω)``, ``(G, C, D_v)``: ``BH_c g + q_c (P r_c - Σ_{c''} BH_{c''} P r_{c''})``,
+        ``P = ggᵀ/‖g‖²`` (no division by ``g``)."""
+        bh = softmax(self.log_q, axis=-1)
+        pr = np.einsum("gde,ce->gcd", self.projector(), self.r)                  # P r_c
+        inner = np.einsum("gc,gcd->gd", bh, pr)
+        return bh[:, :, None] * self.g[:, None, :] + np.exp(self.log_q)[:, :, None] * (pr - inner[:, None, :])
+
+    def alpha(self) -> np.ndarray:
+        """``α*_c(ω)`` on the grid, ``(G, C)`` (where ``g = 0`` only the balance heuristic is defined: used there)."""
+        bh = softmax(self.log_q, axis=-1)
+        norm2 = (self.g**2).sum(-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = (self.g @ self.r.T) / norm2[:, None]                              # r_c(ω)
+        rho = np.where(norm2[:, None] > 0, rho, 0.0)
+        return bh + np.exp(self.log_q) * (rho - (bh * rho).sum(-1, keepdims=True))
+
+    def eq20_objective(self, alpha_g: np.ndarray) -> float:
+        r"""App D's Eq 20 for weights given as ``α_c(ω) g(ω)`` on the grid ``(G, C, D_v)``:
+        ``Σ_c [∫ ‖α_c g‖²/q_c dω - Σ_d (∫ α_c g_d dω)²]`` (the delta-method trace variance, one draw per proposal)."""
+        q = np.exp(self.log_q)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            first = np.where(q > 0, (alpha_g**2).sum(-1) / q, 0.0)
+        second = np.einsum("g,gcd->cd", self.weights, alpha_g)
+        return float(self.weights @ first.sum(-1) - (second**2).sum())
+
+
+def appd_grid_solution(query, keys, values, means, *, step: float = 0.1, margin: float = 9.0) -> AppDGridSolution:
+    r"""Optimal MIS weights of App D for one query, ``ω ∈ R^D`` with ``D <= 2``, by solving the stationarity conditions.
+
+    With ``α*_c = BH_c + q_c(ρ_c - Σ_{c''} BH_{c''} ρ_{c''})`` (Eq 27), ``ρ_c(ω) = g·r_c/‖g‖²`` and
+    ``g = p_n(f_n - μ_n)``, the defining condition ``r_cd = ∫ α*_c g_d dω`` is linear in ``r``:
+    ``r_cd - Σ_{d'} ∫ q_c P_{dd'} r_cd' + Σ_{c'',d'} ∫ q_c BH_{c''} P_{dd'} r_{c''d'} = ∫ BH_c g_d`` with
+    ``P = ggᵀ/‖g‖²``; it is solved directly (least squares, minimum norm) rather than by fixed-point iteration.
+    For ``D = D_v = 1`` it is App D's printed system. Trapezoid grid of ``step`` over every mean ± ``margin``;
+    ``query (D,)``, ``keys (M, D)``, ``values (M, D_v)``, ``means (C, D)``. Cost ``O(G·C²·D_v²)``.
+    """
+    q = np.atleast_1d(np.asarray(query, dtype=np.float64))
+    k = np.asarray(keys, dtype=np.float64).reshape(-1, q.size)
+    v = np.asarray(values, dtype=np.float64).reshape(k.shape[0], -1)
+    mu_c = np.asarray(means, dtype=np.float64).reshape(-1, q.size)
+    if q.size > 2:
+        raise ValueError(f"grid quadrature needs D <= 2, got D = {q.size}")
+    points, weights = _tensor_grid(np.vstack([mu_c, q + k, np.zeros((1, q.size))]), step, margin)
+    log_q = log_normal(points[:, None, :], mu_c[None])                                  # (G, C)
+    mix = attention_mixture(q[None], k)
+    mu = np.exp(mix.log_weights[0]) @ v
+    g = np.exp(mix.log_density(points))[:, :1] * (integrand(q[None], k, v, points, form="simplified")[0] - mu)
+    sol = AppDGridSolution(points, weights, log_q, g, np.zeros((mu_c.shape[0], v.shape[1])), mu)
+    n_c, n_v = sol.r.shape
+    bh, qc, proj = softmax(log_q, axis=-1), np.exp(log_q), sol.projector()
+    m1 = np.einsum("g,gc,gde->cde", weights, qc, proj)
+    m2 = np.einsum("g,gc,gk,gde->cdke", weights, qc, bh, proj)
+    system = m2.reshape(n_c * n_v, n_c * n_v)
+    for c in range(n_c):
+        block = slice(c * n_v, (c + 1) * n_v)
+        system[block, block] += np.eye(n_v) - m1[c]
+    b = np.einsum("g,gc,gd->cd", weights, bh, g).ravel()
+    r = np.linalg.lstsq(system, b, rcond=None)[0].reshape(n_c, n_v)
+    return AppDGridSolution(points, weights, log_q, g, r, mu)
 
 
 # ------------------------------------------------------------------------------------- cost models
