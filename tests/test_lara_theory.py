@@ -194,3 +194,13 @@ def test_appd_grid_solution_reduces_to_the_printed_system_and_is_stationary():
         h = rng.normal(size=(sol.points.shape[0], 3))
         h -= h.mean(axis=1, keepdims=True)
         assert sol.eq20_objective(ag + t * h[:, :, None] * sol.g[:, None, :]) >= optimum
+
+
+def test_appd_grid_alpha_matches_the_grid_values():
+    rng = np.random.default_rng(22)
+    sol = theory.appd_grid_solution(0.5 * rng.normal(size=1), 0.5 * rng.normal(size=(3, 1)), rng.normal(size=(3, 1)),
+                                    rng.normal(size=(2, 1)))
+    pick = sol.points[::97]
+    np.testing.assert_allclose(sol.alpha_at(pick), sol.alpha()[::97], rtol=1e-12, atol=1e-14)
+    ag = sol.alpha_times_g()[::97, :, 0]
+    np.testing.assert_allclose(sol.alpha_at(pick) * sol.g[::97], ag, rtol=1e-8, atol=1e-14)

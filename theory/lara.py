@@ -327,7 +327,8 @@ class AppDGridSolution:
 
     ``points (G, D)``, ``weights (G,)`` (trapezoid); ``log_q (G, C)``; ``g (G, D_v) = p_n(ω)(f_n(ω) - μ_n)``;
     ``r (C, D_v)`` the ``r_ncd`` of Eq 23 solving ``r_cd = ∫ α*_c g_d`` with ``α*`` of Eq 27 and
-    ``r_c(ω) = g(ω)·r_c/‖g(ω)‖²``; ``mu (D_v,)``.
+    ``r_c(ω) = g(ω)·r_c/‖g(ω)‖²``; ``mu (D_v,)``; ``query``, ``keys``, ``values``, ``means`` to evaluate ``α*``
+    elsewhere (:meth:`alpha_at`).
     """
 
     points: np.ndarray
@@ -336,6 +337,29 @@ class AppDGridSolution:
     g: np.ndarray
     r: np.ndarray
     mu: np.ndarray
+    query: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    means: np.ndarray
+
+    def g_at(self, omega) -> np.ndarray:
+        """``g(ω) = p_n(ω)(f_n(ω) - μ_n)`` at points ``omega (..., D)``: shape ``(..., D_v)``."""
+        w = np.asarray(omega, dtype=np.float64)
+        pts = w.reshape(-1, self.query.size)
+        p = np.exp(attention_mixture(self.query[None], self.keys).log_density(pts))[:, :1]
+        f = integrand(self.query[None], self.keys, self.values, pts, form="simplified")[0]
+        return (p * (f - self.mu)).reshape(w.shape[:-1] + (self.values.shape[1],))
+
+    def alpha_at(self, omega) -> np.ndarray:
+        r"""``α*_c(ω)`` (Eq 27) at points ``omega (..., D)``: shape ``(..., C)`` (balance heuristic where ``g = 0``)."""
+        w = np.asarray(omega, dtype=np.float64)
+        g = self.g_at(w)
+        log_q = log_normal(w[..., None, :], self.means)
+        bh = softmax(log_q, axis=-1)
+        norm2 = (g**2).sum(-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.where(norm2 > 0, (g @ self.r.T) / norm2, 0.0)
+        return bh + np.exp(log_q) * (rho - (bh * rho).sum(-1, keepdims=True))
 
     def projector(self) -> np.ndarray:
         """``g gᵀ/‖g‖²`` at every point, ``(G, D_v, D_v)`` (0 where ``g = 0``)."""
@@ -353,13 +377,8 @@ class AppDGridSolution:
         return bh[:, :, None] * self.g[:, None, :] + np.exp(self.log_q)[:, :, None] * (pr - inner[:, None, :])
 
     def alpha(self) -> np.ndarray:
-        """``α*_c(ω)`` on the grid, ``(G, C)`` (where ``g = 0`` only the balance heuristic is defined: used there)."""
-        bh = softmax(self.log_q, axis=-1)
-        norm2 = (self.g**2).sum(-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rho = (self.g @ self.r.T) / norm2[:, None]                              # r_c(ω)
-        rho = np.where(norm2[:, None] > 0, rho, 0.0)
-        return bh + np.exp(self.log_q) * (rho - (bh * rho).sum(-1, keepdims=True))
+        """``α*_c(ω)`` on the grid, ``(G, C)``."""
+        return self.alpha_at(self.points)
 
     def eq20_objective(self, alpha_g: np.ndarray) -> float:
         r"""App D's Eq 20 for weights given as ``α_c(ω) g(ω)`` on the grid ``(G, C, D_v)``:
@@ -392,7 +411,7 @@ def appd_grid_solution(query, keys, values, means, *, step: float = 0.1, margin:
     mix = attention_mixture(q[None], k)
     mu = np.exp(mix.log_weights[0]) @ v
     g = np.exp(mix.log_density(points))[:, :1] * (integrand(q[None], k, v, points, form="simplified")[0] - mu)
-    sol = AppDGridSolution(points, weights, log_q, g, np.zeros((mu_c.shape[0], v.shape[1])), mu)
+    sol = AppDGridSolution(points, weights, log_q, g, np.zeros((mu_c.shape[0], v.shape[1])), mu, q, k, v, mu_c)
     n_c, n_v = sol.r.shape
     bh, qc, proj = softmax(log_q, axis=-1), np.exp(log_q), sol.projector()
     m1 = np.einsum("g,gc,gde->cde", weights, qc, proj)
@@ -403,7 +422,7 @@ def appd_grid_solution(query, keys, values, means, *, step: float = 0.1, margin:
         system[block, block] += np.eye(n_v) - m1[c]
     b = np.einsum("g,gc,gd->cd", weights, bh, g).ravel()
     r = np.linalg.lstsq(system, b, rcond=None)[0].reshape(n_c, n_v)
-    return AppDGridSolution(points, weights, log_q, g, r, mu)
+    return AppDGridSolution(points, weights, log_q, g, r, mu, q, k, v, mu_c)
 
 
 # ------------------------------------------------------------------------------------- cost models
