@@ -304,9 +304,9 @@ def eq27_weights(log_q, r, *, argument: str = "common") -> np.ndarray:
     bh_own = np.exp(own_lq - logsumexp(lq, axis=-1))
     if argument == "own":
         inner = (softmax(lq, axis=-1) * r).sum(axis=-1)
-    else:
-        inner = (np.exp(own_lq) * own_r).sum(axis=-1, keepdims=True) / np.exp(logsumexp(lq, axis=-1))
-    return bh_own + np.exp(own_lq) * (own_r - inner)
+        return bh_own + np.exp(own_lq) * (own_r - inner)
+    # q_c(ω_c)·Σ_c'' q_c''(ω_c'') r_c''(ω_c'')/Σ_c' q_c'(ω_c) = BH_c(ω_c)·Σ_c'' q_c''(ω_c'') r_c''(ω_c''): no 0/0
+    return bh_own + np.exp(own_lq) * own_r - bh_own * (np.exp(own_lq) * own_r).sum(axis=-1, keepdims=True)
 
 
 # ------------------------------------------------------------------------------------- estimator

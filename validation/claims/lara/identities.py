@@ -18,9 +18,11 @@ Design notes
   (the mass of ``p(ω|m)`` by Monte Carlo, Eq 35's "global information"); their tolerance is ``1`` and each
   part's violation is expressed in units of its own threshold (stated in ``units``), fixed from the claim's
   meaning before any run.
-* **Adversarial search.** Pointwise identities ("for any ω", "for all q, k") also get a search that maximises
-  the scaled error over the whole domain (norms up to the register's bounds, every angle, ``ω`` up to
-  distance 50), so that a violation confined to a corner (``k = -q``, ``z = 0``, large ``‖ω‖``) is found.
+* **Adversarial search.** Pointwise identities ("for any ω", "for all q, k", weights summing to one "for any
+  ω, r', β") also get a search that maximises the scaled error over the whole domain (norms up to the
+  register's bounds, every angle, ``ω`` up to distance 50, β up to 10), so that a violation confined to a corner
+  (``k = -q``, ``z = 0``, large ``‖ω‖``) is found. Identities between two implementations of one estimator on
+  shared draws are swept over the register's grids, extremes included (G-degenerate, G-peaked, large norms).
 * **Readings.** Where the register lists readings (Eq 9's argument convention, G.3.2's display, Eq 35's
   normaliser, Algorithm 3's parenthesis, §4.3's "constant functions") each is a variant with its own verdict.
 * **Budgets.** Cells are small (tens of tokens, a few samples); the ``full`` tier follows the register's sweeps.
@@ -87,6 +89,15 @@ def _value_scale(v, rel_den=None):
     """``max|v| / (|Σa|/Σ|a|)`` per row: the size of the terms an attention row sums (see module notes)."""
     base = max(float(np.abs(v).max(initial=0.0)), np.finfo(float).tiny)
     return base if rel_den is None else base / np.maximum(np.asarray(rel_den), np.finfo(float).tiny)
+
+
+def _inputs(ctx: CellContext, n: int, m: int, d: int, dv: int | None = None):
+    """Cell inputs from the ``inputs`` / ``logit_std`` axes (G-gauss by default)."""
+    p = ctx.params
+    kind = p.get("inputs", "gauss")
+    if kind == "opposite":
+        m = n
+    return attention_inputs(kind, ctx.rng, n, m, d, dv, p.get("logit_std", 1.0))
 
 
 def _search_evidence(ctx: CellContext, error_fn, bounds, *, integer=None) -> Evidence:
@@ -157,10 +168,9 @@ def _proposal(name: str):
     return name, "landmark_attention"
 
 
-def _lara_setup(ctx: CellContext, q, k, C: int, proposal: str):
+def _lara_setup(q, k, C: int, proposal: str):
     family, reading = _proposal(proposal)
-    lp = lara_est.lara_proposals(q, k, C, proposal=family, eq35_reading=reading, uneven="adaptive")
-    return lp
+    return lara_est.lara_proposals(q, k, C, proposal=family, eq35_reading=reading, uneven="adaptive")
 
 
 def _weights_for(ctx: CellContext, kind: str, lp, q, omega, *, beta: float = 1.0, axis: str = "queries",
@@ -611,15 +621,6 @@ def _rfa_is_snis_cell(ctx: CellContext) -> Evidence:
     return _exact(_row_error(rfa, snis, _value_scale(v)), ctx, dict(min_ess=float(np.min(ess))))
 
 
-def _inputs(ctx: CellContext, n: int, m: int, d: int, dv: int | None = None):
-    """Cell inputs from the ``inputs`` / ``logit_std`` axes (G-gauss by default)."""
-    p = ctx.params
-    kind = p.get("inputs", "gauss")
-    if kind == "opposite":
-        m = n
-    return attention_inputs(kind, ctx.rng, n, m, d, dv, p.get("logit_std", 1.0))
-
-
 PROP31_RFA_IS_SNIS = Claim(
     id="lara.prop3_1.rfa_is_snis", paper="lara", source="§3.1 (after Prop 3.1; footnote 4); App A",
     statement="For every query, RFA (Eq 2, positive map, ω_s iid N(0, I)) is self-normalised importance sampling of "
@@ -710,22 +711,53 @@ def _sum_errors(alpha, bh) -> tuple[float, float]:
     return float(total.max()), float(corr_sum.max())
 
 
-def _eq9_cell(ctx: CellContext) -> Evidence:
-    p = ctx.params
-    kind, inner = _weight_kind(p["weights"])
-    q, landmarks, props, omega = _weight_inputs(ctx, p["C"], p["d"])
-    r = mis_est.rprime(q, landmarks, axis=p["axis"])
-    lq = mis_est.cross_log_density(props, omega)                              # (C, 2, C)
+def _eq9_errors(ctx: CellContext, weights_name: str, beta: float, r, props, omega) -> tuple[float, float]:
+    """Sum errors of Eq 9/37 weights at the points ``omega (C, S, D)`` under the cell's reading."""
+    kind, inner = _weight_kind(weights_name)
+    lq = mis_est.cross_log_density(props, omega)                              # (C, S, C)
     if ctx.variant == "A":  # every α_nc at one common argument ω (the points ω_cj)
-        alpha = np.asarray(ctx.impl("weight_table", mis_est.weight_table)(kind, lq, rprime=r, beta=p["beta"]))
+        alpha = np.asarray(ctx.impl("weight_table", mis_est.weight_table)(kind, lq, rprime=r, beta=beta))
         bh = mis_est.balance_heuristic(lq)[None]
     else:                   # each α_nc at its own proposal's sample ω_c
         weights = ctx.impl("mis_weights", mis_est.mis_weights)
-        alpha = np.asarray(weights(kind, lq, rprime=r, beta=p["beta"], eq37_inner=inner)).swapaxes(1, 2)
-        idx = np.arange(p["C"])
+        alpha = np.asarray(weights(kind, lq, rprime=r, beta=beta, eq37_inner=inner)).swapaxes(1, 2)
+        idx = np.arange(lq.shape[0])
         bh = mis_est.balance_heuristic(lq)[idx, :, idx].T[None]               # (1, S, C): BH_c(ω_cj)
-    total, corr = _sum_errors(alpha, bh)
+    return _sum_errors(alpha, bh)
+
+
+def _eq9_cell(ctx: CellContext) -> Evidence:
+    p = ctx.params
+    q, landmarks, props, omega = _weight_inputs(ctx, p["C"], p["d"])
+    r = mis_est.rprime(q, landmarks, axis=p["axis"])
+    total, corr = _eq9_errors(ctx, p["weights"], p["beta"], r, props, omega)
     return _exact(max(total, corr), ctx, dict(sum_error=total, correction_sum_error=corr))
+
+
+WEIGHT_AXIS = ("eq9", "eq37_outer", "eq37_own")
+
+
+def _search_proposals(separation: float, distance: float, C: int = 3, d: int = 2):
+    """Fixed directions scaled by the search: proposals ``N(separation·u_c, I)`` and points ``ω_c`` drawn near them
+    and moved ``distance`` away (a deterministic family, so the search optimises a smooth objective)."""
+    rng = np.random.default_rng(0)
+    directions, noise, away = rng.standard_normal((C, d)), rng.standard_normal((C, 1, d)), unit_vectors(rng, C, d)
+    props = mis_est.GaussianProposals(separation * directions)
+    return props, props.means[:, None, :] + noise + distance * away[:, None, :]
+
+
+def _eq9_search(ctx: CellContext) -> Evidence:
+    q = attention_inputs("gauss", np.random.default_rng(1), 12, 2, 2)[0]
+    landmarks = lara_est.segment_landmarks(q, 3)
+
+    def error(x):
+        beta, separation, distance, axis, weights = x
+        props, omega = _search_proposals(separation, distance)
+        r = mis_est.rprime(q, landmarks, axis=mis_est.RPRIME_AXES[int(axis)])
+        return max(_eq9_errors(ctx, WEIGHT_AXIS[int(weights)], beta, r, props, omega))
+
+    return _search_evidence(ctx, error, [(0.0, 10.0), (0.0, 10.0), (0.0, 50.0), (0.0, 1.0), (0.0, 2.0)],
+                            integer=[False, False, False, True, True])
 
 
 EQ9_SUM = Claim(
@@ -738,17 +770,18 @@ EQ9_SUM = Claim(
                "readings); any β; ω near the proposals (draws) and far (20 units away)",
     tolerance=IDENTITY_TOL, units="|Σ_c α_nc - 1| / max(1, Σ_c|α_nc|) (and |Σ_c correction| likewise)",
     cell=_eq9_cell,
-    grid={"smoke": dict(weights=["eq9", "eq37_outer", "eq37_own"], beta=[1.0], axis=["queries", "landmarks"],
-                        C=[1, 4], d=[8], separation=[1.0]),
-          "quick": dict(weights=["eq9", "eq37_outer", "eq37_own"], beta=[0.0, 1.0, 2.0, 10.0],
-                        axis=["queries", "landmarks"], C=[1, 2, 16], d=[1, 64], separation=[0.0, 5.0]),
-          "full": dict(weights=["eq9", "eq37_outer", "eq37_own"], beta=[0.0, 0.5, 1.0, 2.0, 4.0, 10.0],
+    grid={"smoke": dict(weights=list(WEIGHT_AXIS), beta=[1.0], axis=["queries", "landmarks"], C=[1, 4], d=[8],
+                        separation=[1.0]),
+          "quick": dict(weights=list(WEIGHT_AXIS), beta=[0.0, 1.0, 2.0, 10.0], axis=["queries", "landmarks"],
+                        C=[1, 2, 16], d=[1, 64], separation=[0.0, 5.0]),
+          "full": dict(weights=list(WEIGHT_AXIS), beta=[0.0, 0.5, 1.0, 2.0, 4.0, 10.0],
                        axis=["queries", "landmarks"], C=[1, 2, 4, 16, 49, 196], d=[1, 8, 64],
                        separation=[0.0, 0.5, 2.0, 5.0])},
     variants=("A", "B"),
     variant_notes={"A": "every α_nc evaluated at one common argument ω (as written after Eq 9)",
                    "B": "each α_nc evaluated at its own proposal's sample ω_c (how the weights enter the estimator)"},
     where=lambda p, v: p["weights"] == "eq9" or p["beta"] == 1.0,
+    search=_eq9_search, restarts=RESTARTS, universal=True,
     roles=("weight_table", "mis_weights"), plot_x="C",
     notes="β = 1 is Eq 9; other β are the β variant (eq37 is swept at β = 1). Under reading A the Eq 37 inner sum "
           "is at the same argument for both inner readings.",
@@ -779,10 +812,16 @@ def _r_function(ctx: CellContext, choice: str, props, q, landmarks):
 def _g3_2_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     q, landmarks, props, omega = _weight_inputs(ctx, p["C"], p["d"])
-    r_of = _r_function(ctx, p["r"], props, q, landmarks)
     draws = omega[:, 0, :]                                                      # ω_c ~ q_c, (C, D)
+    r = _r_function(ctx, p["r"], props, q, landmarks)(draws)                   # [c, c'] = r_c'(ω_c)
+    total, corr, bh_sum = _g3_2_errors(ctx, props, draws, r)
+    return _exact(max(total, corr), ctx, dict(sum_error=total, correction_sum_error=corr,
+                                              sum_of_balance_terms=bh_sum))
+
+
+def _g3_2_errors(ctx: CellContext, props, draws, r) -> tuple[float, float, float]:
+    """Sum errors of Eq 27 at the draws under the cell's reading, and the sum of the balance terms."""
     log_q = props.log_density(draws)                                            # [c, c'] = log q_c'(ω_c)
-    r = r_of(draws)                                                             # [c, c'] = r_c'(ω_c)
     eq27 = ctx.impl("eq27_weights", mis_est.eq27_weights)
     if ctx.variant == "A":
         alpha = np.asarray(eq27(log_q, r, argument="common"))                   # (C points, C)
@@ -791,8 +830,28 @@ def _g3_2_cell(ctx: CellContext) -> Evidence:
         alpha = np.asarray(eq27(log_q, r, argument="own" if ctx.variant == "B" else "typeset"))[None]
         bh = np.diag(mis_est.balance_heuristic(log_q))[None]
     total, corr = _sum_errors(alpha, bh)
-    return _exact(max(total, corr), ctx, dict(sum_error=total, correction_sum_error=corr,
-                                              sum_of_balance_terms=float(bh.sum(-1).max())))
+    return total, corr, float(bh.sum(-1).max())
+
+
+def _g3_2_search(ctx: CellContext) -> Evidence:
+    q = attention_inputs("gauss", np.random.default_rng(1), 12, 2, 1)[0]
+    landmarks = lara_est.segment_landmarks(q, 3)
+    sub = CellContext(ctx.claim_id, ctx.variant, {}, ctx.tier, 0, ctx.alpha, ctx.power, ctx.tolerance,
+                      np.random.default_rng(2), ctx.implementations)
+
+    def error(x):
+        separation, distance, choice = x
+        props, omega = _search_proposals(separation, distance, d=1)
+        draws = omega[:, 0, :]
+        r = _r_function(sub, R_CHOICES[int(choice)], props, q, landmarks)(draws)
+        return max(_g3_2_errors(ctx, props, draws, r)[:2])
+
+    # r from App D's quadrature is swept by the grid (each evaluation solves a system); the search covers the
+    # displayed algebra with constants, smooth functions and zero
+    return _search_evidence(ctx, error, [(0.0, 10.0), (0.0, 50.0), (1.0, 3.0)], integer=[False, False, True])
+
+
+R_CHOICES = ("quadrature", "rprime", "smooth", "zero")
 
 
 G3_2_OPTIMAL_SUM = Claim(
@@ -807,15 +866,15 @@ G3_2_OPTIMAL_SUM = Claim(
     tolerance=IDENTITY_TOL, units="|Σ_c α*_nc - 1| / max(1, Σ_c|α*_nc|) (and |Σ_c correction| likewise)",
     cell=_g3_2_cell,
     grid={"smoke": dict(r=["quadrature", "rprime", "zero"], C=[1, 3], d=[1, 8], separation=[1.0]),
-          "quick": dict(r=["quadrature", "rprime", "smooth", "zero"], C=[1, 2, 6, 16], d=[1, 64],
-                        separation=[0.0, 5.0]),
-          "full": dict(r=["quadrature", "rprime", "smooth", "zero"], C=[1, 2, 3, 6, 16, 49], d=[1, 8, 64],
+          "quick": dict(r=list(R_CHOICES), C=[1, 2, 6, 16], d=[1, 64], separation=[0.0, 5.0]),
+          "full": dict(r=list(R_CHOICES), C=[1, 2, 3, 6, 16, 49], d=[1, 8, 64],
                        separation=[0.0, 0.5, 2.0, 5.0])},
     variants=("A", "B", "C"),
     variant_notes={"A": "Eq 27 with every term at one common ω, summed over c",
                    "B": "Eq 27 with each α*_nc at its own sample ω_c (inner sum at ω_c)",
                    "C": "the display as typeset: inner numerators and r at ω_c'', inner denominators at ω_c"},
     where=lambda p, v: p["r"] != "quadrature" or p["d"] == 1,
+    search=_g3_2_search, restarts=RESTARTS, universal=True,
     roles=("eq27_weights",), plot_x="C",
 )
 
@@ -890,7 +949,7 @@ APPD_D1 = Claim(
 def _eq10_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     q, k, v = _inputs(ctx, p["N"], p["N"], p["d"])
-    lp = _lara_setup(ctx, q, k, p["C"], p["proposal"])
+    lp = _lara_setup(q, k, p["C"], p["proposal"])
     omega = lp.proposals.draw(1, ctx.rng)
     alpha = _weights_for(ctx, p["weights"], lp, q, omega)
     exact_p = np.asarray(ctx.impl("mis_attention", mis_est.mis_attention)(q, k, v, lp.proposals, omega=omega,
@@ -1026,7 +1085,7 @@ def _lara_forms_cell(ctx: CellContext, left: str, right: str) -> Evidence:
     """LARA computed in two forms on shared draws and shared weights (``mode`` train: ω_c ~ q_c; eval: μ_c)."""
     p = ctx.params
     q, k, v = _inputs(ctx, p["N"], p["N"], p["d"])
-    lp = _lara_setup(ctx, q, k, p["C"], p["proposal"])
+    lp = _lara_setup(q, k, p["C"], p["proposal"])
     omega = lp.proposals.draw(1, ctx.rng) if p.get("mode", "train") == "train" else lp.proposals.mean()[:, None]
     alpha = _weights_for(ctx, p["weights"], lp, q, omega)
     lara = ctx.impl("lara_attention", lara_est.lara_attention)
@@ -1269,7 +1328,7 @@ ALG2 = Claim(
 def _alg3_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     q, k, v = _inputs(ctx, p["N"], p["N"], p["d"])
-    lp = _lara_setup(ctx, q, k, p["C"], p["proposal"])
+    lp = _lara_setup(q, k, p["C"], p["proposal"])
     omega = lp.proposals.draw(1, ctx.rng)
     alpha = _weights_for(ctx, "eq9", lp, q, omega, beta=p["beta"], axis=p["axis"])
     log_q_own = lp.proposals.log_density_own(omega)[:, 0]
