@@ -16,7 +16,18 @@ Primitives (this package's modules):
   estimators;
 * :mod:`~rfkit.estimators.control_variates` — control-variate estimators (coefficient given or estimated);
 * :mod:`~rfkit.estimators.eva` — EVA: RFA as per-token control variates, ideal/practical/causal EVA,
-  Scatterbrain.
+  Scatterbrain;
+* :mod:`~rfkit.estimators.rfa` — RFA as self-normalised importance sampling (RA/LARA paper §2-3), merged
+  coordinates, Algorithm 2;
+* :mod:`~rfkit.estimators.ra` — randomized attention (unbiased RA, Eq 30 mixture sampler, biased RA,
+  Algorithm 1);
+* :mod:`~rfkit.estimators.mis` — multiple importance sampling: Gaussian proposals and weighting functions
+  (balance heuristic, Eqs 9, 27, 37);
+* :mod:`~rfkit.estimators.lara` — linear randomized attention (LARA, Eqs 10/28, G.3 proposals).
+
+The RA/LARA modules are imported as submodules (``rfkit.estimators.lara.lara_attention``); their names are
+not flattened into this namespace (``rfkit.estimators.rfa.rfa_attention`` is the RA paper's RFA,
+``rfkit.estimators.rfa_attention`` EVA's).
 
 Conventions (shapes, scaling, randomness, errors) are those of the project's DESIGN notes: queries
 ``(..., N, d)``, keys ``(..., M, d)``, values ``(..., M, d_v)``; every random function takes ``rng``;
@@ -24,6 +35,7 @@ invalid input raises ``ValueError``/``TypeError`` naming the argument; unavoidab
 :class:`NumericalError`.
 """
 
+from . import lara, mis, ra, rfa
 from ._checks import NonPositiveDenominatorWarning, NumericalError
 from .attention import (
     AttentionStats,
@@ -119,6 +131,7 @@ from .projections import (
 from .structured import GivensProjection, HadamardProjection, fwht, givens_projection, hadamard_projection
 
 __all__ = [
+    "lara", "mis", "ra", "rfa",
     "G_KINDS", "RADIAL_LAWS", "IsotropicLaw", "Maclaurin", "beautiful_estimate", "beautiful_projections",
     "beautiful_terms",
     "FavorStats", "ScanStats", "draw_projection", "favor_attention", "favor_features", "favor_from_features",

@@ -16,6 +16,8 @@ Modules:
   (Eqs 61-74), the ORF projection law, MGFs, tail bounds of Lemma 4 and Theorems 3, 5;
 * :mod:`~rfkit.theory.eva` — EVA: Gaussian product, control-variate moments, weighted MSE J, subset masses,
   asymptotics, practical EVA's GEMM list;
+* :mod:`~rfkit.theory.lara` — RA/LARA: mixture moments, IS-weight second moments, kernel relative variance, the
+  delta-method SNIS bias/variance, MIS variance, App D optimal weights, RA/LARA GEMM lists;
 * :mod:`~rfkit.theory.convergence` — Theorems 4/7: l, h*, δ, σ, m_pred, the Matérn kernel, the (E)/(R)
   readings of the ∞-norm.
 """

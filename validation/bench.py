@@ -20,6 +20,11 @@ EVA rows: practical EVA (:func:`rfkit.estimators.eva.eva_practical`, Eq 16) and 
 (:func:`rfkit.estimators.eva.eva_causal`, Algorithm 2) at every length, blocks of 64 tokens and 64 chunks,
 train mode (the chunk noise is drawn inside the timer), against exact softmax attention.
 
+RA/LARA rows (RA/LARA paper, Table 6's setting: 16 LARA samples): randomized attention (RA, ``S = 1``, sampling
+included; quadratic like exact attention, so in quick mode only up to ``L = 4096``) and LARA (Eq 34 proposals,
+Eq 9 weights, ``C = 16``, training mode, sampling included; linear), bidirectional, in float64 (their
+estimators compute in float64 whatever the requested dtype).
+
 Timings are measurements, never assertions: tests check the rows' structure and the memory law, not
 speed.
 """
@@ -45,6 +50,8 @@ from rfkit.estimators import (
 from rfkit.estimators.attention import DEFAULT_CHUNK_SIZE
 from rfkit.estimators.eva import eva_causal, eva_practical
 from rfkit.estimators.favor import draw_projection, favor_attention
+from rfkit.estimators.lara import lara_attention
+from rfkit.estimators.ra import ra_attention
 from rfkit.theory.cost import (
     feature_map_gemms,
     gemm_flops,
@@ -52,6 +59,7 @@ from rfkit.theory.cost import (
     softmax_attention_gemms,
 )
 from rfkit.theory.eva import eva_practical_gemms
+from rfkit.theory.lara import lara_gemms, ra_gemms
 from rfkit.validation.timing import peak_bytes
 
 __all__ = ["Case", "default_cases", "run_cases", "measure_roofline", "format_table"]
@@ -197,6 +205,39 @@ def _sampling_case(projection: str, m: int, d: int, dtype) -> Case:
                                                                    causal=None), setup, ())
 
 
+#: LARA's number of landmarks (= samples) in the benchmark rows (Table 6 uses 16); RA's samples per query (G.2).
+LARA_LANDMARKS = 16
+RA_SAMPLES = 1
+#: Longest sequence of the RA rows in quick mode (RA is quadratic in time).
+RA_QUICK_MAX_LENGTH = 4096
+
+
+def _ra_case(length: int, d: int) -> Case:
+    scale = d ** -0.25
+
+    def setup():
+        q, k, v = _qkv(length, d, d, np.float64, 1)
+        rng = np.random.default_rng(2)
+        return lambda: ra_attention(q * scale, k * scale, v, S=RA_SAMPLES, rng=rng)
+
+    return Case(f"ra S={RA_SAMPLES} (bidirectional, sampling included)",
+                dict(L=length, d=d, m=RA_SAMPLES, dtype="float64", causal=False), setup,
+                ra_gemms(length, length, d, d, RA_SAMPLES), baseline="exact softmax (bidirectional)")
+
+
+def _lara_case(length: int, d: int) -> Case:
+    scale = d ** -0.25
+
+    def setup():
+        q, k, v = _qkv(length, d, d, np.float64, 1)
+        rng = np.random.default_rng(2)
+        return lambda: lara_attention(q * scale, k * scale, v, C=LARA_LANDMARKS, rng=rng, uneven="adaptive")
+
+    return Case(f"lara C={LARA_LANDMARKS} eq34/eq9 (bidirectional, sampling included)",
+                dict(L=length, d=d, m=LARA_LANDMARKS, dtype="float64", causal=False), setup,
+                lara_gemms(length, length, LARA_LANDMARKS, d, d), baseline="exact softmax (bidirectional)")
+
+
 def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.float64) -> list[Case]:
     """FAVOR+-style linear attention vs exact softmax attention, d = 64, m = 256.
 
@@ -205,6 +246,7 @@ def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.flo
     ``lengths`` replaces the lengths (and drops the ``L = 65,536`` row). FAVOR+ variant rows (trig /
     positive / hyperbolic × iid / R-ORF) run at the second length in quick mode and at every length in
     full; the sampling rows (R/H/G-ORF, ``m = 256``, ``d = 64``) once.
+    RA (``S = 1``) and LARA (``C = 16``) rows at every length (RA up to :data:`RA_QUICK_MAX_LENGTH` in quick mode).
     """
     d, m = 64, 256
     custom = lengths is not None
@@ -221,6 +263,9 @@ def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.flo
             if length in variant_lengths:
                 cases += [_favor_variant_case(length, d, m, kind, projection, causal, dtype)
                           for kind in FAVOR_KINDS for projection in PROJECTION_LABELS]
+        if not quick or length <= RA_QUICK_MAX_LENGTH:
+            cases.append(_ra_case(length, d))
+        cases.append(_lara_case(length, d))
     if not custom:
         cases.append(_favor_case(65536, d, m, True, dtype, features_included=True))
     cases += [_sampling_case(projection, m, d, dtype) for projection in ("orthogonal", "hadamard", "givens")]

@@ -1,0 +1,576 @@
+r"""Random feature attention (RFA) as self-normalised importance sampling (RA/LARA paper, Secs 2.2-3.1).
+
+Seed text ``000_d62fa2cae7f5a446.txt`` (Zheng, Wang, Kong, "Linear Complexity Randomized Self-attention
+Mechanism", ICML 2022); register ``../shared/claims/lara.md`` (``lara.est.feature_maps``, ``lara.est.rfa``,
+``lara.est.snis``). Inputs are in *merged* coordinates (footnote 2): ``q = D^{-1/4} q_raw``,
+``k = D^{-1/4} k_raw``, so the kernel is ``exp(q·k)`` and ``ω ~ N(0, I_D)`` in the same coordinates.
+
+Randomized mappings ``ξ(x, ω) ∈ ℝ^l`` (Eq 1, App C), with ``exp(x·y) = E_ω[ξ(x,ω)ᵀξ(y,ω)]``:
+
+* ``positive`` (Performer, the paper's choice): ``l = 1``, ``ξ = exp(ω·x - ‖x‖²/2)``;
+* ``trig_sincos``: ``l = 2``, ``ξ = exp(‖x‖²/2) [sin ω·x, cos ω·x]``;
+* ``trig_cos_phase``: ``l = 1``, ``ξ = √2 exp(‖x‖²/2) cos(ω·x + b)``, ``b ~ U(0, 2π)`` drawn with ``ω``;
+* ``hyperbolic``: ``l = 2``, ``ξ = exp(-‖x‖²/2)/√2 [exp ω·x, exp -ω·x]``.
+
+RFA (Eq 2) with samples ``ω_1..ω_S`` shared by all queries is
+
+.. math::  \mathrm{RFA}(q_n) = \frac{\sum_s ξ(q_n,ω_s)^T \sum_m ξ(k_m,ω_s) v_m^T}
+                                   {\sum_s ξ(q_n,ω_s)^T \sum_m ξ(k_m,ω_s)},
+
+which is SNIS (Prop 3.1) of ``E_{p_n}[f_n]`` with proposal ``N(0, I)``, unnormalised target
+``p̃_n(ω) = N(ω; 0, I) ξ(q_n,ω)ᵀ Σ_m ξ(k_m,ω)`` and integrand (Eq 6)
+``f_n(ω) = ξ(q_n,ω)ᵀ Σ_m ξ(k_m,ω) v_mᵀ / ξ(q_n,ω)ᵀ Σ_m ξ(k_m,ω)``.
+
+Design notes
+------------
+* **Log space.** For the non-negative maps every exponential is formed in log space: the positive map's
+  key statistics are ``log Den_s = LSE_m(ω_s·k_m - ‖k_m‖²/2)`` and ``F_s = Σ_m softmax_m(ω_s·k_m -
+  ‖k_m‖²/2) v_m`` (the query's factor ``ξ(q_n, ω)`` cancels in ``f_n``: *query cancellation*), and
+  ``RFA(q_n) = Σ_s softmax_s(ω_s·q_n + log Den_s) F_s`` (the *softmax form*). No raw ``exp(ω·k)`` is ever
+  taken, so any norms work. Signed (trigonometric) maps keep their ``exp(‖x‖²/2)`` factors as separate
+  log scales (:class:`~rfkit.estimators.features.Features`) and use signed sums; renormalisers ``<= 0``
+  are counted, never hidden.
+* **One implementation per formula.** The footnote-3 feature vectors ``φ(x, w) = S^{-1/2}[ξ(x,ω_1), ...,
+  ξ(x,ω_S)]`` reuse :mod:`rfkit.estimators.features` (same ``1/√m`` convention and block layout); SNIS
+  reuses :func:`rfkit.estimators.importance.snis_estimate`. ``log ξ`` itself is computed here from its
+  formula (the features module keeps exponentials, whose logs lose precision far in the tails).
+* **Forms.** :func:`rfa_attention` offers the stable softmax form (positive map, default), the Eq 2 feature
+  form through :func:`~rfkit.estimators.attention.linear_attention` (every map), the literal ``O(NMS)``
+  double sum of Eq 2 and the literal loops of Algorithm 2 (Numba, max-shifted), so identity claims compare
+  independent computations.
+
+Shapes: ``q (N, D)``, ``k (M, D)``, ``v (M, D_v)``, ``omega (S, D)`` (or ``(N, S, D)`` for per-query samples
+where stated); outputs ``(N, D_v)``. Randomness: ``rng`` (SPEC 7) or explicit ``omega`` / ``phase``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from scipy.special import softmax
+
+from ._checks import NumericalError, as_float_array, check_choice, check_positive_int, check_rng
+from .attention import linear_attention
+from .features import Features, hyperbolic_features, positive_features, trig_features
+from .importance import effective_sample_size, snis_estimate
+
+__all__ = [
+    "XI_MAPS",
+    "NONNEGATIVE_MAPS",
+    "logsumexp",
+    "RFA_FORMS",
+    "KeyStatistics",
+    "RFAStats",
+    "log_normal",
+    "draw_rfa_samples",
+    "xi",
+    "pair_log_kernel",
+    "rf_features",
+    "key_statistics",
+    "integrand",
+    "log_implied_target",
+    "rfa_log_weights",
+    "rfa_snis",
+    "rfa_attention",
+    "rfa_algorithm2",
+    "over_heads",
+]
+
+#: Randomized mappings of App C (names as in the register).
+XI_MAPS = ("positive", "trig_sincos", "trig_cos_phase", "hyperbolic")
+#: Maps whose pair products are non-negative, so that the implied target is a density (App C).
+NONNEGATIVE_MAPS = ("positive", "hyperbolic")
+#: Computational forms of :func:`rfa_attention`.
+RFA_FORMS = ("softmax", "features", "double_sum", "algorithm")
+
+_LOG_2PI = math.log(2 * math.pi)
+_HALF_LOG_2 = 0.5 * math.log(2.0)
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def over_heads(fn):
+    """Let an attention estimator take ``(..., N, D)`` inputs: leading batch/head axes broadcast and the
+    estimator runs once per (batch, head), in row-major order.
+
+    Random draws come from ``rng`` head after head (independent heads); explicit draws (``omega=``, ``draws=``)
+    are shared by every head. With ``return_stats=True`` the statistics are returned as a list, one per head.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(q, k, v, *args, **kwargs):
+        arrays = [as_float_array(a, name, min_ndim=2) for a, name in ((q, "q"), (k, "k"), (v, "v"))]
+        if all(a.ndim == 2 for a in arrays):
+            return fn(*arrays, *args, **kwargs)
+        lead = np.broadcast_shapes(*(a.shape[:-2] for a in arrays))
+        arrays = [np.broadcast_to(a, lead + a.shape[-2:]) for a in arrays]
+        if "rng" in kwargs:
+            kwargs["rng"] = check_rng(kwargs["rng"])
+        results = [fn(*(a[idx] for a in arrays), *args, **kwargs) for idx in np.ndindex(lead)]
+        if kwargs.get("return_stats") or kwargs.get("return_samples"):
+            outs = np.stack([r[0] for r in results]).reshape(lead + results[0][0].shape)
+            return outs, [r[1] for r in results]
+        return np.stack(results).reshape(lead + results[0].shape)
+
+    return wrapper
+
+
+
+def _matrix(x, name: str, d: int | None = None) -> np.ndarray:
+    arr = as_float_array(x, name, ndim=2)
+    if d is not None and arr.shape[1] != d:
+        raise ValueError(f"{name} must have {d} columns (the dimension D), got shape {arr.shape}")
+    return arr
+
+
+def _qkv(q, k, v):
+    q = _matrix(q, "q")
+    k = _matrix(k, "k", q.shape[1])
+    v = _matrix(v, "v")
+    if v.shape[0] != k.shape[0]:
+        raise ValueError(f"k and v must have the same number of rows, got {k.shape[0]} and {v.shape[0]}")
+    if q.shape[0] == 0 or k.shape[0] == 0:
+        raise ValueError("q and k need at least one row each")
+    return q, k, v
+
+
+def _omega(omega, d: int, *, per_query: int | None = None) -> np.ndarray:
+    """``(S, D)`` shared samples, or ``(N, S, D)`` per-query samples when ``per_query = N`` is allowed."""
+    arr = as_float_array(omega, "omega", min_ndim=2)
+    if arr.shape[-1] != d:
+        raise ValueError(f"omega must have D = {d} columns, got shape {arr.shape}")
+    if arr.ndim == 3 and per_query is not None and arr.shape[0] == per_query:
+        return arr
+    if arr.ndim != 2:
+        raise ValueError(f"omega must have shape (S, D){' or (N, S, D)' if per_query else ''}, got {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError("omega needs at least one sample (S >= 1)")
+    return arr
+
+
+def _phase(phase, feature_map: str, n_samples: int):
+    if feature_map != "trig_cos_phase":
+        if phase is not None:
+            raise ValueError(f"phase is only used by the trig_cos_phase map, not {feature_map!r}")
+        return None
+    if phase is None:
+        raise ValueError("the trig_cos_phase map needs phase= (one b ~ U(0, 2π) per sample; draw_rfa_samples)")
+    b = as_float_array(phase, "phase", ndim=1)
+    if b.shape[0] != n_samples:
+        raise ValueError(f"phase must have one entry per sample ({n_samples}), got {b.shape[0]}")
+    return b
+
+
+def logsumexp(a, axis=None) -> np.ndarray:
+    """``log Σ exp(a)`` along ``axis`` (int or tuple), max-shifted; ``-inf`` where every term is ``-inf``.
+
+    A lean replacement of :func:`scipy.special.logsumexp` for the small arrays of the hot paths here.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    top = np.max(a, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(a - top), axis=axis, keepdims=True)) + top
+    return np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
+
+
+def _half_sq_norm(x: np.ndarray) -> np.ndarray:
+    return 0.5 * np.einsum("...i,...i->...", x, x)
+
+
+def log_normal(omega, mean=None) -> np.ndarray:
+    r"""``log N(ω; μ, I)`` with the ``(2π)^{-D/2}`` factor; ``omega (..., D)``, ``mean`` broadcasting to it.
+
+    Examples
+    --------
+    >>> float(log_normal(np.zeros(1)))  # -log √(2π)
+    -0.9189385332046727
+    """
+    w = as_float_array(omega, "omega", min_ndim=1)
+    diff = w if mean is None else w - as_float_array(mean, "mean", min_ndim=1)
+    return -_half_sq_norm(diff) - 0.5 * w.shape[-1] * _LOG_2PI
+
+
+def draw_rfa_samples(S: int, d: int, *, rng, feature_map: str = "positive"):
+    """``(omega, phase)``: ``S`` iid ``ω ~ N(0, I_d)`` and, for ``trig_cos_phase``, ``b ~ U(0, 2π)`` (else None).
+
+    Randomness: ``S·d`` standard normals (and ``S`` uniforms) from ``rng``; no orthogonal coupling (G.1).
+    """
+    S = check_positive_int(S, "S")
+    d = check_positive_int(d, "d")
+    check_choice(feature_map, "feature_map", XI_MAPS)
+    gen = check_rng(rng)
+    omega = gen.standard_normal((S, d))
+    phase = gen.uniform(0.0, 2 * math.pi, size=S) if feature_map == "trig_cos_phase" else None
+    return omega, phase
+
+
+# ------------------------------------------------------------------------------------ feature maps
+
+
+def xi(x, omega, *, feature_map: str = "positive", phase=None) -> tuple[np.ndarray, np.ndarray]:
+    r"""The randomized mapping ``ξ(x_i, ω_s)`` in signed log form: ``(sign, log|ξ|)``, shape ``(L, S, l)``.
+
+    Formulas (App C): positive ``log ξ = ω·x - ‖x‖²/2``; hyperbolic ``±ω·x - ‖x‖²/2 - ½ log 2``; trig_sincos
+    ``‖x‖²/2 + log|sin ω·x|, log|cos ω·x|``; trig_cos_phase ``½ log 2 + ‖x‖²/2 + log|cos(ω·x + b)|``.
+    ``log|ξ| = -inf`` where ``ξ = 0``. Cost ``O(L·S·D)``.
+    """
+    check_choice(feature_map, "feature_map", XI_MAPS)
+    x = _matrix(x, "x")
+    w = _omega(omega, x.shape[1])
+    b = _phase(phase, feature_map, w.shape[0])
+    proj = x @ w.T
+    half = _half_sq_norm(x)[:, None, None]
+    if feature_map == "positive":
+        return np.ones(proj.shape + (1,)), proj[..., None] - half
+    if feature_map == "hyperbolic":
+        logs = np.stack([proj, -proj], axis=-1) - half - _HALF_LOG_2
+        return np.ones_like(logs), logs
+    if feature_map == "trig_sincos":
+        vals = np.stack([np.sin(proj), np.cos(proj)], axis=-1)
+        extra = half
+    else:
+        vals = np.cos(proj + b)[..., None]
+        extra = half + _HALF_LOG_2
+    with np.errstate(divide="ignore"):
+        return np.sign(vals), np.log(np.abs(vals)) + extra
+
+
+def pair_log_kernel(q, k, omega, *, feature_map: str = "positive", phase=None) -> tuple[np.ndarray, np.ndarray]:
+    r"""``ξ(q_n, ω)ᵀ ξ(k_m, ω)`` in signed log form, shape ``(N, S, M)``.
+
+    ``omega`` is ``(S, D)`` (shared) or ``(N, S, D)`` (per query). Closed forms of the pair products:
+    positive ``ω·(q+k) - (‖q‖²+‖k‖²)/2``; hyperbolic ``log ½(e^{ω·(q+k)} + e^{-ω·(q+k)}) - (‖q‖²+‖k‖²)/2``
+    (the sum of its two components, by ``logaddexp``); trig_sincos
+    ``e^{(‖q‖²+‖k‖²)/2} cos(ω·(q-k))``; trig_cos_phase ``2e^{(‖q‖²+‖k‖²)/2} cos(ω·q+b) cos(ω·k+b)``.
+    Cost ``O(N·S·M·D)`` for per-query samples, ``O(S(N+M)D + NSM)`` for shared ones.
+    """
+    check_choice(feature_map, "feature_map", XI_MAPS)
+    q = _matrix(q, "q")
+    k = _matrix(k, "k", q.shape[1])
+    w = _omega(omega, q.shape[1], per_query=q.shape[0])
+    if w.ndim == 2:
+        w = np.broadcast_to(w, (q.shape[0],) + w.shape)
+    b = _phase(phase, feature_map, w.shape[1])
+    wq = np.einsum("nsd,nd->ns", w, q)[..., None]          # (N, S, 1)
+    wk = w @ k.T                                            # (N, S, M)
+    half = _half_sq_norm(q)[:, None, None] + _half_sq_norm(k)[None, None, :]
+    if feature_map == "positive":
+        return np.ones(wk.shape), wq + wk - half
+    if feature_map == "hyperbolic":  # ½(e^{ω·q}e^{ω·k} + e^{-ω·q}e^{-ω·k}), the two components of ξᵀξ
+        t = wq + wk
+        return np.ones(wk.shape), np.logaddexp(t, -t) - math.log(2.0) - half
+    if feature_map == "trig_sincos":
+        vals = np.cos(wq - wk)
+        extra = half
+    else:
+        vals = np.cos(wq + b[None, :, None]) * np.cos(wk + b[None, :, None])
+        extra = half + math.log(2.0)
+    with np.errstate(divide="ignore"):
+        return np.sign(vals), np.log(np.abs(vals)) + extra
+
+
+def rf_features(x, omega, *, feature_map: str = "positive", phase=None) -> Features:
+    r"""Footnote-3 random features ``φ(x, w) = S^{-1/2} [ξ(x,ω_1), ..., ξ(x,ω_S)]`` as :class:`Features`.
+
+    ``φ(x)ᵀφ(y) = (1/S) Σ_s ξ(x,ω_s)ᵀξ(y,ω_s)``. Positive, trig_sincos and hyperbolic reuse
+    :mod:`rfkit.estimators.features` (identical formulas, block layout ``[f_1 block | f_2 block]``);
+    trig_cos_phase is ``√(2/S) cos(ω_s·x + b_s)`` with log-scale ``‖x‖²/2``. Cost ``O(L·S·D)``.
+    """
+    check_choice(feature_map, "feature_map", XI_MAPS)
+    x = _matrix(x, "x")
+    w = _omega(omega, x.shape[1])
+    b = _phase(phase, feature_map, w.shape[0])
+    if feature_map == "positive":
+        return positive_features(x, w)
+    if feature_map == "hyperbolic":
+        return hyperbolic_features(x, w)
+    if feature_map == "trig_sincos":
+        return trig_features(x, w)
+    values = math.sqrt(2.0 / w.shape[0]) * np.cos(x @ w.T + b)
+    return Features(values, _half_sq_norm(x))
+
+
+# ------------------------------------------------------------------------------- SNIS ingredients
+
+
+@dataclass(frozen=True)
+class KeyStatistics:
+    r"""Positive-map key statistics of Algorithm 2/3 in normalised form.
+
+    ``Den_s = Σ_m ξ(k_m,ω_s) = exp(log_den[s])`` and ``Num_s = Σ_m ξ(k_m,ω_s) v_mᵀ = Den_s · F[s]``, where
+    ``F_s = Σ_m softmax_m(ω_s·k_m - ‖k_m‖²/2) v_m = f(ω_s)`` is the (query-free) integrand.
+    """
+
+    log_den: np.ndarray
+    F: np.ndarray
+
+
+def key_statistics(k, v, omega) -> KeyStatistics:
+    r"""``log Den_s = LSE_m(ω_s·k_m - ‖k_m‖²/2)`` and ``F_s = Σ_m softmax_m(·) v_m`` (positive map).
+
+    ``omega (..., D)``: any leading shape (``(S, D)`` for RFA/LARA, ``(N, S, D)`` for RA); results have the
+    leading shape (``F`` gains a last axis ``D_v``). Cost ``O(#ω · M · (D + D_v))`` (two matrix products).
+    """
+    k = _matrix(k, "k")
+    v = _matrix(v, "v")
+    if v.shape[0] != k.shape[0]:
+        raise ValueError(f"k and v must have the same number of rows, got {k.shape[0]} and {v.shape[0]}")
+    w = as_float_array(omega, "omega", min_ndim=1)
+    if w.shape[-1] != k.shape[1]:
+        raise ValueError(f"omega must have D = {k.shape[1]} columns, got shape {w.shape}")
+    flat = w.reshape(-1, w.shape[-1])
+    logits = flat @ k.T - _half_sq_norm(k)
+    log_den = logsumexp(logits, axis=-1)
+    F = np.exp(logits - log_den[:, None]) @ v
+    return KeyStatistics(log_den.reshape(w.shape[:-1]), F.reshape(w.shape[:-1] + (v.shape[1],)))
+
+
+def _signed_ratio(sign: np.ndarray, log_abs: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``Σ_m s_m e^{l_m} v_m / Σ_m s_m e^{l_m}`` along the last axis of ``(…, M)`` (max-shifted, signed)."""
+    shift = log_abs.max(axis=-1, keepdims=True)
+    shift = np.where(np.isfinite(shift), shift, 0.0)
+    a = sign * np.exp(log_abs - shift)
+    den = a.sum(axis=-1)
+    if (den == 0).any():
+        raise NumericalError("the integrand's denominator ξ(q,ω)ᵀΣ_m ξ(k_m,ω) is exactly 0 at some ω")
+    return (a @ v) / den[..., None]
+
+
+def integrand(q, k, v, omega, *, feature_map: str = "positive", form: str = "literal", phase=None) -> np.ndarray:
+    r"""The integrand ``f_n(ω)`` of Eq 6 at every sample, shape ``(N, S, D_v)``.
+
+    ``form="literal"``: Eq 6 with ``ξ(q_n, ω)`` kept in numerator and denominator (signed log space;
+    every map). ``form="simplified"`` (positive map only): ``Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m``, which
+    does not involve ``q_n`` (register ``lara.derived.query_cancellation``). ``omega`` is ``(S, D)`` (shared)
+    or ``(N, S, D)`` (per query, as in RA). Cost ``O(N·S·M·(D + D_v))`` (literal), ``O(S·M·(D + D_v))``
+    (simplified, shared samples).
+    """
+    check_choice(form, "form", ("literal", "simplified"))
+    q, k, v = _qkv(q, k, v)
+    w = _omega(omega, q.shape[1], per_query=q.shape[0])
+    if form == "simplified":
+        if feature_map != "positive":
+            raise ValueError("the simplified integrand holds for the positive map only (query cancellation)")
+        F = key_statistics(k, v, w).F
+        return F if w.ndim == 3 else np.broadcast_to(F, (q.shape[0],) + F.shape)
+    sign, log_abs = pair_log_kernel(q, k, w, feature_map=feature_map, phase=phase)
+    return _signed_ratio(sign, log_abs, v)
+
+
+def log_implied_target(q, k, omega, *, feature_map: str = "positive") -> np.ndarray:
+    r"""``log p̃_n(ω_s) = log N(ω_s; 0, I) + log ξ(q_n,ω_s)ᵀ Σ_m ξ(k_m,ω_s)``, shape ``(N, S)`` (§4.2, App C).
+
+    Non-negative maps only (the trigonometric products are signed: no density, App C). With
+    ``Z_n = Σ_m exp(q_n·k_m)``, ``p̃_n/Z_n`` is the Eq 5 mixture (positive) or Corollary C.1's symmetric
+    mixture (hyperbolic). ``omega`` ``(S, D)`` or ``(N, S, D)``. Cost ``O(S(N + M)D)`` (positive, shared
+    samples), ``O(N·S·M·D)`` otherwise.
+    """
+    check_choice(feature_map, "feature_map", NONNEGATIVE_MAPS)
+    q = _matrix(q, "q")
+    k = _matrix(k, "k", q.shape[1])
+    w = _omega(omega, q.shape[1], per_query=q.shape[0])
+    if feature_map == "positive" and w.ndim == 2:
+        stats = key_statistics(k, np.zeros((k.shape[0], 1)), w)
+        return log_normal(w) + q @ w.T - _half_sq_norm(q)[:, None] + stats.log_den
+    _, log_abs = pair_log_kernel(q, k, w, feature_map=feature_map)
+    return log_normal(w) + logsumexp(log_abs, axis=-1)
+
+
+def rfa_log_weights(q, k, omega, *, feature_map: str = "positive", log_proposal=None) -> np.ndarray:
+    r"""SNIS log-weights ``log w̃_ns = log p̃_n(ω_s) - log q(ω_s)``, shape ``(N, S)`` (Eq 3, Eq 4).
+
+    ``log_proposal`` (shape ``(S,)``) is ``log q(ω_s)`` of the proposal the samples came from; default
+    ``N(0, I)``, for which ``log w̃ = log ξ(q_n,ω)ᵀ Σ_m ξ(k_m,ω)`` (Eq 4 times ``Z_n``).
+    """
+    w = as_float_array(omega, "omega", min_ndim=2)
+    log_target = log_implied_target(q, k, w, feature_map=feature_map)
+    log_q = log_normal(w) if log_proposal is None else as_float_array(log_proposal, "log_proposal")
+    if log_proposal is not None and log_q.shape != log_target.shape[-1:] and log_q.shape != log_target.shape:
+        raise ValueError(f"log_proposal must have shape (S,) = {log_target.shape[-1:]}, got {log_q.shape}")
+    return log_target - log_q
+
+
+def rfa_snis(q, k, v, omega, *, feature_map: str = "positive", log_proposal=None, f_form: str = "literal"
+             ) -> tuple[np.ndarray, np.ndarray]:
+    r"""RFA in its SNIS reading (Prop 3.1 / Cor C.1): ``Σ_s w̃_ns f_n(ω_s) / Σ_s w̃_ns``; returns ``(y, ess)``.
+
+    Composes :func:`rfa_log_weights` and :func:`integrand` with
+    :func:`~rfkit.estimators.importance.snis_estimate` (weights a softmax over ``s`` of ``log w̃``) and
+    :func:`~rfkit.estimators.importance.effective_sample_size` (Kish, per query). ``omega`` may come from
+    any proposal (pass its ``log_proposal``): the general-proposal SNIS of Eq 3. Non-negative maps only.
+    Cost ``O(N·S·M·(D + D_v))`` with the literal integrand.
+    """
+    q, k, v = _qkv(q, k, v)
+    w = _omega(omega, q.shape[1])
+    log_w = rfa_log_weights(q, k, w, feature_map=feature_map, log_proposal=log_proposal)
+    f = integrand(q, k, v, w, feature_map=feature_map, form=f_form)
+    return snis_estimate(f, log_weights=log_w), effective_sample_size(log_weights=log_w)
+
+
+# ----------------------------------------------------------------------------------------- RFA
+
+
+@dataclass(frozen=True)
+class RFAStats:
+    """Diagnostics of one RFA call: Kish ESS of the SNIS weights per query (non-negative maps; nan for
+    signed maps), and the count and minimum of renormalisers ``<= 0`` (signed maps; 0 otherwise)."""
+
+    ess: np.ndarray
+    n_nonpositive: int
+    min_denominator: float
+
+
+def _softmax_form(q, k, v, w) -> tuple[np.ndarray, np.ndarray]:
+    stats = key_statistics(k, v, w)
+    logits = q @ w.T + stats.log_den
+    weights = softmax(logits, axis=-1)
+    return weights @ stats.F, (weights.sum(-1) ** 2) / (weights * weights).sum(-1)
+
+
+def _double_sum(q, k, v, w, feature_map, phase) -> tuple[np.ndarray, np.ndarray]:
+    """Eq 2's first form: ``Σ_m Σ_s ξ(q_n,ω_s)ᵀξ(k_m,ω_s) v_m / Σ_m Σ_s (·)``, an ``(N, M, S)`` sum per query."""
+    out = np.empty((q.shape[0], v.shape[1]))
+    dens = np.empty(q.shape[0])
+    for n in range(q.shape[0]):
+        sign, log_abs = pair_log_kernel(q[n:n + 1], k, w, feature_map=feature_map, phase=phase)
+        shift = log_abs.max()
+        gram = (sign[0] * np.exp(log_abs[0] - shift)).sum(axis=0)  # Σ_s, shape (M,)
+        dens[n] = gram.sum()
+        out[n] = gram @ v / dens[n]
+    return out, dens
+
+
+@over_heads
+def rfa_attention(q, k, v, *, S: int | None = None, omega=None, phase=None, rng=None,
+                  feature_map: str = "positive", form: str | None = None, return_stats: bool = False):
+    r"""Random feature attention ``RFA(q_n, K, V)`` (Eq 2; Algorithm 2; G.1), bidirectional.
+
+    Parameters
+    ----------
+    q, k, v : array_like ``(..., N, D)``, ``(..., M, D)``, ``(..., M, D_v)``
+        Merged coordinates (footnote 2: ``1/√D`` folded into ``q`` and ``k`` as ``D^{-1/4}`` each); leading
+        batch/head axes broadcast (:func:`over_heads`).
+    S : int, optional
+        Number of samples, drawn from ``rng`` when ``omega`` is not given.
+    omega : array_like ``(S, D)``, optional
+        Explicit samples ``ω_s`` shared by all queries (evaluation mode reuses one fixed set, G.1).
+    phase : array_like ``(S,)``, optional
+        The phases ``b_s`` of ``trig_cos_phase``.
+    feature_map : {"positive", "trig_sincos", "trig_cos_phase", "hyperbolic"}
+    form : {"softmax", "features", "double_sum", "algorithm"}, optional
+        ``softmax`` (default for the positive map): ``y_n = Σ_s softmax_s(ω_s·q_n + log Den_s) F_s``
+        (register ``lara.derived.rfa_softmax_form``); ``features`` (default otherwise): Eq 2 as linear
+        attention on footnote-3 features, signed where the map is; ``double_sum``: the literal first form
+        of Eq 2, ``O(NMS)``; ``algorithm``: the literal loops of Algorithm 2 (positive map, Numba).
+    return_stats : bool
+        Also return :class:`RFAStats`.
+
+    Notes
+    -----
+    Cost ``O(S(N + M)(D + D_v))`` time and ``O(S(N + M) + S·D_v)`` memory (softmax, features); the
+    double sum is ``O(NMS(D + D_v))``. Randomness: ``S·D`` standard normals (plus ``S`` phases).
+
+    Examples
+    --------
+    One key: every form returns its value.
+
+    >>> rfa_attention([[0.3, -0.2]], [[1.0, 0.5]], [[7.0]], S=4, rng=0)
+    array([[7.]])
+    """
+    check_choice(feature_map, "feature_map", XI_MAPS)
+    q, k, v = _qkv(q, k, v)
+    if omega is None:
+        if S is None:
+            raise TypeError("give S= (with rng=) or explicit omega=")
+        omega, phase = draw_rfa_samples(S, q.shape[1], rng=rng, feature_map=feature_map)
+    w = _omega(omega, q.shape[1])
+    phase = _phase(phase, feature_map, w.shape[0])
+    form = check_choice(form or ("softmax" if feature_map == "positive" else "features"), "form", RFA_FORMS)
+    if form in ("softmax", "algorithm") and feature_map != "positive":
+        raise ValueError(f"form {form!r} is for the positive map; use 'features' or 'double_sum'")
+    ess = np.full(q.shape[0], np.nan)
+    nonpositive, min_den = 0, math.nan
+    if form == "softmax":
+        out, ess = _softmax_form(q, k, v, w)
+    elif form == "algorithm":
+        out = rfa_algorithm2(q, k, v, w)
+    elif form == "double_sum":
+        out, dens = _double_sum(q, k, v, w, feature_map, phase)
+        nonpositive, min_den = int((dens <= 0).sum()), float(dens.min())
+    else:
+        fq = rf_features(q, w, feature_map=feature_map, phase=phase)
+        fk = rf_features(k, w, feature_map=feature_map, phase=phase)
+        out, att = linear_attention(fq, fk, v, return_stats=True)
+        nonpositive, min_den = att.n_nonpositive, att.min_denominator
+    return (out, RFAStats(ess, nonpositive, min_den)) if return_stats else out
+
+
+@numba.njit(cache=True)
+def _alg2_kernel(q, k, v, omega, out):  # pragma: no cover - compiled
+    n_q, d = q.shape
+    n_k = k.shape[0]
+    n_s = omega.shape[0]
+    dv = v.shape[1]
+    num_s = np.zeros((n_s, dv))
+    den_s = np.zeros(n_s)
+    log_c = np.empty(n_s)
+    logits = np.empty(n_k)
+    for s in range(n_s):  # for s = 1..S: N_s, D_s (max-shifted by c_s)
+        top = -np.inf
+        for m in range(n_k):
+            acc = 0.0
+            half = 0.0
+            for i in range(d):
+                acc += omega[s, i] * k[m, i]
+                half += k[m, i] * k[m, i]
+            logits[m] = acc - 0.5 * half
+            top = max(top, logits[m])
+        log_c[s] = top
+        for m in range(n_k):
+            e = math.exp(logits[m] - top)
+            den_s[s] += e
+            for j in range(dv):
+                num_s[s, j] += e * v[m, j]
+    lq = np.empty(n_s)
+    for n in range(n_q):  # for n = 1..N: N = Σ_s ξ(q_n, ω_s) N_s, D = Σ_s ξ(q_n, ω_s) D_s
+        half = 0.0
+        for i in range(d):
+            half += q[n, i] * q[n, i]
+        top = -np.inf
+        for s in range(n_s):
+            acc = 0.0
+            for i in range(d):
+                acc += omega[s, i] * q[n, i]
+            lq[s] = acc - 0.5 * half + log_c[s]
+            top = max(top, lq[s])
+        den = 0.0
+        for j in range(dv):
+            out[n, j] = 0.0
+        for s in range(n_s):
+            e = math.exp(lq[s] - top)
+            den += e * den_s[s]
+            for j in range(dv):
+                out[n, j] += e * num_s[s, j]
+        for j in range(dv):
+            out[n, j] /= den
+
+
+def rfa_algorithm2(q, k, v, omega) -> np.ndarray:
+    r"""Algorithm 2 (G.1) literally: loops over ``s`` (``N_s``, ``D_s``) and over ``n`` (``N``, ``D``, ``N/D``).
+
+    Positive map, float64, Numba-compiled explicit loops. Each ``N_s, D_s`` is stored divided by
+    ``exp(c_s)``, ``c_s = max_m log ξ(k_m, ω_s)``, and each query's sums over ``s`` are shifted by their
+    maximum; both shifts cancel in ``N/D`` (the only change to the printed algorithm). Cost ``O(S(N+M)(D+D_v))``.
+    """
+    q, k, v = _qkv(q, k, v)
+    w = _omega(omega, q.shape[1])
+    out = np.empty((q.shape[0], v.shape[1]))
+    _alg2_kernel(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v),
+                 np.ascontiguousarray(w), out)
+    return out

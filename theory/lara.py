@@ -1,0 +1,441 @@
+r"""Closed forms and derived predictions for RFA, RA and LARA (register ``lara.derived.*``, App D).
+
+Seed text ``000_d62fa2cae7f5a446.txt``; register ``../shared/claims/lara.md`` ("Derived predictions to
+verify"). Merged coordinates, identity-covariance Gaussians, positive map unless stated. Estimators live
+in :mod:`rfkit.estimators.rfa`, :mod:`~rfkit.estimators.ra`, :mod:`~rfkit.estimators.mis` and
+:mod:`~rfkit.estimators.lara`; this module states what they should equal or how they should behave.
+
+Predictions, by register id:
+
+* ``mixture_moments`` — :func:`mixture_moments`: ``E_{p_n}[ω] = q_n + K^Tπ_n``,
+  ``Cov = I + Σ_m π_nm (k_m - K^Tπ_n)(k_m - K^Tπ_n)^T``.
+* ``is_weight_second_moment`` — :func:`log_is_weight_second_moment`:
+  ``E_{N(μ,I)}[(p_n/q)²] = Σ_{m,m'} π_nm π_nm' exp((q_n + k_m - μ)·(q_n + k_m' - μ))`` (from
+  ``∫ N(a)N(b)/N(c) = exp((a-c)·(b-c))``).
+* ``kernel_relative_variance`` — :func:`kernel_relative_variance` (reuses
+  :func:`rfkit.theory.softmax.relative_mse`; adds the random-phase map ``2 sinh²(t/2) + e^t/2``).
+* ``snis_delta_bias_variance``, ``unnormalised_mis_variance``, ``ra_mse_decomposition`` — plug-in
+  evaluations of the leading-order/exact formulas from (large) samples per proposal:
+  :func:`snis_delta_bias_variance`, :func:`unnormalised_mis_variance`, :func:`ra_mse`.
+* ``gaussian_density_ratio`` — :func:`log_density_ratio_standard` (``-ω·μ + ‖μ‖²/2 = -log ξ(μ, ω)``) and
+  :func:`gaussian_balance_heuristic` (``softmax_c(ω·μ_c - ‖μ_c‖²/2)``).
+* ``query_cancellation`` — :func:`cancelled_integrand` (``Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m``).
+* ``hyperbolic_symmetry`` — :func:`hyperbolic_integrand` (the cosh form; even in ``ω``) and
+  :func:`hyperbolic_target_log_density` (Corollary C.1's mixture).
+* Lemma A.1 — :func:`tilted_gaussian_log_density`; ``rank_bound`` — :func:`output_rank_bound`.
+* ``rfa_softmax_form`` / ``lara_softmax_form`` — these *are* the estimators' default (stable) paths
+  (``rfa_attention(form="softmax")``, ``lara_attention(form="softmax")``); identity claims compare them
+  with Eq 2 and Eq 10 computed independently, so they are not re-implemented here.
+* App D, ``D = 1`` — :func:`appd_d1_solution` solves the printed ``C×C`` linear system of the optimal weights by
+  quadrature and returns ``α*`` (Eq 27) with the Eq 23/26 quantities; :func:`appd_grid_solution` solves the
+  stationarity conditions on a grid for ``D <= 2`` and any ``D_v`` (the fixed point ``r = ∫α*(r) g``, which is
+  linear in ``r``, solved directly) and evaluates the Eq 20 objective for any weights.
+* Cost models (matrix products as implemented) for the benchmark: :func:`ra_gemms`, :func:`lara_gemms`.
+
+Numerics: log space throughout (``log_*`` functions return logs; their exponentials are ``inf`` rather than
+overflowing silently, via :func:`_exp_or_inf`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import softmax
+
+from rfkit.estimators.ra import attention_mixture, softmax_log_weights
+from rfkit.estimators.rfa import integrand, key_statistics, log_normal, logsumexp
+from rfkit.theory.softmax import relative_mse
+
+__all__ = [
+    "mixture_moments",
+    "log_is_weight_second_moment",
+    "is_weight_second_moment",
+    "kernel_relative_variance",
+    "ra_mse",
+    "snis_delta_bias_variance",
+    "unnormalised_mis_variance",
+    "log_density_ratio_standard",
+    "gaussian_balance_heuristic",
+    "cancelled_integrand",
+    "hyperbolic_integrand",
+    "hyperbolic_target_log_density",
+    "tilted_gaussian_log_density",
+    "output_rank_bound",
+    "AppDSolution",
+    "appd_d1_solution",
+    "AppDGridSolution",
+    "appd_grid_solution",
+    "ra_gemms",
+    "lara_gemms",
+]
+
+_KERNEL_KINDS = {"positive": "positive", "trig_sincos": "trig", "hyperbolic": "hyperbolic"}
+
+
+def _exp_or_inf(log_value):
+    with np.errstate(over="ignore"):
+        return np.exp(log_value)
+
+
+def _half_sq(x):
+    return 0.5 * np.einsum("...i,...i->...", x, x)
+
+
+# --------------------------------------------------------------------------- mixtures and weights
+
+
+def mixture_moments(q, k) -> tuple[np.ndarray, np.ndarray]:
+    r"""Mean ``(N, D)`` and covariance ``(N, D, D)`` of ``p_n`` (Eq 5): ``q_n + K^Tπ_n`` and
+    ``I + Σ_m π_nm (k_m - K^Tπ_n)(k_m - K^Tπ_n)^T``. Cost ``O(NMD²)``."""
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    pi = np.exp(softmax_log_weights(q, k)[0])
+    kbar = pi @ k
+    centered = k[None, :, :] - kbar[:, None, :]
+    cov = np.einsum("nm,nmi,nmj->nij", pi, centered, centered) + np.eye(q.shape[1])
+    return q + kbar, cov
+
+
+def log_is_weight_second_moment(q, k, mu) -> np.ndarray:
+    r"""``log E_{N(μ, I)}[(p_n(ω)/q(ω))²] = LSE_{m,m'}(log π_nm + log π_nm' + a_m·a_m')``, ``a_m = q_n + k_m - μ``.
+
+    ``mu`` is ``(D,)`` (one proposal for all queries; ``0`` for RFA) or ``(N, D)``. Shape ``(N,)``;
+    ``O(NM²D)``. (Infinite second moments do not occur: Gaussian proposals with equal covariance.)
+    """
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    log_pi = softmax_log_weights(q, k)[0]
+    a = q[:, None, :] + k[None, :, :] - np.broadcast_to(np.asarray(mu, dtype=np.float64), q.shape)[:, None, :]
+    gram = np.einsum("nmd,npd->nmp", a, a)
+    return logsumexp(log_pi[:, :, None] + log_pi[:, None, :] + gram, axis=(1, 2))
+
+
+def is_weight_second_moment(q, k, mu) -> np.ndarray:
+    """``E_q[(p_n/q)²]`` (``inf`` where it exceeds float64), from :func:`log_is_weight_second_moment`."""
+    return _exp_or_inf(log_is_weight_second_moment(q, k, mu))
+
+
+def kernel_relative_variance(x, y, feature_map: str, S: int = 1) -> float:
+    r"""``Var[(1/S) Σ_s ξ(x,ω_s)ᵀξ(y,ω_s)] / exp(2x·y)`` for ``ω_s ~ N(0, I)`` iid.
+
+    positive ``e^{‖x+y‖²} - 1``; hyperbolic ``cosh(‖x+y‖²) - 1``; trig_sincos ``2 sinh²(‖x-y‖²/2)``;
+    trig_cos_phase ``2 sinh²(t/2) + e^{t}/2`` (``t = ‖x-y‖²``: the phase adds ``cos(ω·(x+y) + 2b)``, of
+    mean 0 and variance ½, uncorrelated with ``cos ω·(x-y)``); all divided by ``S``.
+    """
+    if feature_map in _KERNEL_KINDS:
+        return relative_mse(_KERNEL_KINDS[feature_map], x, y, S)
+    if feature_map != "trig_cos_phase":
+        raise ValueError(f"unknown feature_map {feature_map!r}")
+    t = float(np.sum((np.asarray(x, float) - np.asarray(y, float)) ** 2))
+    return (relative_mse("trig", x, y, 1) + 0.5 * math.exp(t)) / S
+
+
+def ra_mse(mean_f, trace_cov: float, mu, S: int) -> float:
+    r"""``MSE_n(S) = ‖E_{p_n}[f_n] - μ_n‖² + tr Cov_{p_n}(f_n) / S`` (RA or biased RA with its own law)."""
+    bias = np.asarray(mean_f, dtype=np.float64) - np.asarray(mu, dtype=np.float64)
+    return float(bias @ bias + trace_cov / S)
+
+
+def snis_delta_bias_variance(aw, f, g, S_c) -> tuple[np.ndarray, float]:
+    r"""Leading-order (``1/S_c``) bias vector and trace variance of self-normalised MIS, plug-in form.
+
+    ``aw[c]`` ``(R,)``: values of ``α_nc(ω) w_c(ω)`` (``w_c = p_n/q_c`` normalised) at ``R`` draws
+    ``ω ~ q_c``; ``f[c]`` ``(R, D_v)``: ``f_n`` there; ``g = E_{p_n}[f_n]``; ``S_c`` per proposal (scalar or
+    ``(C,)``). Returns (register ``lara.derived.snis_delta_bias_variance``)
+
+    ``bias = -Σ_c (1/S_c)(E[α²w²(f-g)] - E[αw] E[αw(f-g)])``,
+    ``tr Var = Σ_c (1/S_c)(E[α²w²‖f-g‖²] - ‖E[αw(f-g)]‖²)``.
+
+    RFA is ``C = 1``, ``α = 1``, ``q = N(0, I)``.
+    """
+    aw = np.asarray(aw, dtype=np.float64)
+    diff = np.asarray(f, dtype=np.float64) - np.asarray(g, dtype=np.float64)
+    s = np.broadcast_to(np.asarray(S_c, dtype=np.float64), aw.shape[:1])
+    e_aw = aw.mean(axis=1)
+    e_awd = (aw[..., None] * diff).mean(axis=1)
+    e_a2w2d = ((aw**2)[..., None] * diff).mean(axis=1)
+    e_a2w2d2 = ((aw**2) * (diff**2).sum(-1)).mean(axis=1)
+    bias = -((e_a2w2d - e_aw[:, None] * e_awd) / s[:, None]).sum(axis=0)
+    var = float(((e_a2w2d2 - (e_awd**2).sum(-1)) / s).sum())
+    return bias, var
+
+
+def unnormalised_mis_variance(aw, f, S_c) -> float:
+    r"""Exact trace variance of unnormalised MIS (Eq 8), plug-in form:
+    ``Σ_c (1/S_c)(E_{q_c}[α²w²‖f‖²] - ‖E_{q_c}[αwf]‖²)`` (arguments as :func:`snis_delta_bias_variance`)."""
+    aw = np.asarray(aw, dtype=np.float64)
+    f = np.asarray(f, dtype=np.float64)
+    s = np.broadcast_to(np.asarray(S_c, dtype=np.float64), aw.shape[:1])
+    second = ((aw**2) * (f**2).sum(-1)).mean(axis=1)
+    first = ((aw[..., None] * f).mean(axis=1) ** 2).sum(-1)
+    return float(((second - first) / s).sum())
+
+
+# ------------------------------------------------------------------------------ pointwise identities
+
+
+def log_density_ratio_standard(omega, mu) -> np.ndarray:
+    """``log N(ω; 0, I)/N(ω; μ, I) = -ω·μ + ‖μ‖²/2 = -log ξ(μ, ω)`` (positive map); ``omega (..., D)``."""
+    w = np.asarray(omega, dtype=np.float64)
+    m = np.asarray(mu, dtype=np.float64)
+    return -(w * m).sum(axis=-1) + _half_sq(m)
+
+
+def gaussian_balance_heuristic(omega, means) -> np.ndarray:
+    """``BH_c(ω) = softmax_c(ω·μ_c - ‖μ_c‖²/2)`` for unit-covariance Gaussians: ``omega (..., D)`` -> ``(..., C)``."""
+    w = np.asarray(omega, dtype=np.float64)
+    mu = np.asarray(means, dtype=np.float64)
+    return softmax(w @ mu.T - _half_sq(mu), axis=-1)
+
+
+def cancelled_integrand(k, v, omega) -> np.ndarray:
+    r"""The query-free integrand ``Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m`` (``lara.derived.query_cancellation``);
+    ``omega (..., D)`` -> ``(..., D_v)``. This is :func:`rfkit.estimators.rfa.key_statistics`'s ``F``."""
+    return key_statistics(k, v, omega).F
+
+
+def hyperbolic_integrand(q, k, v, omega) -> np.ndarray:
+    r"""``f_n^hyp(ω) = Σ_m e^{-‖k_m‖²/2} cosh(ω·(q_n + k_m)) v_m / Σ_m e^{-‖k_m‖²/2} cosh(ω·(q_n + k_m))``.
+
+    ``omega (S, D)``; returns ``(N, S, D_v)``. Even in ``ω`` (cosh is), and dependent on ``q_n``. The log of
+    cosh is ``|t| + log1p(e^{-2|t|}) - log 2``, so any ``ω`` works.
+    """
+    q, k, v, w = (np.asarray(a, dtype=np.float64) for a in (q, k, v, omega))
+    t = (w @ q.T).T[:, :, None] + (w @ k.T)[None, :, :]                  # (N, S, M)
+    a = np.abs(t)
+    logits = a + np.log1p(np.exp(-2 * a)) - _half_sq(k)[None, None, :]
+    weights = softmax(logits, axis=-1)
+    return weights @ v
+
+
+def hyperbolic_target_log_density(omega, q, k) -> np.ndarray:
+    r"""Corollary C.1's target ``log ½Σ_m π_nm [N(ω; q_n+k_m, I) + N(ω; -q_n-k_m, I)]``: ``omega (N, S, D)``
+    (each query at its own points) -> ``(N, S)``."""
+    return attention_mixture(q, k, feature_map="hyperbolic").log_density_own(omega)
+
+
+def tilted_gaussian_log_density(omega, q, k) -> np.ndarray:
+    """Lemma A.1: ``q(ω) ξ(q,ω) ξ(k,ω) / exp(q·k)`` is ``N(ω; q + k, I)``; returns its log at ``omega (..., D)``."""
+    return log_normal(omega, np.asarray(q, dtype=np.float64) + np.asarray(k, dtype=np.float64))
+
+
+def output_rank_bound(n_draws: int, d_v: int) -> int:
+    """Largest rank of ``Y`` for RFA (``n_draws = S``), LARA or unnormalised MIS (``n_draws = C·S_c``):
+    rows are (affine or linear) combinations of ``n_draws`` query-free vectors ``F``, so ``rank <= min``."""
+    return int(min(n_draws, d_v))
+
+
+# ------------------------------------------------------------------------------------ App D, D = 1
+
+
+@dataclass(frozen=True)
+class AppDSolution:
+    r"""App D's optimal weights for one query in ``D = D_v = 1``, on a quadrature grid.
+
+    ``grid (G,)``, ``weights (G,)`` (trapezoid); ``log_q (G, C)`` proposal log densities; ``g (G,)`` is
+    ``p_n(ω)(f_n(ω) - μ_n)``; ``A[c', c] = ∫ q_{c'} q_c / Σ q``, ``b[c'] = ∫ q_{c'} g / Σ q`` and ``r`` solves
+    ``A r = b`` (the printed system; least squares, minimum norm, where coinciding proposals make ``A``
+    singular). ``mu`` is ``μ_n``; ``query``, ``keys``, ``values`` and ``means`` are kept to evaluate ``g`` and
+    ``α*`` elsewhere.
+    """
+
+    grid: np.ndarray
+    weights: np.ndarray
+    log_q: np.ndarray
+    g: np.ndarray
+    A: np.ndarray
+    b: np.ndarray
+    r: np.ndarray
+    mu: float
+    query: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    means: np.ndarray
+
+    def alpha_times_g(self) -> np.ndarray:
+        r"""``α*_c(ω) g(ω) = BH_c g + q_c (r_c - Σ_{c''} BH_{c''} r_{c''})`` on the grid, ``(G, C)`` (no ``1/g``)."""
+        bh = softmax(self.log_q, axis=-1)
+        return bh * self.g[:, None] + np.exp(self.log_q) * (self.r[None, :] - (bh @ self.r)[:, None])
+
+    def r_functions(self, omega) -> np.ndarray:
+        r"""``r_nc(ω) = r_c / g(ω)`` (App D, ``D = 1``) at points ``omega (...,)``: shape ``(..., C)``."""
+        g = self.g_at(omega)
+        with np.errstate(divide="ignore"):
+            return self.r / g[..., None]
+
+    def g_at(self, omega) -> np.ndarray:
+        """``g(ω) = p_n(ω)(f_n(ω) - μ_n)`` at scalar points ``omega (...,)``."""
+        w = np.asarray(omega, dtype=np.float64)
+        pts = w.reshape(-1, 1)
+        mix = attention_mixture(self.query[None], self.keys)
+        p = np.exp(mix.log_density(pts)[:, 0])
+        f = integrand(self.query[None], self.keys, self.values, pts, form="simplified")[0, :, 0]
+        return (p * (f - self.mu)).reshape(w.shape)
+
+
+def appd_d1_solution(query, keys, values, means, *, step: float = 0.05, margin: float = 12.0) -> AppDSolution:
+    r"""Solve App D's ``D = 1`` system for the optimal weights of one query (register ``lara.appd.d1_linear_system``).
+
+    For every ``c'``: ``Σ_c r_c ∫ q_{c'} q_c / Σ_{c''} q_{c''} dω = ∫ q_{c'} p_n (f_n - μ_n) / Σ_{c''} q_{c''} dω``,
+    ``q_c = N(μ_c, 1)``. Integrals by the trapezoid rule on ``[min - margin, max + margin]`` of every mean
+    (``step`` 0.05: the integrands are analytic with Gaussian tails, for which the rule converges
+    geometrically in ``1/step``). The densities enter as ``BH_c = q_c/Σ q`` (softmax of log densities), so
+    nothing underflows. Cost ``O(G(C + M))``.
+    """
+    q = np.asarray(query, dtype=np.float64).reshape(1)
+    k = np.asarray(keys, dtype=np.float64).reshape(-1, 1)
+    v = np.asarray(values, dtype=np.float64).reshape(-1, 1)
+    mu_c = np.asarray(means, dtype=np.float64).reshape(-1)
+    centers = np.concatenate([mu_c, q + k[:, 0], [0.0]])
+    grid = np.arange(centers.min() - margin, centers.max() + margin + step, step)
+    weights = np.full(grid.size, step)
+    weights[[0, -1]] = step / 2
+    log_q = log_normal(grid[:, None, None], mu_c[None, :, None])               # (G, C)
+    log_pi, _ = softmax_log_weights(q[None], k)
+    mu = float(np.exp(log_pi[0]) @ v[:, 0])
+    sol = AppDSolution(grid, weights, log_q, np.zeros(grid.size), np.zeros((mu_c.size,) * 2), np.zeros(mu_c.size),
+                       np.zeros(mu_c.size), mu, q, k, v, mu_c[:, None])
+    g = sol.g_at(grid)
+    bh = softmax(log_q, axis=-1)
+    A = (bh * weights[:, None]).T @ np.exp(log_q)
+    b = (bh * (weights * g)[:, None]).sum(axis=0)
+    r = np.linalg.lstsq(A, b, rcond=None)[0]  # A is singular when proposals coincide (then b = 0 and r = 0)
+    return AppDSolution(grid, weights, log_q, g, A, b, r, mu, q, k, v, mu_c[:, None])
+
+
+def _tensor_grid(centers: np.ndarray, step: float, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Trapezoid tensor grid covering every center ± margin in each axis: points ``(G, D)``, weights ``(G,)``."""
+    axes, weights = [], []
+    for j in range(centers.shape[1]):
+        axis = np.arange(centers[:, j].min() - margin, centers[:, j].max() + margin + step, step)
+        w = np.full(axis.size, step)
+        w[[0, -1]] = step / 2
+        axes.append(axis)
+        weights.append(w)
+    points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, centers.shape[1])
+    total = weights[0]
+    for w in weights[1:]:
+        total = np.outer(total, w).ravel()
+    return points, total
+
+
+@dataclass(frozen=True)
+class AppDGridSolution:
+    r"""App D's optimal weights for one query with ``ω ∈ R^D`` (``D <= 2``) and values in ``R^{D_v}``, on a grid.
+
+    ``points (G, D)``, ``weights (G,)`` (trapezoid); ``log_q (G, C)``; ``g (G, D_v) = p_n(ω)(f_n(ω) - μ_n)``;
+    ``r (C, D_v)`` the ``r_ncd`` of Eq 23 solving ``r_cd = ∫ α*_c g_d`` with ``α*`` of Eq 27 and
+    ``r_c(ω) = g(ω)·r_c/‖g(ω)‖²``; ``mu (D_v,)``; ``query``, ``keys``, ``values``, ``means`` to evaluate ``α*``
+    elsewhere (:meth:`alpha_at`).
+    """
+
+    points: np.ndarray
+    weights: np.ndarray
+    log_q: np.ndarray
+    g: np.ndarray
+    r: np.ndarray
+    mu: np.ndarray
+    query: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    means: np.ndarray
+
+    def g_at(self, omega) -> np.ndarray:
+        """``g(ω) = p_n(ω)(f_n(ω) - μ_n)`` at points ``omega (..., D)``: shape ``(..., D_v)``."""
+        w = np.asarray(omega, dtype=np.float64)
+        pts = w.reshape(-1, self.query.size)
+        p = np.exp(attention_mixture(self.query[None], self.keys).log_density(pts))[:, :1]
+        f = integrand(self.query[None], self.keys, self.values, pts, form="simplified")[0]
+        return (p * (f - self.mu)).reshape(w.shape[:-1] + (self.values.shape[1],))
+
+    def alpha_at(self, omega) -> np.ndarray:
+        r"""``α*_c(ω)`` (Eq 27) at points ``omega (..., D)``: shape ``(..., C)`` (balance heuristic where ``g = 0``)."""
+        w = np.asarray(omega, dtype=np.float64)
+        g = self.g_at(w)
+        log_q = log_normal(w[..., None, :], self.means)
+        bh = softmax(log_q, axis=-1)
+        norm2 = (g**2).sum(-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.where(norm2 > 0, (g @ self.r.T) / norm2, 0.0)
+        return bh + np.exp(log_q) * (rho - (bh * rho).sum(-1, keepdims=True))
+
+    def projector(self) -> np.ndarray:
+        """``g gᵀ/‖g‖²`` at every point, ``(G, D_v, D_v)`` (0 where ``g = 0``)."""
+        norm2 = (self.g**2).sum(-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = self.g[:, :, None] * self.g[:, None, :] / norm2[:, None, None]
+        return np.where(norm2[:, None, None] > 0, out, 0.0)
+
+    def alpha_times_g(self) -> np.ndarray:
+        r"""``α*_c(ω) g(ω)``, ``(G, C, D_v)``: ``BH_c g + q_c (P r_c - Σ_{c''} BH_{c''} P r_{c''})``,
+        ``P = ggᵀ/‖g‖²`` (no division by ``g``)."""
+        bh = softmax(self.log_q, axis=-1)
+        pr = np.einsum("gde,ce->gcd", self.projector(), self.r)                  # P r_c
+        inner = np.einsum("gc,gcd->gd", bh, pr)
+        return bh[:, :, None] * self.g[:, None, :] + np.exp(self.log_q)[:, :, None] * (pr - inner[:, None, :])
+
+    def alpha(self) -> np.ndarray:
+        """``α*_c(ω)`` on the grid, ``(G, C)``."""
+        return self.alpha_at(self.points)
+
+    def eq20_objective(self, alpha_g: np.ndarray) -> float:
+        r"""App D's Eq 20 for weights given as ``α_c(ω) g(ω)`` on the grid ``(G, C, D_v)``:
+        ``Σ_c [∫ ‖α_c g‖²/q_c dω - Σ_d (∫ α_c g_d dω)²]`` (the delta-method trace variance, one draw per proposal)."""
+        q = np.exp(self.log_q)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            first = np.where(q > 0, (alpha_g**2).sum(-1) / q, 0.0)
+        second = np.einsum("g,gcd->cd", self.weights, alpha_g)
+        return float(self.weights @ first.sum(-1) - (second**2).sum())
+
+
+def appd_grid_solution(query, keys, values, means, *, step: float = 0.1, margin: float = 9.0) -> AppDGridSolution:
+    r"""Optimal MIS weights of App D for one query, ``ω ∈ R^D`` with ``D <= 2``, by solving the stationarity conditions.
+
+    With ``α*_c = BH_c + q_c(ρ_c - Σ_{c''} BH_{c''} ρ_{c''})`` (Eq 27), ``ρ_c(ω) = g·r_c/‖g‖²`` and
+    ``g = p_n(f_n - μ_n)``, the defining condition ``r_cd = ∫ α*_c g_d dω`` is linear in ``r``:
+    ``r_cd - Σ_{d'} ∫ q_c P_{dd'} r_cd' + Σ_{c'',d'} ∫ q_c BH_{c''} P_{dd'} r_{c''d'} = ∫ BH_c g_d`` with
+    ``P = ggᵀ/‖g‖²``; it is solved directly (least squares, minimum norm) rather than by fixed-point iteration.
+    For ``D = D_v = 1`` it is App D's printed system. Trapezoid grid of ``step`` over every mean ± ``margin``;
+    ``query (D,)``, ``keys (M, D)``, ``values (M, D_v)``, ``means (C, D)``. Cost ``O(G·C²·D_v²)``.
+    """
+    q = np.atleast_1d(np.asarray(query, dtype=np.float64))
+    k = np.asarray(keys, dtype=np.float64).reshape(-1, q.size)
+    v = np.asarray(values, dtype=np.float64).reshape(k.shape[0], -1)
+    mu_c = np.asarray(means, dtype=np.float64).reshape(-1, q.size)
+    if q.size > 2:
+        raise ValueError(f"grid quadrature needs D <= 2, got D = {q.size}")
+    points, weights = _tensor_grid(np.vstack([mu_c, q + k, np.zeros((1, q.size))]), step, margin)
+    log_q = log_normal(points[:, None, :], mu_c[None])                                  # (G, C)
+    mix = attention_mixture(q[None], k)
+    mu = np.exp(mix.log_weights[0]) @ v
+    g = np.exp(mix.log_density(points))[:, :1] * (integrand(q[None], k, v, points, form="simplified")[0] - mu)
+    sol = AppDGridSolution(points, weights, log_q, g, np.zeros((mu_c.shape[0], v.shape[1])), mu, q, k, v, mu_c)
+    n_c, n_v = sol.r.shape
+    bh, qc, proj = softmax(log_q, axis=-1), np.exp(log_q), sol.projector()
+    m1 = np.einsum("g,gc,gde->cde", weights, qc, proj)
+    m2 = np.einsum("g,gc,gk,gde->cdke", weights, qc, bh, proj)
+    system = m2.reshape(n_c * n_v, n_c * n_v)
+    for c in range(n_c):
+        block = slice(c * n_v, (c + 1) * n_v)
+        system[block, block] += np.eye(n_v) - m1[c]
+    b = np.einsum("g,gc,gd->cd", weights, bh, g).ravel()
+    r = np.linalg.lstsq(system, b, rcond=None)[0].reshape(n_c, n_v)
+    return AppDGridSolution(points, weights, log_q, g, r, mu, q, k, v, mu_c)
+
+
+# ------------------------------------------------------------------------------------- cost models
+
+
+def ra_gemms(n: int, m: int, d: int, dv: int, S: int = 1) -> tuple:
+    """RA's matrix products as implemented: ``QKᵀ`` (``π``), then per sample ``ΩKᵀ`` and ``softmax·V``:
+    ``O(S·N·M·(D + D_v))`` (quadratic)."""
+    return ((n, d, m, 1), (n * S, d, m, 1), (n * S, m, dv, 1))
+
+
+def lara_gemms(n: int, m: int, c: int, d: int, dv: int, S_c: int = 1) -> tuple:
+    """LARA's matrix products (softmax form, Gaussian proposals): key statistics ``ΩKᵀ`` and ``softmax·V``,
+    cross densities ``Ω μᵀ``, ``r' = Q Q̃ᵀ``, query logits ``Q Ωᵀ`` and the output ``a·F``: linear in N, M."""
+    r = c * S_c
+    return ((r, d, m, 1), (r, m, dv, 1), (r, d, c, 1), (n, d, c, 1), (n, d, r, 1), (n, r, dv, 1))
