@@ -99,23 +99,18 @@ class MaclaurinCoefficients:
         if source == "derived":
             return cls(spec.log_coefficient, f"{spec.name}:derived")
         fallback = float(spec.closed_form(np.float64(0.0))) if printed_fallback is None else printed_fallback
-        notes = []
-
-        def printed(n: int) -> float:
-            value = spec.printed(int(n))
-            if value is None:
-                notes.append(f"printed a_{int(n)} of {spec.name} is undefined; used {fallback:g}")
-                return fallback
-            return float(value)
-
-        cache: dict[int, float] = {}
+        table: list[float] = []
 
         def log_a(n):
             n = np.asarray(n, dtype=np.int64)
-            values = np.array([cache.setdefault(int(i), printed(int(i))) for i in n.ravel()], dtype=np.float64)
+            top = int(n.max(initial=0))
+            for i in range(len(table), top + 1):  # extend the exact table of printed values as needed
+                value = spec.printed(i)
+                table.append(fallback if value is None else float(value))
+            values = np.array(table)
             _check_nonnegative(values, spec.name)
             with np.errstate(divide="ignore"):
-                return np.log(values).reshape(n.shape)
+                return np.log(values)[n]
 
         undefined = [i for i in range(2) if spec.printed(i) is None]
         log = tuple(f"printed a_{i} of {spec.name} is undefined; using {fallback:g}" for i in undefined)

@@ -49,7 +49,7 @@ from rfkit.estimators.rmf import log_degree_mass, log_weight_squared
 __all__ = [
     "derived_coefficients", "general_term_sign", "cauchy_coefficients", "printed_coefficients", "coefficient_values",
     "series_growth", "truncation_bias", "rademacher_moment2", "rademacher_moment4", "rademacher_joint_moments",
-    "coefficient_series", "kappa", "RMFMoments", "rmf_moments", "expected_degree", "fourth_moment_matrix",
+    "coefficient_series", "kappa", "RMFMoments", "rmf_moments", "StratifiedMoments", "stratified_moments", "expected_degree", "fourth_moment_matrix",
     "RatioDelta", "rmfa_delta_method", "nmse_prediction", "presbn_argument", "theorem3_r", "theorem3_t",
     "theorem3_rhs",
 ]
@@ -326,6 +326,55 @@ def _abs_mean_finite(x, y, radius: float, decay: float) -> bool | None:
     if lower > radius:
         return False
     return None
+
+
+@dataclass(frozen=True)
+class StratifiedMoments:
+    """Moments of the degree-stratified estimate ``Y = Σ_{n<=n_max} π_n Z_n`` (``Z_n``: one feature of degree ``n``,
+    independent across ``n``) of ``E[Φ(x)·Φ(y)]``: ``E[Y] = Σ_{n<=n_max} π_n c_n² t^n`` (``truncated``), the
+    remaining ``tail = Σ_{n>n_max} π_n c_n² t^n``, and the exact ``sd`` and ``skewness`` of ``Y``.
+
+    Every ``Z_n`` has all moments finite, so ``Y`` can be averaged with a normal-theory test even where the plain
+    estimate has infinite variance.
+    """
+
+    truncated: float
+    tail: float
+    sd: float
+    skewness: float
+    n_max: int
+    log_mass: np.ndarray
+
+
+def stratified_moments(x, y, kernel: str, *, p: float, n_law: str = "geom", weight: str = "importance",
+                       coeffs: str = "derived", relative_tail: float = 1e-6) -> StratifiedMoments:
+    """:class:`StratifiedMoments` with ``n_max`` the first degree whose series tail (in ``|t|``) is below
+    ``relative_tail`` of the sum (at most 400)."""
+    moments = rademacher_joint_moments(x, y, 3)
+    t, m2, s3 = moments[1, 1], moments[2, 2], moments[3, 3]
+    n = np.arange(401)
+    log_a = _log_a(kernel, coeffs, n)
+    log_c2 = log_weight_squared(n, log_a, p, n_law, weight)
+    log_mass = log_degree_mass(n, p, n_law)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        b1 = np.exp(log_mass + log_c2) * np.abs(t) ** n
+        c2 = np.exp(log_c2)
+    b1 = np.where(np.isfinite(log_a), b1, 0.0)
+    c2 = np.where(np.isfinite(log_a), c2, 0.0)
+    tails = np.cumsum(b1[::-1])[::-1]
+    n_max = int(np.argmax(tails <= relative_tail * max(b1.sum(), np.finfo(float).tiny))) if (
+        tails <= relative_tail * b1.sum()).any() else 400
+    k = n[: n_max + 1]
+    pi, c = np.exp(log_mass[: n_max + 1]), c2[: n_max + 1]
+    mean_n = c * t**k
+    var_n = c**2 * (m2**k - t ** (2 * k))
+    third_n = c**3 * (s3**k - 3 * t**k * m2**k + 2 * t ** (3 * k))
+    variance = float((pi**2 * var_n).sum())
+    third = float((pi**3 * third_n).sum())
+    tail = float(kappa(t, kernel, p=p, n_law=n_law, weight=weight, coeffs=coeffs) - (pi * mean_n).sum())
+    skew = third / variance**1.5 if variance > 0 else 0.0
+    return StratifiedMoments(float((pi * mean_n).sum()), tail, math.sqrt(variance), skew, n_max,
+                             log_mass[: n_max + 1])
 
 
 # ------------------------------------------------------------------------------------ RMFA delta method
