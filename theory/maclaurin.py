@@ -425,23 +425,23 @@ def nmse_prediction(delta: RatioDelta, target: np.ndarray, num_features: int) ->
 # ----------------------------------------------------------------------------------- ppSBN algebra
 
 
-def presbn_argument(q: np.ndarray, k: np.ndarray, stats, norm_reading: str) -> np.ndarray:
-    r"""The softmax argument of ``attn_exp(Q^SBN, K^SBN, V)`` written through the raw inputs (register
-    ``derived.presbn_exp_attention``), for one ``(n, d)`` pair with statistics ``stats`` (a
-    :class:`~rfkit.estimators.ppsbn.PreSBN`):
+def presbn_argument(q: np.ndarray, k: np.ndarray, *, mean_q, var_q, mean_k, var_k, norm_q, norm_k, eps: float,
+                    norm_reading: str) -> np.ndarray:
+    r"""The softmax argument of ``attn_exp(Q^SBN, K^SBN, V)`` written through the raw inputs of one ``(n, d)`` pair
+    (register ``derived.presbn_exp_attention``), with ``Λ = diag((σ + ε)^{-1/2})`` (statistics broadcast against
+    ``(n, d)``; ``norm_q``, ``norm_k`` the step-2 divisors):
 
     * matrix norms (``fro``, ``spec``): ``(q_a - μ_Q)ᵀ Λ_Q Λ_K k_i / (ν_Q ν_K √d)`` — the ``μ_K`` term is constant
       in ``i`` and cancels in the softmax;
     * ``row``: ``(q_a - μ_Q)ᵀ Λ_Q Λ_K (k_i - μ_K) / (ν_{Q,a} ν_{K,i} √d)``.
     """
     d = q.shape[-1]
-    lam_q = 1.0 / np.sqrt(stats.var_q + stats.eps)
-    lam_k = 1.0 / np.sqrt(stats.var_k + stats.eps)
-    centred_q = (q - stats.mean_q) * lam_q * lam_k
+    scaled_q = (q - mean_q) / np.sqrt(var_q + eps) / np.sqrt(var_k + eps)
     if norm_reading == "row":
-        keys = k - stats.mean_k
-        return (centred_q @ keys.T) / (stats.norm_q * stats.norm_k[..., 0][None, :] * math.sqrt(d))
-    return (centred_q @ k.T) / (stats.norm_q * stats.norm_k * math.sqrt(d))
+        norms = np.asarray(norm_q).reshape(-1, 1) * np.asarray(norm_k).reshape(1, -1)
+        return (scaled_q @ (k - mean_k).T) / (norms * math.sqrt(d))
+    return (scaled_q @ k.T) / (float(np.asarray(norm_q).ravel()[0]) * float(np.asarray(norm_k).ravel()[0])
+                               * math.sqrt(d))
 
 
 def theorem3_r(norm_q: float, norm_k: float, var_q: float, var_k: float, eps: float) -> float:
