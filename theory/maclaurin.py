@@ -49,9 +49,9 @@ from rfkit.estimators.rmf import log_degree_mass, log_weight_squared
 __all__ = [
     "derived_coefficients", "general_term_sign", "cauchy_coefficients", "printed_coefficients", "coefficient_values",
     "series_growth", "truncation_bias", "rademacher_moment2", "rademacher_moment4", "rademacher_joint_moments",
-    "coefficient_series", "kappa", "RMFMoments", "rmf_moments", "StratifiedMoments", "stratified_moments", "expected_degree", "fourth_moment_matrix",
-    "RatioDelta", "rmfa_delta_method", "nmse_prediction", "presbn_argument", "theorem3_r", "theorem3_t",
-    "theorem3_rhs",
+    "coefficient_series", "feature_moment", "kappa", "RMFMoments", "rmf_moments", "StratifiedMoments",
+    "stratified_moments", "expected_degree", "fourth_moment_matrix", "RatioDelta", "rmfa_delta_method",
+    "nmse_prediction", "presbn_argument", "theorem3_r", "theorem3_t", "theorem3_rhs",
 ]
 
 # ------------------------------------------------------------------------------------ coefficients
@@ -268,6 +268,14 @@ def _moment_series(kernel: str, source: str, p: float, n_law: str, weight: str, 
     radius_s = radius**k / p ** (k - 1) if math.isfinite(radius) else math.inf
     return coefficient_series(lambda n: _log_b(n, _log_a(kernel, source, n), p, n_law, weight, k), s,
                               radius_s, k * decay)
+
+
+def feature_moment(x, y, kernel: str, order: int, *, p: float, n_law: str = "geom", weight: str = "importance",
+                   coeffs: str = "derived") -> float:
+    """``E[Z^k]`` of one feature product ``Z = φ(x)φ(y)``: ``Σ_n π_n c_n^{2k} E[(⟨ω,x⟩⟨ω,y⟩)^k]^n`` (``inf`` where the
+    coefficient series diverges; for odd ``k`` the signed series, absolutely convergent inside its radius)."""
+    moments = rademacher_joint_moments(x, y, order)
+    return float(_moment_series(kernel, coeffs, p, n_law, weight, order, moments[order, order]))
 
 
 def kappa(s, kernel: str, *, p: float, n_law: str = "geom", weight: str = "importance", coeffs: str = "derived"):
