@@ -71,31 +71,38 @@ def _sympy_series(kernel: str, n_max: int) -> tuple[Fraction, ...]:
 def derived_coefficients(kernel: str, n_max: int) -> tuple[Fraction, ...]:
     """Exact ``a_0..a_{n_max}`` of the printed ``f`` (``f^{(N)}(0)/N!``) by sympy's series expansion.
 
-    Expansions are cached per process at ``N_max`` rounded up to 40 or 200 (a few tenths of a second each).
+    Expansions are cached per process at ``N_max`` rounded up to 50 or 200 (a few tenths of a second each).
     """
     name = get_maclaurin_kernel(kernel).name
-    bucket = next((b for b in (40, 200) if n_max <= b), n_max)
+    bucket = next((b for b in (50, 200) if n_max <= b), n_max)
     return _sympy_series(name, bucket)[: n_max + 1]
 
 
 def cauchy_coefficients(kernel: str, n_max: int, radius: float, *, dps: int = 50, points: int | None = None):
     """``a_0..a_{n_max}`` by the trapezoidal rule for Cauchy's integral on ``|t| = radius`` (mpmath, ``dps`` digits).
 
-    The rule is exact up to aliasing ``Σ_{j>=1} a_{N+jM} ρ^{jM}``: with ``M`` points and ``ρ < R_f`` it is below
-    the working precision once ``(ρ/R_f)^M`` is. Returns a list of ``mpmath.mpf``.
+    With ``M`` points the rule returns ``a_N + Σ_{j>=1} a_{N+jM} ρ^{jM}`` (aliasing). By default ``M`` is large enough
+    that the aliased terms are below the working precision: ``(ρ/R_f)^M <= 10^{-dps}`` for a finite radius of
+    convergence (``R_f = 1``), and ``M >= max(4(n_max + 1), 256)`` always. Returns a list of ``mpmath.mpf``.
     """
     import mpmath
 
     spec = get_maclaurin_kernel(kernel)
-    m = points or max(4 * (n_max + 1), 256)
+    if points is None:
+        points = max(4 * (n_max + 1), 256)
+        if math.isfinite(spec.radius):
+            if not radius < spec.radius:
+                raise ValueError(f"the contour radius must be below R_f = {spec.radius}, got {radius}")
+            points = max(points, n_max + 1 + math.ceil(dps * math.log(10) / math.log(spec.radius / radius)))
     with mpmath.workdps(dps):
-        t = mpmath.mpf(radius)
+        rho = mpmath.mpf(radius)
+        roots = [mpmath.expjpi(mpmath.mpf(2 * j) / points) for j in range(points)]
         f = _mp_function(spec.name)
-        values = [f(t * mpmath.expjpi(mpmath.mpf(2 * j) / m)) for j in range(m)]
+        values = [f(rho * w) for w in roots]
         out = []
         for n in range(n_max + 1):
-            total = mpmath.fsum(values[j] * mpmath.expjpi(-mpmath.mpf(2 * j * n) / m) for j in range(m))
-            out.append(mpmath.re(total) / (m * t**n))
+            total = mpmath.fsum(values[j] * mpmath.conj(roots[(j * n) % points]) for j in range(points))
+            out.append(mpmath.re(total) / (points * rho**n))
         return out
 
 

@@ -1729,7 +1729,7 @@ RMF_FEATURE_MOMENTS = Claim(
     cell=_feature_moments_cell,
     grid={"smoke": dict(check=["moments", "structure", "divergence"], kernel=["exp"], pair=["scaled"], p=[2.0]),
           "quick": dict(check=["moments", "structure", "divergence"], kernel=["exp", "inv", "sqrt"],
-                        pair=["scaled", "moderate"], p=[1.5, 2.0, 4.0]),
+                        pair=["scaled", "moderate"], p=[1.5, 4.0]),
           "full": dict(check=["moments", "structure", "divergence"], kernel=list(KERNEL_NAMES), pair=list(PAIRS),
                        p=[1.1, 1.5, 2.0, 3.0, 4.0, 8.0])},
     replicates={"smoke": 100_000, "quick": 400_000, "full": 4_000_000},
