@@ -237,7 +237,8 @@ def coefficient_series(log_b: Callable, s, radius: float, decay: float) -> np.nd
     """``Σ_n b_n s^n`` elementwise (``b_n = exp(log_b(n)) >= 0``); ``inf`` where it diverges.
 
     Divergence: ``|s| > radius``, or ``|s| = radius`` with ``decay <= 1`` (``b_n ~ n^{-decay} radius^{-n}``). Inside,
-    terms are summed until they are below ``1e-18`` of the running absolute sum.
+    terms are summed until they are below ``1e-18`` of the running absolute sum; on the circle a tail estimate
+    (integral for ``s = R``, half a term for the alternating ``s = -R``) is added.
     """
     s = np.asarray(s, dtype=np.float64)
     out = np.full(s.shape, np.inf)
@@ -257,7 +258,15 @@ def coefficient_series(log_b: Callable, s, radius: float, decay: float) -> np.nd
         log_abs[:, 0] = 0.0
         terms = np.exp(log_b_n[None, :] + log_abs) * np.where(values[:, None] < 0, (-1.0) ** n[None, :], 1.0)
     terms = np.where(np.isfinite(log_b_n)[None, :], terms, 0.0)
-    out[inside] = terms.sum(axis=1)
+    total = terms.sum(axis=1)
+    if not math.isinf(radius):
+        # on the circle the tail decays only like n^{-decay}: add Σ_{n>N} C n^{-α} ≈ C (N+1/2)^{1-α}/(α-1) for s = R
+        # (midpoint rule, relative error O(N^-2)), and half the next term for the alternating series at s = -R
+        last, big_n = terms[:, -1], float(n_terms - 1)
+        tail_pos = last * big_n**decay * (big_n + 0.5) ** (1.0 - decay) / (decay - 1.0) if decay > 1 else 0.0
+        on_circle = np.abs(values) / radius == 1
+        total = total + np.where(on_circle, np.where(values > 0, tail_pos, -0.5 * last), 0.0)
+    out[inside] = total
     return out
 
 
