@@ -23,9 +23,13 @@ Primitives (this package's modules):
   Algorithm 1);
 * :mod:`~rfkit.estimators.mis` — multiple importance sampling: Gaussian proposals and weighting functions
   (balance heuristic, Eqs 9, 27, 37);
-* :mod:`~rfkit.estimators.lara` — linear randomized attention (LARA, Eqs 10/28, G.3 proposals).
+* :mod:`~rfkit.estimators.lara` — linear randomized attention (LARA, Eqs 10/28, G.3 proposals);
+* :mod:`~rfkit.estimators.maclaurin_kernels` — Macformer Table 1 dot-product kernels and their Maclaurin
+  coefficients;
+* :mod:`~rfkit.estimators.rmf` — random Maclaurin features (Definition 3) and RMFA (Eq 12);
+* :mod:`~rfkit.estimators.ppsbn` — Macformer's pre/post scaling batch normalisation (ppSBN).
 
-The RA/LARA modules are imported as submodules (``rfkit.estimators.lara.lara_attention``); their names are
+The RA/LARA and Macformer modules are imported as submodules (``rfkit.estimators.lara.lara_attention``); their names are
 not flattened into this namespace (``rfkit.estimators.rfa.rfa_attention`` is the RA paper's RFA,
 ``rfkit.estimators.rfa_attention`` EVA's).
 
@@ -35,7 +39,7 @@ invalid input raises ``ValueError``/``TypeError`` naming the argument; unavoidab
 :class:`NumericalError`.
 """
 
-from . import lara, mis, ra, rfa
+from . import lara, maclaurin_kernels, mis, ppsbn, ra, rfa, rmf
 from ._checks import NonPositiveDenominatorWarning, NumericalError
 from .attention import (
     AttentionStats,
@@ -131,7 +135,7 @@ from .projections import (
 from .structured import GivensProjection, HadamardProjection, fwht, givens_projection, hadamard_projection
 
 __all__ = [
-    "lara", "mis", "ra", "rfa",
+    "lara", "maclaurin_kernels", "mis", "ppsbn", "ra", "rfa", "rmf",
     "G_KINDS", "RADIAL_LAWS", "IsotropicLaw", "Maclaurin", "beautiful_estimate", "beautiful_projections",
     "beautiful_terms",
     "FavorStats", "ScanStats", "draw_projection", "favor_attention", "favor_features", "favor_from_features",

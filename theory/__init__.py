@@ -18,6 +18,8 @@ Modules:
   asymptotics, practical EVA's GEMM list;
 * :mod:`~rfkit.theory.lara` — RA/LARA: mixture moments, IS-weight second moments, kernel relative variance, the
   delta-method SNIS bias/variance, MIS variance, App D optimal weights, RA/LARA GEMM lists;
+* :mod:`~rfkit.theory.maclaurin` — Macformer: exact Maclaurin coefficients (sympy, Cauchy route), RMF moments,
+  κ(s), Rademacher moments, the RMFA delta method;
 * :mod:`~rfkit.theory.convergence` — Theorems 4/7: l, h*, δ, σ, m_pred, the Matérn kernel, the (E)/(R)
   readings of the ∞-norm.
 """

@@ -37,6 +37,11 @@ __all__ = [
     "projection_bytes",
     "projection_apply_flops",
     "padded_length",
+    "RMFA_ROUTES",
+    "rmfa_gemms",
+    "rmfa_flop_model",
+    "rmfa_expected_width",
+    "softmax_rmfa_flop_ratio",
 ]
 
 FLOAT_BYTES = 8
@@ -163,3 +168,45 @@ def projection_apply_flops(kind: str, m: int, d: int, *, k: int = 3, rotations: 
             raise ValueError("givens needs the number of rotations per block")
         return _blocks(m, d) * 6 * rotations + m
     raise ValueError(f"unknown kind {kind!r}; expected dense, hadamard or givens")
+
+
+# ------------------------------------------------------------------------------ Macformer RMFA
+
+#: Mask routes of :func:`rfkit.estimators.rmf.rmfa`: linear (none, key padding, causal) or quadratic (general).
+RMFA_ROUTES = ("none", "padding", "causal", "general")
+
+
+def rmfa_gemms(n: int, d: int, dv: int, width: int, num_features: int, *, route: str = "none", chunk: int = 128,
+               batch: int = 1) -> Gemms:
+    """RMFA (Macformer, ``004_803b6fd9a1d4a879.txt``) with one shared draw, as :func:`rfkit.estimators.rmf.rmfa`
+    performs it: the Rademacher projections ``Q̃Ωᵀ`` and ``K̃Ωᵀ`` (all ``batch·n`` rows against ``Ω ∈ R^{W×d}``),
+    then linear attention from the ``D`` features (:func:`linear_attention_gemms`; key padding is bidirectional
+    with zeroed key rows), or, for a general mask, the quadratic route ``(Φ_Q Φ_Kᵀ ⊙ M')[V 1]``.
+    """
+    if route not in RMFA_ROUTES:
+        raise ValueError(f"unknown route {route!r}; expected one of {RMFA_ROUTES}")
+    projections = ((batch * n, d, width, 1), (batch * n, d, width, 1))
+    if route == "general":
+        return projections + ((n, num_features, n, batch), (n, n, dv + 1, batch))
+    return projections + linear_attention_gemms(n, num_features, dv, causal=route == "causal", chunk=chunk,
+                                                batch=batch)
+
+
+def rmfa_flop_model(n: int, d: int, dv: int, width: int, num_features: int) -> int:
+    """Register ``derived.cost_model``, bidirectional RMFA: ``4·n·d·W`` (projections of ``Q̃`` and ``K̃``) plus
+    ``4·n·D·(d_v + 1)`` (``Φ_Kᵀ[V 1]`` and ``Φ_Q S``; the extra column is the denominator ``z = Φ_Kᵀ1``)."""
+    return 4 * n * d * width + 4 * n * num_features * (dv + 1)
+
+
+def rmfa_expected_width(num_features: int, p: float, n_law: str = "geom") -> float:
+    """``E[W] = E[Σ_t N_t]``: ``D/(p-1)`` under the geometric degree law, ``D/(p-1)²`` under the defective one."""
+    per_feature = 1.0 / (p - 1.0) if n_law == "geom" else 1.0 / (p - 1.0) ** 2
+    return num_features * per_feature
+
+
+def softmax_rmfa_flop_ratio(n: int, d: int, dv: int, num_features: int, p: float = 2.0) -> float:
+    """Flops of naive softmax attention over those of bidirectional RMFA at ``W = E[W]`` (≈ ``n/(2D)`` at
+    ``p = 2``, ``d_v = d``, ``n, d >> 1``)."""
+    width = rmfa_expected_width(num_features, p)
+    softmax = gemm_flops(softmax_attention_gemms(n, n, d, dv))
+    return softmax / (4 * n * d * width + 4 * n * num_features * (dv + 1))

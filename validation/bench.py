@@ -13,8 +13,9 @@ Each row is one *case* (an estimator at one size) timed in this process, in one 
 Rows: exact softmax attention; FAVOR+ (positive features, R-ORF; features included) and linear attention
 from given features; FAVOR+ with trigonometric / positive / hyperbolic features and iid or R-ORF
 projections (:func:`rfkit.estimators.favor.favor_attention`, projection drawn once outside the timer),
-bidirectional and causal; and the one-time sampling cost of R-ORF, H-ORF and G-ORF projections
-(``L = null``: no sequence; no matrix products, so no roofline).
+bidirectional and causal; Macformer's RMFA_exp with a given draw of 256 random Maclaurin features
+(:func:`rfkit.estimators.rmf.rmfa`, p = 2), bidirectional and causal, at every length; and the one-time sampling
+cost of R-ORF, H-ORF and G-ORF projections (``L = null``: no sequence; no matrix products, so no roofline).
 
 EVA rows: practical EVA (:func:`rfkit.estimators.eva.eva_practical`, Eq 16) and causal EVA
 (:func:`rfkit.estimators.eva.eva_causal`, Algorithm 2) at every length, blocks of 64 tokens and 64 chunks,
@@ -52,10 +53,12 @@ from rfkit.estimators.eva import eva_causal, eva_practical
 from rfkit.estimators.favor import draw_projection, favor_attention
 from rfkit.estimators.lara import lara_attention
 from rfkit.estimators.ra import ra_attention
+from rfkit.estimators.rmf import draw_rmf, rmfa
 from rfkit.theory.cost import (
     feature_map_gemms,
     gemm_flops,
     linear_attention_gemms,
+    rmfa_gemms,
     softmax_attention_gemms,
 )
 from rfkit.theory.eva import eva_practical_gemms
@@ -238,6 +241,31 @@ def _lara_case(length: int, d: int) -> Case:
                 lara_gemms(length, length, LARA_LANDMARKS, d, d), baseline="exact softmax (bidirectional)")
 
 
+#: Random Maclaurin features of the RMFA rows (Macformer; p = 2, so E[W] = D projections).
+RMFA_FEATURES = 256
+
+
+def _rmfa_case(length: int, d: int, num_features: int, causal: bool, dtype) -> Case:
+    """Macformer RMFA_exp (``rfkit.estimators.rmf.rmfa``) with a given draw of ``D`` features (p = 2)."""
+    draw = draw_rmf(num_features, d, rng=2)
+
+    def setup():
+        q, k, v = _qkv(length, d, d, np.float64, 1)
+        return lambda: _without_sign_warnings(rmfa, q, k, v, draw=draw, causal=causal)
+
+    direction = "causal" if causal else "bidirectional"
+    gemms = rmfa_gemms(length, d, d, draw.width, num_features, route="causal" if causal else "none",
+                       chunk=DEFAULT_CHUNK_SIZE)
+    return Case(f"rmfa exp ({direction}, draw given)", dict(L=length, d=d, m=num_features,
+                                                            dtype=np.dtype(dtype).name, causal=causal),
+                setup, gemms, baseline=f"exact softmax ({direction})", extra=dict(width=draw.width))
+
+
+def rmfa_cases(lengths: Iterable[int], *, d: int = 64, dtype=np.float64) -> list[Case]:
+    """RMFA rows (bidirectional and causal) at each length, compared with exact softmax attention there."""
+    return [_rmfa_case(length, d, RMFA_FEATURES, causal, dtype) for length in lengths for causal in (False, True)]
+
+
 def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.float64) -> list[Case]:
     """FAVOR+-style linear attention vs exact softmax attention, d = 64, m = 256.
 
@@ -266,6 +294,7 @@ def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.flo
         if not quick or length <= RA_QUICK_MAX_LENGTH:
             cases.append(_ra_case(length, d))
         cases.append(_lara_case(length, d))
+    cases += rmfa_cases(lengths, d=d, dtype=dtype)
     if not custom:
         cases.append(_favor_case(65536, d, m, True, dtype, features_included=True))
     cases += [_sampling_case(projection, m, d, dtype) for projection in ("orthogonal", "hadamard", "givens")]

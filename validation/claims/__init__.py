@@ -11,7 +11,7 @@ import importlib
 from rfkit.validation.model import Claim
 
 #: Registry modules, in listing order.
-MODULES = ("core", "performer", "lara", "eva")
+MODULES = ("core", "performer", "lara", "eva", "macformer")
 
 REGISTRY: dict[str, Claim] = {}
 

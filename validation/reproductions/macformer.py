@@ -1,0 +1,187 @@
+r"""Macformer reproduction: Figure 4 of ``004_803b6fd9a1d4a879.txt`` (``rfkit reproduce macformer.fig4``).
+
+The toy RMFA experiment ("Evaluation of RMFA"): random ``Q, K, V`` of shape ``batch × heads × length × d``,
+pre-processed by pre-SBN (Algorithm 1 steps 1-2, ``ε = 1e-12``), fed to softmax attention and to ``RMFA_exp``
+with ``D`` random features (``p = 2``); each ``(length, D)`` pair is repeated and averaged. Figure 4a is the
+log NMSE of RMFA against softmax attention, Figure 4b the log acceleration ratio ``time_softmax / time_RMFA``.
+
+The quantities are computed here and nowhere else: the claims ``macformer.fig4a.*`` and ``macformer.fig4b.*``
+call :func:`fig4_trial`. Parameters the paper leaves open are options (register "Protocol"): data law, pre-SBN
+readings, draw sharing, NMSE definition, log base, averaging order, softmax implementation, whether sampling the
+RMF draw is timed. Times are CPU times of the calling thread with single-threaded BLAS
+(:mod:`rfkit.validation.timing`), on the same device and dtype for both paths; pre-SBN is common to both and not
+timed. The paper's size (16 × 8 heads, lengths 200…4000, ``D = 2^1…2^12``, 100 repeats) is an option set; the
+default is reduced to run in about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from rfkit.estimators import softmax_attention
+from rfkit.estimators.ppsbn import presbn
+from rfkit.estimators.rmf import draw_rmf, rmfa
+from rfkit.validation.reproductions import Reproduction
+from rfkit.validation.timing import single_threaded_blas
+
+__all__ = ["REPRODUCTIONS", "FIG4_OPTIONS", "fig4_data", "fig4_trial", "fig4_sweep", "nmse", "run_fig4"]
+
+DATA_LAWS = ("normal", "uniform_symmetric", "uniform_positive")
+SOFTMAX_IMPLS = {"naive": None, "blocked": 256}  # blocked: queries in blocks of 256 rows (O(block·n) memory)
+
+
+def fig4_data(rng: np.random.Generator, shape: tuple[int, ...], law: str = "normal") -> np.ndarray:
+    """One generated array: iid ``N(0, 1)`` (default), ``U(-1, 1)`` or ``U(0, 1)`` entries."""
+    if law == "normal":
+        return rng.standard_normal(shape)
+    if law == "uniform_symmetric":
+        return rng.uniform(-1.0, 1.0, size=shape)
+    if law == "uniform_positive":
+        return rng.uniform(0.0, 1.0, size=shape)
+    raise ValueError(f"unknown data law {law!r}; expected one of {DATA_LAWS}")
+
+
+def nmse(estimate: np.ndarray, target: np.ndarray, definition: str = "global") -> float:
+    """``‖Y - A‖²_F/‖A‖²_F`` over the whole output (``global``) or the mean over ``(b, h)`` of per-matrix NMSEs."""
+    err = ((estimate - target) ** 2).sum(axis=(-2, -1))
+    ref = (target**2).sum(axis=(-2, -1))
+    if definition == "global":
+        return float(err.sum() / ref.sum())
+    if definition == "per_matrix_mean":
+        return float((err / ref).mean())
+    raise ValueError(f"unknown nmse definition {definition!r}; expected global or per_matrix_mean")
+
+
+def _timed(fn):
+    t0 = time.thread_time()
+    out = fn()
+    return out, time.thread_time() - t0
+
+
+def fig4_trial(length: int, features: list[int], *, rng: np.random.Generator, batch: int = 2, heads: int = 2,
+               d: int = 64, data: str = "normal", bn_stats: str = "feature_batch", norm_reading: str = "row",
+               draw_sharing: str = "shared", softmax_impl: str = "naive", sampling_timed: bool = True,
+               nmse_def: str = "global", time_calls: bool = True) -> dict:
+    """One repeat of the toy protocol at one length for every ``D`` in ``features``.
+
+    Returns ``dict(nmse=[...], time_softmax=float, time_rmfa=[...])`` (times ``nan`` when ``time_calls`` is
+    False). Fresh data and fresh draws each call; the same data serve every ``D``.
+    """
+    shape = (batch, heads, length, d)
+    q, k, v = (fig4_data(rng, shape, data) for _ in range(3))
+    pre = presbn(q, k, eps=1e-12, bn_stats=bn_stats, norm_reading=norm_reading)
+    with single_threaded_blas():
+        exact, t_soft = _timed(lambda: softmax_attention(pre.q, pre.k, v, block_size=SOFTMAX_IMPLS[softmax_impl]))
+        errors, times = [], []
+        for num_features in features:
+            groups = {"shared": 1, "per_head": heads, "per_batch_head": batch * heads}[draw_sharing]
+            if sampling_timed:
+                def call(num_features=num_features):
+                    return rmfa(pre.q, pre.k, v, num_features=num_features, rng=rng, draw_sharing=draw_sharing)
+            else:
+                draws = [draw_rmf(num_features, d, rng=rng) for _ in range(groups)]
+                draw = draws if groups > 1 else draws[0]
+
+                def call(draw=draw):
+                    return rmfa(pre.q, pre.k, v, draw=draw, draw_sharing=draw_sharing)
+            with np.errstate(all="ignore"):
+                estimate, elapsed = _timed(call)
+            errors.append(nmse(estimate, exact, nmse_def))
+            times.append(elapsed)
+    if not time_calls:
+        t_soft, times = np.nan, [np.nan] * len(times)
+    return dict(nmse=errors, time_softmax=t_soft, time_rmfa=times)
+
+
+def fig4_sweep(options: dict, rng: np.random.Generator) -> xr.Dataset:
+    """All repeats of the protocol grid: ``nmse (length, D, repeat)``, ``time_softmax (length, repeat)``,
+    ``time_rmfa (length, D, repeat)``."""
+    lengths, features, repeats = list(options["lengths"]), [2**e for e in options["log2_D"]], options["repeats"]
+    keys = ("batch", "heads", "d", "data", "bn_stats", "norm_reading", "draw_sharing", "softmax_impl",
+            "sampling_timed", "nmse_def")
+    trials = [[fig4_trial(n, features, rng=rng, **{k: options[k] for k in keys}) for _ in range(repeats)]
+              for n in lengths]
+    coords = dict(length=lengths, D=features, repeat=np.arange(repeats))
+    return xr.Dataset(
+        {"nmse": (("length", "D", "repeat"), np.array([[t["nmse"] for t in row] for row in trials]).transpose(0, 2, 1)),
+         "time_softmax": (("length", "repeat"), np.array([[t["time_softmax"] for t in row] for row in trials])),
+         "time_rmfa": (("length", "D", "repeat"),
+                       np.array([[t["time_rmfa"] for t in row] for row in trials]).transpose(0, 2, 1))},
+        coords=coords)
+
+
+def _summaries(ds: xr.Dataset, options: dict) -> xr.Dataset:
+    log = np.log10 if options["log_base"] == 10 else np.log
+    if options["avg_order"] == "log_of_mean":
+        ds["log_nmse"] = log(ds.nmse.mean("repeat"))
+    else:
+        ds["log_nmse"] = log(ds.nmse).mean("repeat")
+    ratio = ds.time_softmax / ds.time_rmfa
+    ds["log_acceleration"] = log(ratio.mean("repeat")) if options["avg_order"] == "log_of_mean" else log(
+        ratio).mean("repeat")
+    return ds
+
+
+def _plot(ds: xr.Dataset, options: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="white", context="paper")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    base = "log10" if options["log_base"] == 10 else "ln"
+    for ax, name, title in zip(axes, ("log_nmse", "log_acceleration"),
+                               (f"(a) error: {base} NMSE", f"(b) acceleration: {base} time ratio"), strict=True):
+        values = ds[name].transpose("D", "length")
+        mesh = ax.pcolormesh(np.arange(values.length.size), np.arange(values.D.size), values.values,
+                             shading="auto", cmap="viridis")
+        ax.set_xticks(np.arange(values.length.size), [str(v) for v in values.length.values], rotation=90)
+        ax.set_yticks(np.arange(values.D.size), [str(v) for v in values.D.values])
+        ax.set(xlabel="length", ylabel="D", title=title)
+        fig.colorbar(mesh, ax=ax)
+    fig.suptitle(f"Macformer Fig 4 (unsmoothed): {options['batch']}×{options['heads']} heads, d={options['d']}, "
+                 f"{options['repeats']} repeats")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def run_fig4(out, **options) -> dict[str, Path]:
+    """Figure 4: log NMSE and log acceleration ratio of RMFA_exp against softmax attention (PNG + netCDF)."""
+    options = dict(FIG4_OPTIONS, **options)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ds = _summaries(fig4_sweep(options, np.random.default_rng(options["seed"])), options)
+    ds.attrs.update({k: str(v) for k, v in options.items()}, figure="Macformer Fig 4")
+    paths = {"netcdf": out / "macformer_fig4.nc", "png": out / "macformer_fig4.png"}
+    ds.to_netcdf(paths["netcdf"], engine="h5netcdf")
+    _plot(ds, options, paths["png"])
+    return paths
+
+
+FIG4_OPTIONS = dict(batch=2, heads=2, d=64, lengths=[200, 400, 600, 800, 1000, 1200], log2_D=list(range(1, 11)),
+                    repeats=3, data="normal", bn_stats="feature_batch", norm_reading="row", draw_sharing="shared",
+                    softmax_impl="naive", sampling_timed=True, nmse_def="global", log_base=10,
+                    avg_order="log_of_mean", seed=0)
+FIG4_DOCS = dict(
+    batch="batch size (paper: 16)", heads="attention heads (paper: 8)", d="head dimension (paper: 64)",
+    lengths="sequence lengths (paper: 200 to 4000, 'uniformly')", log2_D="exponents of D = 2^e (paper: unstated)",
+    repeats="repeats per (length, D) (paper: 100)", data="normal, uniform_symmetric or uniform_positive entries",
+    bn_stats="pre-SBN statistics reading (rfkit.estimators.ppsbn.BN_STATS)", norm_reading="row, fro or spec",
+    draw_sharing="shared (one draw for the whole tensor), per_head or per_batch_head",
+    softmax_impl="naive (materialised scores, Figure 2a) or blocked (queries in blocks of 256)",
+    sampling_timed="include drawing the RMF features in RMFA's time", nmse_def="global or per_matrix_mean",
+    log_base="10 or e (any other value: natural log)", avg_order="log_of_mean or mean_of_log over repeats",
+    seed="root seed")
+
+REPRODUCTIONS = [
+    Reproduction("macformer.fig4", "macformer",
+                 "Fig 4: log NMSE and log acceleration of RMFA_exp vs softmax attention over (length, D)", run_fig4,
+                 FIG4_OPTIONS, FIG4_DOCS),
+]
