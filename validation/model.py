@@ -26,6 +26,11 @@ KINDS = ("identity", "expectation", "moment", "inequality", "tail-bound", "rate"
          "reproduction")
 TIERS = ("smoke", "quick", "full")
 PAPERS = ("core", "performer", "lara", "eva", "macformer")
+#: Names a claim's grid axes may not take: the data variables and dimensions of its results dataset
+#: (:func:`rfkit.validation.results.to_dataset`).
+RESULT_VARIABLES = ("estimate", "prediction", "stderr", "statistic", "p_value", "mde", "effect", "upper",
+                    "n_samples", "p_adjusted", "seconds", "cell_verdict", "flags", "method", "extra")
+RESERVED_AXES = frozenset({*RESULT_VARIABLES, "variant", "restart"})
 
 
 def per_tier(value, tier: str):
@@ -103,6 +108,9 @@ class Claim:
             raise ValueError(f"claim {self.id}: needs a cell, a search or an `untestable` reason")
         if not self.tolerance > 0:
             raise ValueError(f"claim {self.id}: tolerance must be > 0")
+        clashes = {name for tier_axes in map(self.axes, TIERS) for name in tier_axes} & RESERVED_AXES
+        if clashes:
+            raise ValueError(f"claim {self.id}: grid axes {sorted(clashes)} clash with results variables")
 
     def axes(self, tier: str) -> dict[str, list]:
         """The sweep axes and their values at ``tier``."""

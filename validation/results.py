@@ -4,9 +4,9 @@ Dataset layout (DESIGN "Results"):
 
 * dimensions ``variant`` and one per sweep axis of the tier (``d``, ``L``, ``m``, ...); cells outside the
   hypothesis domain are missing (nan, ``cell_verdict = "outside-domain"``);
-* data variables ``estimate``, ``prediction``, ``stderr``, ``statistic``, ``p_value``, ``p_adjusted``,
-  ``mde``, ``effect``, ``upper``, ``n``, ``seconds``, ``cell_verdict``, ``flags``, ``method``, ``extra``
-  (JSON);
+* data variables :data:`rfkit.validation.model.RESULT_VARIABLES`: ``estimate``, ``prediction``, ``stderr``,
+  ``statistic``, ``p_value``, ``p_adjusted``, ``mde``, ``effect``, ``upper``, ``n_samples`` (the evidence's
+  ``n``), ``seconds``, ``cell_verdict``, ``flags``, ``method``, ``extra`` (JSON);
 * adversarial search restarts on their own dimension ``restart``: ``search_margin``,
   ``search_p_value``, ``search_effect``, ``search_point`` (JSON);
 * attributes ``claim_id``, ``paper``, ``kind``, ``verdict``, ``reason``, ``alpha``, ``tier``, ``seed``,
@@ -27,7 +27,9 @@ from rfkit.validation.engine import ClaimResult, RunResult, _jsonable
 
 __all__ = ["to_dataset", "cell_verdict", "write_run", "load_dataset"]
 
-_NUMERIC = ("estimate", "prediction", "stderr", "statistic", "p_value", "mde", "effect", "upper", "n")
+_NUMERIC = ("estimate", "prediction", "stderr", "statistic", "p_value", "mde", "effect", "upper", "n")  # Evidence fields
+#: Evidence fields stored under another name (``n`` is a common axis name: a sequence length).
+_VARIABLE = {"n": "n_samples"}
 
 
 def cell_verdict(result: ClaimResult, i: int) -> str:
@@ -61,7 +63,7 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
     variants = list(claim.variants)
     dims = ("variant", *axes)
     shape = (len(variants), *(len(v) for v in axes.values()))
-    num = {k: np.full(shape, np.nan) for k in (*_NUMERIC, "p_adjusted", "seconds")}
+    num = {_VARIABLE.get(k, k): np.full(shape, np.nan) for k in (*_NUMERIC, "p_adjusted", "seconds")}
     text = {k: np.full(shape, "", dtype=object) for k in ("cell_verdict", "flags", "method", "extra")}
     text["cell_verdict"][...] = "outside-domain"
     restarts = max((o.spec.restart + 1 for o in result.outcomes if o.spec.kind == "search"), default=0)
@@ -85,7 +87,7 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
             text["flags"][idx] = o.error or ""
             continue
         for k in _NUMERIC:
-            num[k][idx] = getattr(ev, k)
+            num[_VARIABLE.get(k, k)][idx] = getattr(ev, k)
         text["flags"][idx] = "; ".join(ev.flags)
         text["method"][idx] = ev.method
         text["extra"][idx] = json.dumps(_jsonable(ev.extra))

@@ -1,0 +1,31 @@
+"""Results datasets: every grid axis name a claim may use round-trips through netCDF; names that would clash
+with the dataset's own variables are refused when the claim is declared."""
+
+import numpy as np
+import pytest
+
+from rfkit.validation import validate
+from rfkit.validation.model import RESERVED_AXES, RESULT_VARIABLES, Claim
+from rfkit.validation.results import load_dataset, to_dataset
+from rfkit.validation.stats import exact_test
+
+
+def _claim(axis: str) -> Claim:
+    return Claim(id="core.toy.axis", paper="core", source="test", statement="toy", kind="identity",
+                 hypotheses="none", tolerance=1e-9, grid={"smoke": {axis: [3, 5]}},
+                 cell=lambda ctx: exact_test(np.zeros(2), np.zeros(2), tolerance=1e-9))
+
+
+def test_axis_named_n_roundtrips_through_netcdf(tmp_path):
+    result = validate([_claim("n")], tier="smoke", progress=False).claims[0]
+    ds = to_dataset(result)
+    assert set(ds.data_vars) == set(RESULT_VARIABLES)
+    assert list(ds["n"].values) == [3, 5] and (ds["n_samples"] >= 1).all()
+    ds.to_netcdf(tmp_path / "x.nc", engine="h5netcdf")
+    assert list(load_dataset(tmp_path / "x.nc")["n"].values) == [3, 5]
+
+
+@pytest.mark.parametrize("axis", sorted(RESERVED_AXES))
+def test_reserved_axis_names_are_refused(axis):
+    with pytest.raises(ValueError, match="clash with results variables"):
+        _claim(axis)
