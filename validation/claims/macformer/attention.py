@@ -33,7 +33,7 @@ def _scored_inputs(rng: np.random.Generator, n: int, d: int, dv: int, score: flo
 
 
 def _def2_cell(ctx: CellContext) -> Evidence:
-    n, d = ctx.params["n"], ctx.params["d"]
+    n, d = ctx.params["length"], ctx.params["d"]
     q, k, v = _scored_inputs(ctx.rng, n, d, 4, ctx.params["score"])
     keep = _mask(ctx.params["mask"], n, ctx.rng)
     attention = ctx.impl("kernelized_attention", kernelized_attention)
@@ -53,21 +53,21 @@ DEF2_EXP_SOFTMAX = Claim(
     kind="identity", hypotheses="none (every query keeps at least one key)",
     tolerance=1e-12, units="max |difference| / max |V| (non-finite counts as 1)",
     cell=_def2_cell,
-    grid={"smoke": dict(n=[2, 16], d=[1, 16], mask=list(MASK_KINDS), score=[1.0, 50.0]),
-          "quick": dict(n=[1, 2, 16, 300], d=[1, 64], mask=list(MASK_KINDS), score=[1.0, 50.0]),
-          "full": dict(n=[1, 2, 16, 1000, 4000], d=[1, 16, 64], mask=list(MASK_KINDS), score=[1.0, 50.0])},
+    grid={"smoke": dict(length=[2, 16], d=[1, 16], mask=list(MASK_KINDS), score=[1.0, 50.0]),
+          "quick": dict(length=[1, 2, 16, 300], d=[1, 64], mask=list(MASK_KINDS), score=[1.0, 50.0]),
+          "full": dict(length=[1, 2, 16, 1000, 4000], d=[1, 16, 64], mask=list(MASK_KINDS), score=[1.0, 50.0])},
     variants=MASK_FILLS,
     variant_notes={"additive": "S + M with M ∈ {0, -inf}", "neg_inf": "masked fill with -inf",
                    "neg_1e9": "masked fill with -1e9", "dtype_min": "masked fill with the dtype minimum"},
-    where=lambda p, v: not (p["n"] == 1 and p["mask"] != "none"),
-    roles=("kernelized_attention",), plot_x="n",
+    where=lambda p, v: not (p["length"] == 1 and p["mask"] != "none"),
+    roles=("kernelized_attention",), plot_x="length",
     notes="Both the M' form (masked weights 0) and Definition 1's literal masked-fill form of exp attention are "
           "compared with rfkit.estimators.softmax_attention (log-sum-exp, -inf masking); scores up to |x| = 50.",
 )
 
 
 def _mask_conversion_cell(ctx: CellContext) -> Evidence:
-    n, kernel = ctx.params["n"], ctx.params["kernel"]
+    n, kernel = ctx.params["length"], ctx.params["kernel"]
     d = 8
     if ctx.params["inputs"] == "presbn":
         out = presbn(ctx.rng.standard_normal((n, d)), ctx.rng.standard_normal((n, d)), eps=1e-12)
@@ -90,11 +90,11 @@ MASK_CONVERSION = Claim(
     kind="identity", hypotheses="any mask M; the kernels of Table 1 (closed forms as printed)",
     tolerance=1e-12, units="max |difference| / max |V| (non-finite counts as 1)",
     cell=_mask_conversion_cell,
-    grid={"smoke": dict(kernel=list(KERNEL_NAMES), mask=["causal"], inputs=["presbn"], n=[16]),
+    grid={"smoke": dict(kernel=list(KERNEL_NAMES), mask=["causal"], inputs=["presbn"], length=[16]),
           "quick": dict(kernel=list(KERNEL_NAMES), mask=["padding", "causal", "general"],
-                        inputs=["presbn", "unit_ball"], n=[2, 16]),
+                        inputs=["presbn", "unit_ball"], length=[2, 16]),
           "full": dict(kernel=list(KERNEL_NAMES), mask=["padding", "causal", "general"],
-                       inputs=["presbn", "unit_ball"], n=[2, 16, 256])},
+                       inputs=["presbn", "unit_ball"], length=[2, 16, 256])},
     variants=MASK_FILLS, variant_notes=DEF2_EXP_SOFTMAX.variant_notes,
     roles=("kernelized_attention",), plot_x="kernel",
     notes="The filled scores go through the printed closed forms; nan/inf outputs are counted in extra.",
@@ -102,7 +102,7 @@ MASK_CONVERSION = Claim(
 
 
 def _factorization_inputs(ctx: CellContext):
-    n, d, b = ctx.params["n"], ctx.params["d"], 2 if ctx.params["sharing"] != "shared" else 1
+    n, d, b = ctx.params["length"], ctx.params["d"], 2 if ctx.params["sharing"] != "shared" else 1
     q = _ball_matrix(ctx.rng, n, d, "row", "interior")[None, None] * np.ones((b, 2, 1, 1))
     k = _ball_matrix(ctx.rng, n, d, "row", "interior")[None, None] * np.ones((b, 2, 1, 1))
     return q, k, ctx.rng.standard_normal((b, 2, n, 3))
@@ -117,7 +117,7 @@ def _reference_terms(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, keep: 
 
 def _factorization_cell(ctx: CellContext) -> Evidence:
     q, k, v = _factorization_inputs(ctx)
-    n, d, sharing = ctx.params["n"], ctx.params["d"], ctx.params["sharing"]
+    n, d, sharing = ctx.params["length"], ctx.params["d"], ctx.params["sharing"]
     groups = {"shared": 1, "per_head": 2, "per_batch_head": q.shape[0] * 2}[sharing]
     draws = [draw_rmf(ctx.params["D"], d, rng=ctx.rng, p=ctx.params["p"]) for _ in range(groups)]
     route = ctx.params["mask"]
@@ -158,15 +158,15 @@ FACTORIZATION = Claim(
     kind="identity", hypotheses="none",
     tolerance=1e-10, units="max |difference| / Σ|terms| of numerators and denominators (float64)",
     cell=_factorization_cell,
-    grid={"smoke": dict(mask=list(MASK_KINDS), n=[17], D=[8], d=[4], p=[2.0], kernel=["exp"], sharing=["shared"]),
-          "quick": dict(mask=list(MASK_KINDS), n=[1, 17, 256], D=[1, 128], d=[1, 4], p=[1.5, 4.0],
+    grid={"smoke": dict(mask=list(MASK_KINDS), length=[17], D=[8], d=[4], p=[2.0], kernel=["exp"], sharing=["shared"]),
+          "quick": dict(mask=list(MASK_KINDS), length=[1, 17, 256], D=[1, 128], d=[1, 4], p=[1.5, 4.0],
                         kernel=["exp", "sqrt"], sharing=["shared", "per_head"]),
-          "full": dict(mask=list(MASK_KINDS), n=[1, 2, 17, 256, 2048], D=[1, 8, 128, 1024], d=[1, 4, 64],
+          "full": dict(mask=list(MASK_KINDS), length=[1, 2, 17, 256, 2048], D=[1, 8, 128, 1024], d=[1, 4, 64],
                        p=[1.5, 2.0, 4.0], kernel=list(KERNEL_NAMES),
                        sharing=["shared", "per_head", "per_batch_head"])},
-    where=lambda p, v: not (p["n"] == 1 and p["mask"] in ("padding", "general"))
-    and not (p["n"] >= 256 and p["D"] == 1),
-    roles=("rmfa",), plot_x="n",
+    where=lambda p, v: not (p["length"] == 1 and p["mask"] in ("padding", "general"))
+    and not (p["length"] >= 256 and p["D"] == 1),
+    roles=("rmfa",), plot_x="length",
     notes="Numerators and denominators are compared separately (a ratio amplifies round-off where the denominator "
           "is small). Inputs are (B, 2, n, d) so that draw sharing is exercised. Numba and torch backends are not run.",
 )
@@ -245,10 +245,11 @@ def _thm1_cell(ctx: CellContext) -> Evidence:
 
 def _line_expectation(q: float, keys: np.ndarray, values: np.ndarray, p: float) -> tuple[float, float]:
     """Exact ``E[RMFA]`` for one query in ``d = 1`` with ``D = 1`` and positive ``q, k``: the draw only enters
-    through ``N ~ geom`` (signs and weights cancel), ``RMFA = Σ k_i^N V_i / Σ k_j^N``; and ``attn_exp``."""
+    through ``N ~ geom`` (signs and weights cancel), ``RMFA = Σ k_i^N V_i / Σ k_j^N``; and ``attn_exp``. The powers
+    are of ``k_i / max_j k_j`` (the ratio is unchanged), so no term is 0/0 when ``k^N`` underflows."""
     n = np.arange(400)
     log_pi = math.log1p(-1.0 / p) - n * math.log(p)
-    powers = keys[None, :] ** n[:, None]
+    powers = (keys / keys.max())[None, :] ** n[:, None]
     ratios = powers @ values / powers.sum(axis=1)
     weights = np.exp(q * keys / 1.0)
     return float(np.exp(log_pi) @ ratios), float(weights @ values / weights.sum())

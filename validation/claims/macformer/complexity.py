@@ -146,7 +146,7 @@ def _forward_peak(ctx: CellContext, kernel: str, inputs, options: dict, seed: in
 
 
 def _memory_cell(ctx: CellContext) -> Evidence:
-    n, d, num_features, p = ctx.params["n"], ctx.params["d"], ctx.params["D"], ctx.params["p"]
+    n, d, num_features, p = ctx.params["length"], ctx.params["d"], ctx.params["D"], ctx.params["p"]
     inputs = _gaussian_qkv(ctx.rng, n, d, scale=0.3 * d**-0.25)
     options = dict(num_features=num_features, p=p, coeffs=ctx.params["coeffs"], causal=ctx.params["mask"] == "causal")
     seed = int(ctx.rng.integers(2**63))
@@ -166,10 +166,10 @@ MEMORY_KERNEL_INVARIANT = Claim(
                "(tracemalloc peak)",
     tolerance=0.01, units="relative difference of peak bytes from the exp kernel's",
     cell=_memory_cell,
-    grid={"smoke": dict(n=[1024], d=[32], D=[128], p=[2.0], mask=["none"], coeffs=["derived"]),
-          "quick": dict(n=[512], d=[32], D=[128], p=[1.5, 4.0], mask=["none", "causal"],
+    grid={"smoke": dict(length=[1024], d=[32], D=[128], p=[2.0], mask=["none"], coeffs=["derived"]),
+          "quick": dict(length=[512], d=[32], D=[128], p=[1.5, 4.0], mask=["none", "causal"],
                         coeffs=["derived", "printed"]),
-          "full": dict(n=[1024, 4096], d=[32, 64], D=[128, 512], p=[1.5, 2.0, 4.0], mask=["none", "causal"],
+          "full": dict(length=[1024, 4096], d=[32, 64], D=[128, 512], p=[1.5, 2.0, 4.0], mask=["none", "causal"],
                        coeffs=["derived", "printed"])},
     roles=("rmfa",), plot_x="p",
     notes="Forward + backward memory and torch.cuda.max_memory_allocated need the GPU backend and are not run; the "

@@ -152,7 +152,7 @@ RMF_FEATURE_MOMENTS = Claim(
 
 
 def _weight_invariance_cell(ctx: CellContext) -> Evidence:
-    p, n, d = ctx.params["p"], ctx.params["n"], ctx.params["d"]
+    p, n, d = ctx.params["p"], ctx.params["length"], ctx.params["d"]
     q, k = _ball_matrix(ctx.rng, n, d, "row", "interior"), _ball_matrix(ctx.rng, n, d, "row", "interior")
     v = ctx.rng.standard_normal((n, 3))
     draw = draw_rmf(ctx.params["D"], d, rng=ctx.rng, p=p)
@@ -178,9 +178,9 @@ RMF_WEIGHT_INVARIANCE = Claim(
     kind="identity", hypotheses="geom degree law; any p > 1, inputs, kernel; float64",
     tolerance=1e-12, units="|difference| / Σ|terms| (features: / max |feature|)",
     cell=_weight_invariance_cell,
-    grid={"smoke": dict(p=[1.5], n=[8], d=[4], D=[16], kernel=["exp"]),
-          "quick": dict(p=[1.1, 1.5, 2.0, 4.0], n=[8, 64], d=[1, 4, 16], D=[16, 256], kernel=["exp", "log"]),
-          "full": dict(p=[1.1, 1.5, 2.0, 3.0, 4.0, 8.0], n=[8, 64], d=[1, 4, 16, 64], D=[16, 256, 1024],
+    grid={"smoke": dict(p=[1.5], length=[8], d=[4], D=[16], kernel=["exp"]),
+          "quick": dict(p=[1.1, 1.5, 2.0, 4.0], length=[8, 64], d=[1, 4, 16], D=[16, 256], kernel=["exp", "log"]),
+          "full": dict(p=[1.1, 1.5, 2.0, 3.0, 4.0, 8.0], length=[8, 64], d=[1, 4, 16, 64], D=[16, 256, 1024],
                        kernel=list(KERNEL_NAMES))},
     plot_x="p",
 )
@@ -189,7 +189,7 @@ RMF_WEIGHT_INVARIANCE = Claim(
 def _delta_inputs(ctx: CellContext):
     """Unit-ball inputs: ``interior`` (d = 4) or ``boundary`` (unit rows in d = 2, where the denominator varies most
     and b² is largest relative to v: the bias is then resolvable with ~10^3 D replicates)."""
-    n = ctx.params["n"]
+    n = ctx.params["length"]
     placement = ctx.params.get("inputs", "interior")
     d = 2 if placement == "boundary" else 4
     q, k = _ball_matrix(ctx.rng, n, d, "row", placement), _ball_matrix(ctx.rng, n, d, "row", placement)
@@ -239,9 +239,9 @@ RMFA_RATIO_BIAS = Claim(
                "the boundary); D → ∞, tested by extrapolation from (D/4, D)",
     tolerance=0.25, units="relative error of D × (mean error) against b",
     cell=_ratio_bias_cell,
-    grid={"smoke": dict(kernel=["exp"], D=[64], n=[4], inputs=["interior"]),
-          "quick": dict(kernel=["exp", "inv"], D=[64], n=[4], inputs=["interior"]),
-          "full": dict(kernel=list(KERNEL_NAMES), D=[64, 256, 1024, 4096], n=[4, 16, 64],
+    grid={"smoke": dict(kernel=["exp"], D=[64], length=[4], inputs=["interior"]),
+          "quick": dict(kernel=["exp", "inv"], D=[64], length=[4], inputs=["interior"]),
+          "full": dict(kernel=list(KERNEL_NAMES), D=[64, 256, 1024, 4096], length=[4, 16, 64],
                        inputs=["boundary", "interior"])},
     replicates={"smoke": 400_000, "quick": 1_600_000, "full": 400_000_000},  # features (replicates × D)
     roles=("rmfa_replicates",), plot_x="D",
@@ -293,9 +293,10 @@ RMFA_RATIO_MSE = Claim(
                               "exp kernel",
     tolerance=0.25, units="relative error of D × MSE (entries) or of the NMSE (toy) against the prediction",
     cell=_ratio_mse_cell,
-    grid={"smoke": dict(check=["entry_mse"], kernel=["exp"], D=[64], n=[4]),
-          "quick": dict(check=["entry_mse", "toy_nmse"], kernel=["exp", "inv"], D=[64, 256], n=[4]),
-          "full": dict(check=["entry_mse", "toy_nmse"], kernel=list(KERNEL_NAMES), D=[16, 64, 256, 1024], n=[4, 16])},
+    grid={"smoke": dict(check=["entry_mse"], kernel=["exp"], D=[64], length=[4]),
+          "quick": dict(check=["entry_mse", "toy_nmse"], kernel=["exp", "inv"], D=[64, 256], length=[4]),
+          "full": dict(check=["entry_mse", "toy_nmse"], kernel=list(KERNEL_NAMES), D=[16, 64, 256, 1024],
+                       length=[4, 16])},
     where=lambda p, v: p["check"] == "entry_mse" or p["kernel"] == "exp",
     replicates={"smoke": 200_000, "quick": 1_600_000, "full": 16_000_000},
     roles=("rmfa_replicates",), plot_x="D",
@@ -336,7 +337,7 @@ def _cost_width(ctx: CellContext) -> Evidence:
 
 def _cost_ratio(ctx: CellContext) -> Evidence:
     """The flop ratio softmax/RMFA at W = E[W], p = 2, d_v = d, against n/(2D)."""
-    n, num_features, d = ctx.params["n"], ctx.params["D"], ctx.params["d"]
+    n, num_features, d = ctx.params["length"], ctx.params["D"], ctx.params["d"]
     ratio = cost.softmax_rmfa_flop_ratio(n, d, d, num_features)
     return exact_test(ratio / (n / (2 * num_features)), 1.0, tolerance=ctx.tolerance, extra=dict(ratio=ratio))
 
@@ -354,13 +355,13 @@ COST_MODEL = Claim(
                                 "n/(2D)·2d/(2d + 1), the +1 being the denominator column)",
     tolerance=0.05, units="relative error (counts: any mismatch)",
     cell=_cost_model_cell,
-    grid={"smoke": dict(check=["counts", "width", "ratio"], D=[16], p=[2.0], law=["geom"], n=[1024], d=[64]),
+    grid={"smoke": dict(check=["counts", "width", "ratio"], D=[16], p=[2.0], law=["geom"], length=[1024], d=[64]),
           "quick": dict(check=["counts", "width", "ratio"], D=[16, 128], p=[1.5, 2.0, 4.0], law=["geom", "defective"],
-                        n=[1024, 4096], d=[16, 64]),
+                        length=[1024, 4096], d=[16, 64]),
           "full": dict(check=["counts", "width", "ratio"], D=[1, 16, 128, 1024], p=[1.1, 1.5, 2.0, 4.0],
-                       law=["geom", "defective"], n=[1024, 4096, 16384], d=[16, 64, 256])},
-    where=lambda p, v: (p["check"] == "counts" and p["law"] == "geom" and p["n"] == 1024 and p["d"] == 64)
-    or (p["check"] == "width" and p["n"] == 1024 and p["d"] == 64 and (p["law"] == "geom" or p["p"] >= 2))
+                       law=["geom", "defective"], length=[1024, 4096, 16384], d=[16, 64, 256])},
+    where=lambda p, v: (p["check"] == "counts" and p["law"] == "geom" and p["length"] == 1024 and p["d"] == 64)
+    or (p["check"] == "width" and p["length"] == 1024 and p["d"] == 64 and (p["law"] == "geom" or p["p"] >= 2))
     or (p["check"] == "ratio" and p["p"] == 2.0 and p["law"] == "geom"),
     replicates={"smoke": 5_000, "quick": 20_000, "full": 200_000},
     roles=("rmfa",), plot_x="check",

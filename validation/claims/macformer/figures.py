@@ -155,7 +155,7 @@ def _log_ratio(best: np.ndarray, resolution: np.ndarray) -> tuple[float, float]:
 
 
 def _faster_cell(ctx: CellContext) -> Evidence:
-    n, num_features = ctx.params["n"], ctx.params["D"]
+    n, num_features = ctx.params["length"], ctx.params["D"]
     ratio, resolution = _log_ratio(*_timed_pair(ctx, n, num_features, ctx.variant))
     predicted = cost.softmax_rmfa_flop_ratio(n, 64, 64, num_features)
     return margin_evidence(ratio + 3 * resolution, tolerance=ctx.tolerance,
@@ -172,7 +172,7 @@ FIG4B_FASTER = Claim(
                "softmax",
     tolerance=0.05, units="log10 acceleration ratio below 0 (beyond 3 timing resolutions)",
     cell=_faster_cell,
-    grid={"smoke": dict(n=[128], D=[8, 512]), "quick": dict(n=[128, 512], D=[8, 128, 512]),
+    grid={"smoke": dict(length=[128], D=[8, 512]), "quick": dict(length=[128, 512], D=[8, 128, 512]),
           "full": dict(n=list(range(200, 4001, 200)), D=[2**e for e in range(1, 13)])},
     replicates={"smoke": 3, "quick": 5, "full": 20},
     variants=("included", "excluded"),

@@ -225,7 +225,7 @@ def _discrepancy(left, right, reference: str = "total") -> float:
 
 def _exact_core_cell(ctx: CellContext) -> Evidence:
     reading = THM3_READINGS[ctx.variant]
-    q, k, v = _thm3_inputs(ctx.rng, ctx.params["n"], ctx.params["d"], ctx.params["v"], ctx.params["centred"])
+    q, k, v = _thm3_inputs(ctx.rng, ctx.params["length"], ctx.params["d"], ctx.params["v"], ctx.params["centred"])
     pre = _thm3_pre(q, k, reading["norm"])
     r = _theorem3_r(q, k, pre, reading)
     left = softmax_attention(pre.q, pre.k, v)
@@ -233,9 +233,9 @@ def _exact_core_cell(ctx: CellContext) -> Evidence:
     return _exact([_discrepancy(left, right)], ctx, dict(r=r, query_part=float(_discrepancy(left, right, "query"))))
 
 
-THM3_GRID = {"smoke": dict(n=[16], d=[4], v=["positive"], centred=[False]),
-             "quick": dict(n=[4, 128], d=[16], v=["positive", "signed"], centred=[False]),
-             "full": dict(n=[2, 4, 16, 128, 512], d=[4, 16, 64], v=["positive", "signed"], centred=[False, True])}
+THM3_GRID = {"smoke": dict(length=[16], d=[4], v=["positive"], centred=[False]),
+             "quick": dict(length=[4, 128], d=[16], v=["positive", "signed"], centred=[False]),
+             "full": dict(length=[2, 4, 16, 128, 512], d=[4, 16, 64], v=["positive", "signed"], centred=[False, True])}
 
 THM3_EXACT_CORE = Claim(
     id="macformer.thm3.exact_core", paper="macformer", source="proof of Theorem 3 (the chain between its ≈)",
@@ -245,7 +245,7 @@ THM3_EXACT_CORE = Claim(
     hypotheses="Q^SBN, K^SBN from Algorithm 1 steps 1-2 (ε = 1e-12); the evaluable readings (scalar r: matrix "
                "norms and scalar statistics of one matrix); any V, n, d",
     tolerance=1e-9, units="‖LHS - RHS‖_F / ‖LHS‖_F (capped at 1; non-finite counts as 1)",
-    cell=_exact_core_cell, grid=THM3_GRID, variants=tuple(THM3_READINGS), variant_notes=THM3_NOTES, plot_x="n",
+    cell=_exact_core_cell, grid=THM3_GRID, variants=tuple(THM3_READINGS), variant_notes=THM3_NOTES, plot_x="length",
     notes="Not evaluable (no variant): norm_reading row (r would be n×n against an n×d_v output) and per-feature "
           "statistics (r a d-vector). The fitted-t readings give Theorem 3 its best chance: t is the least-squares "
           "scalar (or column scalars). Each cell's extra has the discrepancy over the query-dependent part.",
@@ -254,7 +254,7 @@ THM3_EXACT_CORE = Claim(
 
 def _scale_restoration_cell(ctx: CellContext) -> Evidence:
     reading = RESTORATION_READINGS[ctx.variant]
-    q, k, v = _thm3_inputs(ctx.rng, ctx.params["n"], ctx.params["d"], ctx.params["v"])
+    q, k, v = _thm3_inputs(ctx.rng, ctx.params["length"], ctx.params["d"], ctx.params["v"])
     pre = _thm3_pre(q, k, reading["norm"])
     r = _theorem3_r(q, k, pre, reading)
     num_features, replicates = ctx.params["D"], ctx.replicates
@@ -272,9 +272,9 @@ THM3_SCALE_RESTORATION = Claim(
     hypotheses="as in thm3.exact_core; exp kernel; nothing on V, n, d, D; independent RMF draws on the two sides",
     tolerance=0.1, units="mean relative discrepancy ‖LHS - RHS‖_F/‖LHS‖_F (each capped at 1)",
     cell=_scale_restoration_cell,
-    grid={"smoke": dict(n=[16], d=[16], v=["positive"], D=[256]),
-          "quick": dict(n=[16], d=[16], v=["positive", "signed"], D=[256]),
-          "full": dict(n=[4, 16, 128, 512], d=[4, 16, 64], v=["positive", "signed"], D=[64, 256, 1024, 4096])},
+    grid={"smoke": dict(length=[16], d=[16], v=["positive"], D=[256]),
+          "quick": dict(length=[16], d=[16], v=["positive", "signed"], D=[256]),
+          "full": dict(length=[4, 16, 128, 512], d=[4, 16, 64], v=["positive", "signed"], D=[64, 256, 1024, 4096])},
     replicates={"smoke": 64, "quick": 64, "full": 400},
     variants=tuple(RESTORATION_READINGS),
     variant_notes={name: THM3_NOTES[name.rsplit("|", 1)[0]] + f", discrepancy over the {r['reference']} output"
@@ -290,7 +290,7 @@ PRESBN_SCORE_READINGS = _readings(norm=["row", "fro", "spec"], r_norm_of=["raw",
 
 def _presbn_scores_cell(ctx: CellContext) -> Evidence:
     reading = PRESBN_SCORE_READINGS[ctx.variant]
-    n, d = ctx.params["n"], ctx.params["d"]
+    n, d = ctx.params["length"], ctx.params["d"]
     q, k, _ = _thm3_inputs(ctx.rng, n, d, "positive", centred=not ctx.params["offsets"])
     if ctx.params["scales"] == "equal":
         q, k = q / q.std(axis=0), k / k.std(axis=0)
@@ -321,13 +321,13 @@ PRESBN_SCORES = Claim(
                "evaluable); under the row reading r_ai = ‖q_a‖‖k_i‖sqrt((σ_Q+ε)(σ_K+ε)) entrywise",
     tolerance=1e-12, units="max |difference| / max |scores| (and / max |V| for the outputs)",
     cell=_presbn_scores_cell,
-    grid={"smoke": dict(n=[16], d=[4], scales=["unequal"], offsets=[True]),
-          "quick": dict(n=[2, 16, 256], d=[1, 4, 64], scales=["equal", "unequal"], offsets=[False, True]),
-          "full": dict(n=[2, 16, 256], d=[1, 4, 64], scales=["equal", "unequal"], offsets=[False, True])},
+    grid={"smoke": dict(length=[16], d=[4], scales=["unequal"], offsets=[True]),
+          "quick": dict(length=[2, 16, 256], d=[1, 4, 64], scales=["equal", "unequal"], offsets=[False, True]),
+          "full": dict(length=[2, 16, 256], d=[1, 4, 64], scales=["equal", "unequal"], offsets=[False, True])},
     variants=tuple(PRESBN_SCORE_READINGS),
     variant_notes={name: f"‖·‖₂ {r['norm']}, r from the {r['r_norm_of']} norms" for name, r in
                    PRESBN_SCORE_READINGS.items()},
-    plot_x="n",
+    plot_x="length",
 )
 
 GAMMA_BETA_READINGS = _readings(fit=["plugin", "instance", "shared"], reference=["total", "query"])
@@ -336,7 +336,7 @@ SHARED_INSTANCES = 100
 
 def _gamma_beta_instance(rng: np.random.Generator, params: dict):
     """Raw inputs scaled by ``c``, the exact target ``attn_exp(Q, K, V)`` and pre-SBN (Frobenius, scalar stats)."""
-    q, k, v = _thm3_inputs(rng, params["n"], params["d"], params["v"])
+    q, k, v = _thm3_inputs(rng, params["length"], params["d"], params["v"])
     q, k = q * params["c"], k * params["c"]
     pre = _thm3_pre(q, k, "fro")
     return q, k, v, pre, softmax_attention(q, k, v)
@@ -409,10 +409,10 @@ GAMMA_BETA_RESTORE = Claim(
     tolerance=0.1, units="relative residual ‖(γ·att)^β - attn‖_F / ‖attn‖_F (or over attn's query-dependent part), "
                          "capped at 1",
     cell=_gamma_beta_cell,
-    grid={"smoke": dict(n=[16], d=[16], c=[1.0], v=["positive"], power_sign=["real"], shape=["scalar"]),
-          "quick": dict(n=[16], d=[16], c=[0.1, 1.0, 10.0], v=["positive", "signed"], power_sign=["signed"],
+    grid={"smoke": dict(length=[16], d=[16], c=[1.0], v=["positive"], power_sign=["real"], shape=["scalar"]),
+          "quick": dict(length=[16], d=[16], c=[0.1, 1.0, 10.0], v=["positive", "signed"], power_sign=["signed"],
                         shape=["scalar", "per_feature"]),
-          "full": dict(n=[16, 128, 512], d=[16, 64], c=[0.1, 1.0, 10.0], v=["positive", "signed"],
+          "full": dict(length=[16, 128, 512], d=[16, 64], c=[0.1, 1.0, 10.0], v=["positive", "signed"],
                        power_sign=["real", "signed", "abs"], shape=["scalar", "per_feature"])},
     variants=tuple(GAMMA_BETA_READINGS),
     variant_notes={name: f"γ, β {'= t, r (plug-in)' if r['fit'] == 'plugin' else 'fitted per ' + r['fit']}; "
@@ -430,7 +430,7 @@ PRESBN_EXP_READINGS = _readings(norm=["row", "fro", "spec"], bn_stats=list(BN_ST
 
 def _presbn_exp_cell(ctx: CellContext) -> Evidence:
     reading = PRESBN_EXP_READINGS[ctx.variant]
-    n, d = ctx.params["n"], ctx.params["d"]
+    n, d = ctx.params["length"], ctx.params["d"]
     q = ctx.rng.standard_normal((2, 2, n, d)) * ctx.rng.uniform(0.5, 2.0, size=d) + ctx.rng.uniform(-1, 1, size=d)
     k = ctx.rng.standard_normal((2, 2, n, d)) * ctx.rng.uniform(0.5, 2.0, size=d) + ctx.rng.uniform(-1, 1, size=d)
     v = ctx.rng.standard_normal((2, 2, n, 3))
@@ -454,10 +454,11 @@ PRESBN_EXP_ATTENTION = Claim(
     kind="identity", hypotheses="every bn_stats reading × norm reading; (B, H) = (2, 2); float64",
     tolerance=1e-12, units="max |difference| / max |V|",
     cell=_presbn_exp_cell,
-    grid={"smoke": dict(n=[8], d=[4]), "quick": dict(n=[2, 16], d=[1, 8]), "full": dict(n=[2, 16, 256], d=[1, 8, 64])},
+    grid={"smoke": dict(length=[8], d=[4]), "quick": dict(length=[2, 16], d=[1, 8]),
+          "full": dict(length=[2, 16, 256], d=[1, 8, 64])},
     variants=tuple(PRESBN_EXP_READINGS),
     variant_notes={name: f"{r['norm']} norm, {r['bn_stats']} statistics" for name, r in PRESBN_EXP_READINGS.items()},
-    plot_x="n",
+    plot_x="length",
 )
 
 
