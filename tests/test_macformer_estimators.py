@@ -156,6 +156,13 @@ def test_rmf_features_act_on_the_last_axis():
     np.testing.assert_array_equal(rmf_features(x, draw), rmf_features(x.reshape(-1, 3), draw).reshape(2, 3, 5, 16))
 
 
+def test_rmf_features_of_degree_zero_and_zero_features_only():
+    """No projections at all (W = 0): every feature is c_0/√D (geom) or 0 (a dropped feature)."""
+    draw = RMFDraw(np.array([0, -1, 0]), np.zeros(3, np.int64), np.zeros((0, 2), np.int8), 3.0, "geom")
+    got = rmf_features(np.ones((2, 2)), draw, "inv")
+    np.testing.assert_allclose(got, np.broadcast_to([math.sqrt(1.5 / 3), 0.0, math.sqrt(1.5 / 3)], (2, 3)))
+
+
 def test_draw_structure_and_degree_law():
     """Signs are ±1, segments tile the sign matrix, and the degree frequencies follow the geometric law (chi-square
     at 1e-6: false-failure rate 1e-6)."""
@@ -259,6 +266,17 @@ def test_causal_rmfa_ignores_future_keys_and_values():
     changed = rmfa(q, k2, v2, draw=draw, causal=True, chunk_size=3)
     np.testing.assert_array_equal(changed[:4], base[:4])
     assert not np.allclose(changed[4:], base[4:])
+
+
+def test_causal_rmfa_with_key_padding_matches_loop():
+    rng = np.random.default_rng(22)
+    q, k, v = _inputs(rng)
+    padding = np.array([True, False, True, True, False])
+    draw = draw_rmf(16, 3, rng=rng)
+    got = rmfa(q, k, v, draw=draw, causal=True, key_padding=padding, return_details=True)
+    num, den = _rmfa_loop(q, k, v, np.tri(5, dtype=bool) & padding, draw)
+    np.testing.assert_allclose(got.numerator, num, atol=1e-12 * np.abs(num).max())
+    np.testing.assert_allclose(got.denominator, den, atol=1e-12 * np.abs(den).max())
 
 
 def test_rmfa_with_rectangular_inputs_and_padding_matches_loop():
