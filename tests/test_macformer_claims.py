@@ -234,3 +234,35 @@ def test_rmfa_does_more_flops_than_softmax_at_small_length():
     softmax = n * n * (d + d)
     rmfa_flops = 2 * n * d * num_features + 2 * n * num_features * d
     assert rmfa_flops > 4 * softmax
+
+
+def test_tail_bound_fails_exactly_for_one_feature_on_a_line():
+    """thm2.tail_bound witness (cancelling keys, D = 1, ε/L = 3): in d = 1 the signs cancel in φ(q)φ(k_i), so
+    RMFA = Σ_i (q k_i)^N V_i / Σ_j (q k_j)^N with N ~ geom(1/2). For q = 1, keys (1, -0.9) (row norms <= 1) and
+    V = (1, -1), the exceedance probability of |RMFA - attn_exp| > 3 is an exact series (mpmath): about 0.33, far
+    above the bound 2·exp(-9/2) = 0.022."""
+    keys, values = [mp.mpf(1), mp.mpf("-0.9")], [1, -1]
+    weights = [mp.exp(k) for k in keys]
+    exact = sum(w * v for w, v in zip(weights, values, strict=True)) / sum(weights)
+
+    def exceeds(n):
+        num = sum(k**n * v for k, v in zip(keys, values, strict=True))
+        return abs(num / sum(k**n for k in keys) - exact) > 3
+
+    probability = sum(mp.mpf(2) ** -(n + 1) for n in range(400) if exceeds(n))
+    assert probability > 0.3 > 2 * math.exp(-4.5)
+
+
+def test_general_mask_outputs_depend_on_every_mask_entry():
+    """sec_rmfa.rmfa_cost witness (general mask: time ~ n^1.8 in n): with an arbitrary M', flipping any single entry
+    (a, i) changes output row a, so any algorithm must read all n² entries of M': Ω(n²), not O(ndD)."""
+    rng = np.random.default_rng(23)
+    n = 6
+    q, k, v = rng.standard_normal((3, n, 2))
+    keep = np.ones((n, n), dtype=bool)
+    base = rmfa(q, k, v, num_features=64, rng=1, mask=keep)
+    for a, i in np.ndindex(n, n):
+        flipped = keep.copy()
+        flipped[a, i] = False
+        out = rmfa(q, k, v, num_features=64, rng=1, mask=flipped)
+        assert not np.allclose(out[a], base[a]) and np.allclose(np.delete(out, a, 0), np.delete(base, a, 0))

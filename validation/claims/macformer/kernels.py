@@ -136,6 +136,8 @@ def _nonnegative_search(ctx: CellContext) -> Evidence:
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(kernel=kernel, N=int(res.x[0])))
 
 
+# Budget: heavy at quick (about 3-6 s CPU): sympy expands each printed f to N = 200 once per process (cached in
+# rfkit.theory.maclaurin); the grid cells then only read signs.
 NONNEGATIVE = Claim(
     id="macformer.table1.nonnegative_coefficients", paper="macformer", source="Table 1 caption; Definition 3",
     statement="Each of the five printed kernels f has Maclaurin coefficients that are all >= 0.",
