@@ -166,8 +166,9 @@ def kernel_values(kernel, t) -> np.ndarray:
     outside = ~spec.in_domain(t)
     if outside.any():
         bound = "<=" if spec.domain_closed else "<"
+        largest = float(np.max(t[~np.isnan(t)], initial=-np.inf))
         raise ValueError(f"kernel {spec.name!r} is defined for t {bound} {spec.domain_max:g}; "
-                         f"{int(outside.sum())} argument(s) lie outside (largest {np.nanmax(t):.6g}, "
+                         f"{int(outside.sum())} argument(s) lie outside (largest {largest:.6g}, "
                          f"{int(np.isnan(t).sum())} nan)")
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return spec.closed_form(t)

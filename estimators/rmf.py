@@ -28,8 +28,8 @@ Design notes
 ------------
 * One draw ``(N_1..N_D, ω)`` is a :class:`RMFDraw`: the ``W = Σ N_t`` sign vectors stacked in an int8 matrix
   ``Ω ∈ {±1}^{W×d}`` with segment offsets, so features cost one product ``X Ωᵀ`` and a segment product.
-  Segment products are taken per *degree* (all features of degree ``n`` at once: a gather and a product over
-  ``n`` columns): a loop over the few distinct degrees, never over features. ``N_t = 0`` features are ``c_0``.
+  Segment products are one compiled (Numba) loop over rows and features, reading each row's projections in
+  order (``N_t = 0`` features are the empty product 1, then weighted ``c_0``).
 * Weights are formed in log space (``lgamma``, ``(N+1) log p``) and exponentiated last.
 * RMF features are signed, so the renormaliser ``Φ(q̃_a)·Σ_j Φ(k̃_j)`` can be ``<= 0`` or tiny. The paper has
   no safeguard, and neither has :func:`rmfa`: it returns what IEEE arithmetic gives and reports the count of
@@ -47,6 +47,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from ._checks import (
@@ -267,12 +268,23 @@ def _feature_weights(draw: RMFDraw, coefficients: MaclaurinCoefficients, weight:
 
 
 def _segment_products(projections: np.ndarray, draw: RMFDraw) -> np.ndarray:
-    """``Π_{j < N_t} P[..., offset_t + j]`` per feature (1 for ``N_t <= 0``), batched by degree."""
-    out = np.ones(projections.shape[:-1] + (draw.num_features,), dtype=projections.dtype)
-    for degree in np.unique(draw.degrees[draw.degrees > 0]):
-        features = np.flatnonzero(draw.degrees == degree)
-        columns = draw.offsets[features][:, None] + np.arange(degree)
-        out[..., features] = projections[..., columns].prod(axis=-1)
+    """``Π_{j < N_t} P[..., offset_t + j]`` per feature (1 for ``N_t <= 0``), by a compiled loop over rows."""
+    rows = math.prod(projections.shape[:-1])
+    flat = np.ascontiguousarray(projections.reshape(rows, projections.shape[-1]))
+    out = _segment_products_kernel(flat, draw.degrees, draw.offsets)
+    return out.reshape(projections.shape[:-1] + (draw.num_features,))
+
+
+@numba.njit(cache=True)
+def _segment_products_kernel(projections, degrees, offsets):
+    """Row ``r``, feature ``t``: the product of ``projections[r, offsets[t] : offsets[t] + degrees[t]]``."""
+    out = np.ones((projections.shape[0], degrees.size), dtype=projections.dtype)
+    for row in range(projections.shape[0]):
+        for t in range(degrees.size):
+            product = 1.0
+            for j in range(offsets[t], offsets[t] + degrees[t]):
+                product *= projections[row, j]
+            out[row, t] = product
     return out
 
 

@@ -1,0 +1,413 @@
+"""The register's derived predictions (Rademacher and RMF moments, RMFA ratio bias/MSE, cost model, trigh)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from rfkit.estimators import softmax_attention
+from rfkit.estimators.maclaurin_kernels import kernel_values
+from rfkit.estimators.ppsbn import presbn
+from rfkit.estimators.rmf import draw_rmf, rmf_features, rmfa
+from rfkit.theory import cost
+from rfkit.theory import maclaurin as theory
+from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.stats import (
+    Evidence,
+    combine,
+    exact_test,
+    mean_test,
+    required_replicates,
+)
+
+from .attention import _feature_budget, _rmfa_samples
+from .common import KERNEL_NAMES, _capped_relative, _exact, _quiet, _replicate_cap, _sub
+from .complexity import _route_options
+from .features import LAWS, PAIRS, _kernel_replicates, _pair, _rmf_mean_evidence, _undecidable_mean
+from .inputs import _ball_matrix, _gaussian_qkv
+
+
+def _sign_vectors(d: int) -> np.ndarray:
+    """All ``2^d`` Rademacher vectors (each equally likely): exact expectations by enumeration."""
+    return np.array(list(itertools.product((-1.0, 1.0), repeat=d)))
+
+
+def _rademacher_exact_cell(ctx: CellContext, d: int) -> Evidence:
+    a, b, c, e = ctx.rng.standard_normal((4, d))
+    signs = _sign_vectors(d)
+    pa, pb, pc, pe = (signs @ z for z in (a, b, c, e))
+    scale4 = float(np.prod([np.linalg.norm(z) for z in (a, b, c, e)]))
+    joint = np.array([[np.mean(pa**i * pb**j) for j in range(5)] for i in range(5)])
+    norm_a, norm_b = np.linalg.norm(a), np.linalg.norm(b)
+    errors = [abs(np.mean(pa * pb) - theory.rademacher_moment2(a, b)) / (norm_a * norm_b),
+              abs(np.mean(pa * pb * pc * pe) - theory.rademacher_moment4(a, b, c, e)) / scale4,
+              abs(np.mean(pa**2 * pb**2) - theory.rademacher_moment4(a, a, b, b)) / (norm_a * norm_b) ** 2]
+    norms = norm_a ** np.arange(5)[:, None] * norm_b ** np.arange(5)[None, :]
+    errors += list((np.abs(joint - theory.rademacher_joint_moments(a, b, 4)) / norms).ravel())
+    return _exact(errors, ctx, tolerance=1e-12, extra=dict(route="enumeration"))
+
+
+def _rademacher_cell(ctx: CellContext) -> Evidence:
+    d = ctx.params["d"]
+    if d <= 12:
+        return _rademacher_exact_cell(ctx, d)
+    a, b, c, e = ctx.rng.standard_normal((4, d))
+    signs = ctx.rng.integers(0, 2, size=(ctx.replicates, d), dtype=np.int8) * 2.0 - 1.0
+    products = (signs @ a) * (signs @ b) * (signs @ c) * (signs @ e)
+    scale = float(np.prod([np.linalg.norm(z) for z in (a, b, c, e)]))
+    return mean_test(products, theory.rademacher_moment4(a, b, c, e), scale=scale, **ctx.test,
+                     extra=dict(route="monte_carlo"))
+
+
+RADEMACHER_MOMENTS = Claim(
+    id="macformer.derived.rademacher_moments", paper="macformer", source="derived (register)",
+    statement="For a Rademacher ω: E[⟨ω,a⟩⟨ω,b⟩] = a·b and E[⟨ω,a⟩⟨ω,b⟩⟨ω,c⟩⟨ω,e⟩] = (a·b)(c·e) + (a·c)(b·e) + "
+              "(a·e)(b·c) - 2Σ_k a_k b_k c_k e_k; in particular m(x,y) = ‖x‖²‖y‖² + 2(x·y)² - 2Σ_k x_k²y_k².",
+    kind="identity", hypotheses="any a, b, c, e ∈ R^d",
+    tolerance=0.02, units="difference / (‖a‖‖b‖‖c‖‖e‖) (exact routes: 1e-12)",
+    cell=_rademacher_cell,
+    grid={"smoke": dict(d=[1, 3, 16]), "quick": dict(d=[1, 2, 3, 8, 12, 16, 64]),
+          "full": dict(d=[1, 2, 3, 8, 12, 16, 64])},
+    replicates={"smoke": 50_000, "quick": 200_000, "full": 2_000_000}, plot_x="d",
+    notes="d <= 12: exact enumeration of all 2^d sign vectors, compared with the closed forms and with the exact "
+          "joint moments E[u^i v^j] (i, j <= 4) of rfkit.theory.maclaurin.rademacher_joint_moments, to 1e-12. "
+          "Larger d: Monte Carlo (batch means) of the four-fold product.",
+)
+
+
+def _structure_cell(ctx: CellContext, p: float, n_law: str) -> Evidence:
+    """Degree law: P(N = 0), P(feature ≡ 0) and E[N] (zero features counted as 0) from the sampler."""
+    draw = draw_rmf(ctx.replicates, 1, rng=ctx.rng, p=p, n_law=n_law)
+    alive = draw.degrees >= 0
+    zero = (draw.degrees == 0).astype(float)
+    p_zero = (1 - 1 / p) * (1.0 if n_law == "geom" else 1 / (p - 1))
+    p_alive = 1.0 if n_law == "geom" else 1 / (p - 1)
+    second = (p + 1) / (p - 1) ** 2 * p_alive
+    mean = theory.expected_degree(p, n_law)
+    tests = [(zero, p_zero, math.sqrt(p_zero * (1 - p_zero))),
+             (np.maximum(draw.degrees, 0).astype(float), mean, math.sqrt(second - mean**2))]
+    if p_alive < 1:
+        tests.append(((~alive).astype(float), 1 - p_alive, math.sqrt(p_alive * (1 - p_alive))))
+    return combine([mean_test(x, target, scale=target, sd=sd, **_sub(ctx, len(tests))) for x, target, sd in tests])
+
+
+def _divergence_cell(ctx: CellContext, p: float, n_law: str, weight: str) -> Evidence:
+    """inv kernel: E[Z²] = Σ b_n m^n with b_n ∝ p^n diverges iff p·m >= 1 (every reading); rmf_moments must say so."""
+    mismatches = []
+    for pm in (0.5, 0.9, 0.999, 1.001, 1.1, 2.0):
+        radius = (pm / p) ** 0.25
+        x = np.array([radius])
+        second = theory.feature_moment(x, x, "inv", 2, p=p, n_law=n_law, weight=weight)
+        mismatches.append(float(math.isinf(second) != (pm >= 1)))
+    return _exact(mismatches, ctx, tolerance=0.5)
+
+
+def _feature_moments_cell(ctx: CellContext) -> Evidence:
+    n_law, weight = LAWS[ctx.variant]
+    p, check = ctx.params["p"], ctx.params["check"]
+    if check == "structure":
+        return _structure_cell(ctx, p, n_law)
+    if check == "divergence":
+        return _divergence_cell(ctx, p, n_law, weight)
+    kernel = ctx.params["kernel"]
+    x, y = _pair(ctx.params["pair"], 4, ctx.rng)
+    mean, second, fourth = (theory.feature_moment(x, y, kernel, k, p=p, n_law=n_law, weight=weight)
+                            for k in (1, 2, 4))
+    parts = [_rmf_mean_evidence(ctx, x, y, kernel, 1, p, n_law, weight, "derived", mean, **_sub(ctx, 2))]
+    if math.isfinite(fourth):
+        sd_z2 = math.sqrt(fourth - second**2)
+        need = required_replicates(sd_z2 / second, alpha=ctx.alpha / 2, tolerance=ctx.tolerance)
+        replicates, short = _replicate_cap(ctx, need)
+        z = _kernel_replicates(ctx, x, y, kernel, 1, replicates, p, n_law, weight, "derived")
+        parts.append(mean_test(z * z, second, scale=second, sd=sd_z2, **_sub(ctx, 2), extra=dict(capped=short)))
+    return combine(parts, extra=dict(mean=mean, second=second, second_tested=math.isfinite(fourth)))
+
+
+RMF_FEATURE_MOMENTS = Claim(
+    id="macformer.derived.rmf_feature_moments", paper="macformer", source="derived (register)",
+    statement="One feature Z = φ(x)φ(y): E[Z] = Σ π_n c_n² (x·y)^n and E[Z²] = Σ π_n c_n⁴ m(x,y)^n (∈ [0, ∞]); under "
+              "geom P(N = 0) = 1 - 1/p and E[N] = 1/(p-1); under defective P(feature ≡ 0) = 1 - 1/(p-1) and "
+              "E[N] = 1/(p-1)²; for a_n ≡ 1 the second-moment series diverges iff p·m >= 1.",
+    kind="moment", hypotheses="each (n_law, weight) reading; derived coefficients; x, y of the def3 pairs (d = 4)",
+    tolerance=0.05, units="relative error of the first and second moments (structure: of the probabilities/means)",
+    cell=_feature_moments_cell,
+    grid={"smoke": dict(check=["moments", "structure", "divergence"], kernel=["exp"], pair=["scaled"], p=[2.0]),
+          "quick": dict(check=["moments", "structure", "divergence"], kernel=["exp", "inv", "sqrt"],
+                        pair=["scaled", "moderate"], p=[1.5, 4.0]),
+          "full": dict(check=["moments", "structure", "divergence"], kernel=list(KERNEL_NAMES), pair=list(PAIRS),
+                       p=[1.1, 1.5, 2.0, 3.0, 4.0, 8.0])},
+    replicates={"smoke": 100_000, "quick": 400_000, "full": 4_000_000},
+    variants=tuple(LAWS), variant_notes={name: f"degree law {law}, weight {w}" for name, (law, w) in LAWS.items()},
+    where=lambda p, v: (not v.startswith("defective") or p["p"] >= 2)
+    and (p["check"] == "moments" or (p["kernel"] == "exp" and p["pair"] == "scaled")),
+    roles=("rmf_features",), plot_x="p",
+    notes="Moments: mean tests of Z (as in def3.rmf_unbiased, against the series value) and of Z² (exact sd from "
+          "E[Z⁴], same series); where E[Z⁴] is infinite the second moment has no normal theory and only the mean is "
+          "tested (second_tested in extra). "
+          "Structure: the sampler's degree law. Divergence: rmf_moments' verdict against the closed-form condition "
+          "p·m >= 1 for inv at p·m ∈ {0.5, 0.9, 0.999, 1.001, 1.1, 2}.",
+)
+
+
+def _weight_invariance_cell(ctx: CellContext) -> Evidence:
+    p, n, d = ctx.params["p"], ctx.params["length"], ctx.params["d"]
+    q, k = _ball_matrix(ctx.rng, n, d, "row", "interior"), _ball_matrix(ctx.rng, n, d, "row", "interior")
+    v = ctx.rng.standard_normal((n, 3))
+    draw = draw_rmf(ctx.params["D"], d, rng=ctx.rng, p=p)
+    kernel = ctx.params["kernel"]
+    printed, importance = (rmf_features(np.concatenate([q, k]), draw, kernel, weight=w) for w in ("printed",
+                                                                                                   "importance"))
+    scale = float(np.abs(printed).max()) or 1.0
+    feature_error = np.abs(printed - math.sqrt(p - 1) * importance) / scale
+    outputs = [_quiet(rmfa, q, k, v, kernel, draw=draw, weight=w, return_details=True) for w in ("printed",
+                                                                                               "importance")]
+    terms = np.abs(importance[:n]) @ np.abs(importance[n:]).T @ np.concatenate([np.abs(v), np.ones((n, 1))], axis=1)
+    buffers = [np.concatenate([r.numerator, r.denominator[:, None]], axis=1) for r in outputs]
+    buffer_error = np.abs(buffers[0] - (p - 1) * buffers[1]) / ((p - 1) * terms)
+    return _exact(np.concatenate([feature_error.ravel(), buffer_error.ravel()]), ctx,
+                  extra=dict(nonpositive=outputs[1].n_nonpositive))
+
+
+RMF_WEIGHT_INVARIANCE = Claim(
+    id="macformer.derived.rmf_weight_invariance", paper="macformer", source="derived (register)",
+    statement="Under the same draw and the geom law, the (geom, printed) features equal sqrt(p - 1) times the "
+              "(geom, importance) features; RMFA's numerator and denominator both scale by p - 1, so its outputs "
+              "are identical while the kernel estimates differ by the factor p - 1.",
+    kind="identity", hypotheses="geom degree law; any p > 1, inputs, kernel; float64",
+    tolerance=1e-12, units="|difference| / Σ|terms| (features: / max |feature|)",
+    cell=_weight_invariance_cell,
+    grid={"smoke": dict(p=[1.5], length=[8], d=[4], D=[16], kernel=["exp"]),
+          "quick": dict(p=[1.1, 1.5, 2.0, 4.0], length=[8, 64], d=[1, 4, 16], D=[16, 256], kernel=["exp", "log"]),
+          "full": dict(p=[1.1, 1.5, 2.0, 3.0, 4.0, 8.0], length=[8, 64], d=[1, 4, 16, 64], D=[16, 256, 1024],
+                       kernel=list(KERNEL_NAMES))},
+    plot_x="p",
+)
+
+
+def _delta_inputs(ctx: CellContext):
+    """Unit-ball inputs: ``interior`` (d = 4) or ``boundary`` (unit rows in d = 2, where the denominator varies most
+    and b² is largest relative to v: the bias is then resolvable with ~10^3 D replicates)."""
+    n = ctx.params["length"]
+    placement = ctx.params.get("inputs", "interior")
+    d = 2 if placement == "boundary" else 4
+    q, k = _ball_matrix(ctx.rng, n, d, "row", placement), _ball_matrix(ctx.rng, n, d, "row", placement)
+    return q, k, ctx.rng.uniform(-1.0, 1.0, size=(n, 2))
+
+
+def _resolvable_entries(signal: np.ndarray, noise: np.ndarray, count: int = 2) -> list[tuple[int, int]]:
+    order = np.argsort(-(np.abs(signal) / np.sqrt(noise)).ravel())[:count]
+    return [tuple(int(i) for i in np.unravel_index(j, signal.shape)) for j in order]
+
+
+def _delta_prediction(ctx: CellContext, q, k, v):
+    delta = theory.rmfa_delta_method(q, k, v, ctx.params["kernel"], p=2.0)
+    finite = bool(np.isfinite(delta.bias).all() and np.isfinite(delta.variance).all())
+    return delta, finite
+
+
+def _ratio_bias_cell(ctx: CellContext) -> Evidence:
+    """Richardson extrapolation in 1/D: with ``y_D = D·(RMFA - attn^κ)``, ``E[y_D] = b + c/D + O(D^{-2})``, so
+    ``z = (D₂y_{D₂} - D₁y_{D₁})/(D₂ - D₁)`` (independent replicates at ``D₁ = D₂/4`` and ``D₂``) has mean
+    ``b + O(1/(D₁D₂))``: the asymptotic statement is tested, not its value at one finite D."""
+    q, k, v = _delta_inputs(ctx)
+    kernel, large = ctx.params["kernel"], ctx.params["D"]
+    small = large // 4
+    delta, finite = _delta_prediction(ctx, q, k, v)
+    if not finite:
+        return _undecidable_mean(ctx, "G_a(i, j) diverges here: the delta-method prediction does not exist", {})
+    entries = _resolvable_entries(delta.bias, delta.variance)
+    spread = math.sqrt((large**3 + small**3) / (large - small) ** 2)
+    need = max(required_replicates(spread * math.sqrt(delta.variance[e]) / abs(delta.bias[e]),
+                                   alpha=ctx.alpha / len(entries), tolerance=ctx.tolerance) for e in entries)
+    replicates = int(max(64, min(need, ctx.replicates // large)))
+    ys = [D * (_rmfa_samples(ctx, q, k, v, None, kernel, D, replicates) - delta.attn_kappa) for D in (small, large)]
+    z = (large * ys[1] - small * ys[0]) / (large - small)
+    parts = [mean_test(z[:, a, c], delta.bias[a, c], scale=abs(delta.bias[a, c]), **_sub(ctx, len(entries)),
+                       extra=dict(entry=(a, c), at_D=[float(y[:, a, c].mean()) for y in ys]))
+             for a, c in entries]
+    return combine(parts, extra=dict(bias=[float(delta.bias[e]) for e in entries], replicates_needed=need))
+
+
+RMFA_RATIO_BIAS = Claim(
+    id="macformer.derived.rmfa_ratio_bias", paper="macformer", source="derived (register)",
+    statement="E[RMFA_ac] = attn^κ_ac + b_ac/D + O(D^{-2}) with b_ac = -Σ_ij (V_ic - attn^κ_ac) G_a(i,j)/μ_a² "
+              "(second-order delta method for a ratio of means).",
+    kind="expectation",
+    hypotheses="μ_a ≠ 0 and G finite; geom-importance features, p = 2; unit-ball inputs (d = 4 inside, d = 2 on "
+               "the boundary); D → ∞, tested by extrapolation from (D/4, D)",
+    tolerance=0.25, units="relative error of D × (mean error) against b",
+    cell=_ratio_bias_cell,
+    grid={"smoke": dict(kernel=["exp"], D=[64], length=[4], inputs=["interior"]),
+          "quick": dict(kernel=["exp", "inv"], D=[64], length=[4], inputs=["interior"]),
+          "full": dict(kernel=list(KERNEL_NAMES), D=[64, 256, 1024, 4096], length=[4, 16, 64],
+                       inputs=["boundary", "interior"])},
+    replicates={"smoke": 400_000, "quick": 1_600_000, "full": 400_000_000},  # features (replicates × D)
+    roles=("rmfa_replicates",), plot_x="D",
+    notes="Per cell the two entries with the largest |b|/sqrt(v) (best resolved). The Richardson combination of "
+          "D·(mean error) at D/4 and D removes the c/D term, so a finite-D correction is not mistaken for a wrong b "
+          "(each cell's extra has the raw D·(mean error) at both D). Replicates sized from the delta-method "
+          "variance; budgets in features.",
+)
+
+
+def _ratio_mse_cell(ctx: CellContext) -> Evidence:
+    if ctx.params["check"] == "toy_nmse":
+        return _toy_nmse_cell(ctx)
+    q, k, v = _delta_inputs(ctx)
+    kernel, num_features = ctx.params["kernel"], ctx.params["D"]
+    delta, finite = _delta_prediction(ctx, q, k, v)
+    if not finite:
+        return _undecidable_mean(ctx, "G_a(i, j) diverges here: the delta-method prediction does not exist", {})
+    entries = _resolvable_entries(delta.variance, delta.variance)
+    replicates = max(64, _feature_budget(ctx, num_features))
+    samples = _rmfa_samples(ctx, q, k, v, None, kernel, num_features, replicates)
+    parts = []
+    for a, c in entries:
+        predicted = delta.variance[a, c] + delta.bias[a, c] ** 2 / num_features
+        squared = num_features * (samples[:, a, c] - delta.attn_kappa[a, c]) ** 2
+        parts.append(mean_test(squared, predicted, scale=predicted, **_sub(ctx, len(entries)),
+                               extra=dict(entry=(a, c))))
+    return combine(parts)
+
+
+def _toy_nmse_cell(ctx: CellContext) -> Evidence:
+    """Reduced toy protocol (one 32×64 matrix after pre-SBN): Monte Carlo NMSE against the delta-method NMSE."""
+    n, d, num_features = 32, 64, ctx.params["D"]
+    pre = presbn(ctx.rng.standard_normal((n, d)), ctx.rng.standard_normal((n, d)), eps=1e-12)
+    v = ctx.rng.standard_normal((n, d))
+    target = softmax_attention(pre.q, pre.k, v)
+    predicted = theory.nmse_prediction(theory.rmfa_delta_method(pre.q, pre.k, v, "exp", p=2.0), target,
+                                       num_features)
+    samples = _rmfa_samples(ctx, pre.q, pre.k, v, None, "exp", num_features, 256)
+    errors = ((samples - target) ** 2).sum(axis=(1, 2)) / (target**2).sum()
+    return mean_test(errors, predicted, scale=predicted, **ctx.test, extra=dict(predicted=predicted))
+
+
+RMFA_RATIO_MSE = Claim(
+    id="macformer.derived.rmfa_ratio_mse", paper="macformer", source="derived (register)",
+    statement="Var[RMFA_ac] = v_ac/D + O(D^{-2}) with v_ac = Σ_ij (V_ic - attn^κ_ac)(V_jc - attn^κ_ac) "
+              "G_a(i,j)/μ_a²; the global NMSE against T is ≈ Σ [v/D + (attn^κ - T + b/D)²] / Σ T².",
+    kind="moment", hypotheses="as in derived.rmfa_ratio_bias (interior inputs); toy check: one 32×64 pre-SBN matrix, "
+                              "exp kernel",
+    tolerance=0.25, units="relative error of D × MSE (entries) or of the NMSE (toy) against the prediction",
+    cell=_ratio_mse_cell,
+    grid={"smoke": dict(check=["entry_mse"], kernel=["exp"], D=[64], length=[4]),
+          "quick": dict(check=["entry_mse", "toy_nmse"], kernel=["exp", "inv"], D=[64, 256], length=[4]),
+          "full": dict(check=["entry_mse", "toy_nmse"], kernel=list(KERNEL_NAMES), D=[16, 64, 256, 1024],
+                       length=[4, 16])},
+    where=lambda p, v: p["check"] == "entry_mse" or p["kernel"] == "exp",
+    replicates={"smoke": 200_000, "quick": 1_600_000, "full": 16_000_000},
+    roles=("rmfa_replicates",), plot_x="D",
+    notes="Entry MSEs include the squared bias b²/D (same order). Budgets are in features (replicates × D).",
+)
+
+
+def _cost_counts(ctx: CellContext) -> Evidence:
+    """The matrix products rmfa performs (its own record) against rfkit.theory.cost.rmfa_gemms, for every route;
+    and the bidirectional count against the closed form 4ndW + 4nD(d_v + 1)."""
+    n, d, dv, num_features, chunk = 37, 8, 5, ctx.params["D"], 8
+    q, k, v = _gaussian_qkv(ctx.rng, n, d)
+    v = v[:, :dv]
+    parts = []
+    for route in cost.RMFA_ROUTES:
+        result = _quiet(rmfa, q, k, v, num_features=num_features, rng=ctx.rng, p=ctx.params["p"],
+                        chunk_size=chunk, return_details=True, **_route_options(route, n, ctx.rng))
+        model = cost.rmfa_gemms(n, d, dv, result.width, num_features, route=route, chunk=chunk)
+        parts.append(exact_test(cost.gemm_flops(result.gemms), cost.gemm_flops(model), tolerance=0.0,
+                                extra=dict(route=route, width=result.width)))
+        if route == "none":
+            parts.append(exact_test(cost.gemm_flops(result.gemms),
+                                    cost.rmfa_flop_model(n, d, dv, result.width, num_features), tolerance=0.0))
+    return combine(parts)
+
+
+def _cost_width(ctx: CellContext) -> Evidence:
+    """``E[W] = D/(p-1)`` (geom) or ``D/(p-1)²`` (defective), from the sampler."""
+    p, n_law, num_features = ctx.params["p"], ctx.params["law"], ctx.params["D"]
+    draw = draw_rmf(num_features * ctx.replicates, 1, rng=ctx.rng, p=p, n_law=n_law)  # blocks of D: iid draws
+    widths = np.maximum(draw.degrees, 0).reshape(ctx.replicates, num_features).sum(axis=1)
+    mean = cost.rmfa_expected_width(num_features, p, n_law)
+    alive = 1.0 if n_law == "geom" else 1 / (p - 1)
+    per_feature_var = (p + 1) / (p - 1) ** 2 * alive - theory.expected_degree(p, n_law) ** 2
+    return mean_test(widths.astype(float), mean, scale=mean, sd=math.sqrt(num_features * per_feature_var),
+                     **ctx.test)
+
+
+def _cost_ratio(ctx: CellContext) -> Evidence:
+    """The flop ratio softmax/RMFA at W = E[W], p = 2, d_v = d, against n/(2D)."""
+    n, num_features, d = ctx.params["length"], ctx.params["D"], ctx.params["d"]
+    ratio = cost.softmax_rmfa_flop_ratio(n, d, d, num_features)
+    return exact_test(ratio / (n / (2 * num_features)), 1.0, tolerance=ctx.tolerance, extra=dict(ratio=ratio))
+
+
+def _cost_model_cell(ctx: CellContext) -> Evidence:
+    return {"counts": _cost_counts, "width": _cost_width, "ratio": _cost_ratio}[ctx.params["check"]](ctx)
+
+
+COST_MODEL = Claim(
+    id="macformer.derived.cost_model", paper="macformer", source="derived (register)",
+    statement="RMFA costs 4ndW (projections) + 4nD·d_v (Φ_KᵀV and Φ_Q S) + O(n(W + D)) flops, the general-mask "
+              "route 2n²D + 2n²d_v + O(n²), naive softmax 2n²d + 2n²d_v; E[W] = D/(p - 1) (geom); at p = 2 and "
+              "d_v = d the flop ratio softmax/RMFA is about n/(2D).",
+    kind="identity", hypotheses="dense products, a multiply-add counted as 2; the ratio for d >= 16 (it is "
+                                "n/(2D)·2d/(2d + 1), the +1 being the denominator column)",
+    tolerance=0.05, units="relative error (counts: any mismatch)",
+    cell=_cost_model_cell,
+    grid={"smoke": dict(check=["counts", "width", "ratio"], D=[16], p=[2.0], law=["geom"], length=[1024], d=[64]),
+          "quick": dict(check=["counts", "width", "ratio"], D=[16, 128], p=[1.5, 2.0, 4.0], law=["geom", "defective"],
+                        length=[1024, 4096], d=[16, 64]),
+          "full": dict(check=["counts", "width", "ratio"], D=[1, 16, 128, 1024], p=[1.1, 1.5, 2.0, 4.0],
+                       law=["geom", "defective"], length=[1024, 4096, 16384], d=[16, 64, 256])},
+    where=lambda p, v: (p["check"] == "counts" and p["law"] == "geom" and p["length"] == 1024 and p["d"] == 64)
+    or (p["check"] == "width" and p["length"] == 1024 and p["d"] == 64 and (p["law"] == "geom" or p["p"] >= 2))
+    or (p["check"] == "ratio" and p["p"] == 2.0 and p["law"] == "geom"),
+    replicates={"smoke": 5_000, "quick": 20_000, "full": 200_000},
+    roles=("rmfa",), plot_x="check",
+    notes="Counts are exact: rmfa records the products it performs (RMFAResult.gemms); the model is "
+          "rfkit.theory.cost.rmfa_gemms and, bidirectionally, the closed form. Wall time is compared as a trend "
+          "by sec_rmfa.* and fig4b.*.",
+)
+
+
+TRIGH_T = (-50.0, -20.0, -5.0, -1.0, 0.0, 1.0, 5.0, 20.0, 50.0, 700.0)
+
+
+def _trigh_cell(ctx: CellContext) -> Evidence:
+    check = ctx.params["check"]
+    if check == "closed_form":
+        t = np.array([ctx.params["t"]])
+        got, want = kernel_values("trigh", t), kernel_values("exp", t)
+        return _exact(np.abs(got - want) / want, ctx, extra=dict(t=float(t[0]), trigh=float(got[0]),
+                                                                  exp=float(want[0])))
+    if check == "coefficients":
+        equal = theory.derived_coefficients("trigh", 40) == theory.derived_coefficients("exp", 40)
+        return _exact([0.0 if equal else 1.0], ctx)
+    n, d = 16, 8
+    q, k = _ball_matrix(ctx.rng, n, d, "row", "interior"), _ball_matrix(ctx.rng, n, d, "row", "interior")
+    v = ctx.rng.standard_normal((n, 3))
+    draw = draw_rmf(ctx.params["D"], d, rng=ctx.rng)
+    if check == "rmf":
+        outs = [rmf_features(q, draw, kernel) for kernel in ("trigh", "exp")]
+    else:
+        outs = [_quiet(rmfa, q, k, v, kernel, draw=draw) for kernel in ("trigh", "exp")]
+    return _exact(_capped_relative(outs[0], outs[1], float(np.abs(outs[1]).max())), ctx)
+
+
+TRIGH_EXP_IDENTITY = Claim(
+    id="macformer.derived.trigh_exp_identity", paper="macformer", source="derived (register); Table 1",
+    statement="sinh(t) + cosh(t) = e^t for every real t: the toolkit's closed-form trigh and exp kernels agree to "
+              "float tolerance, their derived coefficients are equal, and RMF features and RMFA outputs with the "
+              "same draws are identical.",
+    kind="identity",
+    hypotheses="t where e^t is finite in float64 (t <= 709); trigh evaluated as printed (sinh + cosh)",
+    tolerance=1e-12, units="relative difference (non-finite counts as 1)",
+    cell=_trigh_cell,
+    grid={"smoke": dict(check=["closed_form", "coefficients", "rmf", "rmfa"], t=[-20.0, 1.0], D=[64]),
+          "quick": dict(check=["closed_form", "coefficients", "rmf", "rmfa"], t=list(TRIGH_T), D=[64]),
+          "full": dict(check=["closed_form", "coefficients", "rmf", "rmfa"], t=list(TRIGH_T), D=[64, 1024])},
+    where=lambda p, v: p["check"] == "closed_form" or p["t"] == 1.0, plot_x="t",
+    notes="The closed-form check evaluates sinh + cosh in float64 exactly as printed: for t << 0 both terms are "
+          "±e^{|t|}/2 and their sum cancels catastrophically.",
+)

@@ -1,0 +1,60 @@
+"""Input generators shared by the Macformer claim modules (masks, unit-ball matrices, cancelling keys)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rfkit.estimators.ppsbn import matrix_norm
+
+
+def _mask(kind: str, n: int, rng: np.random.Generator) -> np.ndarray | None:
+    """``M'`` (True = keep) of a mask type; every row keeps at least one key."""
+    if kind == "none":
+        return None
+    if kind == "causal":
+        return np.tri(n, dtype=bool)
+    if kind == "padding":
+        keep = rng.random(n) < 0.7
+        keep[rng.integers(n)] = True
+        return np.broadcast_to(keep, (n, n)).copy()
+    keep = rng.random((n, n)) < 0.5
+    keep[np.arange(n), rng.integers(n, size=n)] = True
+    return keep
+
+
+def _unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    x = rng.standard_normal((n, d))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _ball_matrix(rng: np.random.Generator, n: int, d: int, reading: str, placement: str,
+                 positive: bool = False) -> np.ndarray:
+    """A matrix in the unit ball ``ℓ2(0,1)`` of a reading: on its boundary (norm exactly 1) or inside."""
+    x = np.abs(rng.standard_normal((n, d))) if positive else rng.standard_normal((n, d))
+    radius = 1.0 if placement == "boundary" else rng.uniform(0.3, 0.9)
+    if reading == "row":
+        radii = np.ones((n, 1)) if placement == "boundary" else rng.uniform(0.3, 0.9, size=(n, 1))
+        return x / np.linalg.norm(x, axis=1, keepdims=True) * radii
+    return x * radius / float(matrix_norm(x, reading)[0, 0])
+
+
+def _cancelling_keys(rng: np.random.Generator, n: int, d: int, reading: str) -> np.ndarray:
+    """Keys in the ball whose Rademacher projections cancel often: pairs ``k, -0.9k`` along coordinates."""
+    keys = np.zeros((n, d))
+    for i in range(n):
+        keys[i, i % d] = 1.0 if i % 2 == 0 else -0.9
+    keys += 0.01 * rng.standard_normal((n, d))
+    return _ball_matrix_like(keys, reading)
+
+
+def _ball_matrix_like(x: np.ndarray, reading: str) -> np.ndarray:
+    if reading == "row":
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1.0)
+    return x / max(float(matrix_norm(x, reading)[0, 0]), 1.0)
+
+
+#: Minimal detectable effect that Monte Carlo cells are sized for, as a fraction of the tolerance.
+
+
+def _gaussian_qkv(rng: np.random.Generator, n: int, d: int, scale: float = 0.5):
+    return rng.standard_normal((n, d)) * scale, rng.standard_normal((n, d)) * scale, rng.standard_normal((n, d))
