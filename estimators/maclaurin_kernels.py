@@ -26,8 +26,8 @@ Design notes
 * :func:`kernelized_attention` is Definition 2 in the masked form of the RMFA display: the multiplicative ``M'``
   form (masked weights are 0) by default, or the *masked fill* form ``f(S ⊙ M)`` of Definition 1 with one of
   :data:`MASK_FILLS`. ``exp`` and ``trigh`` are evaluated at ``S - max_row S`` (log-sum-exp); the shift cancels
-  in the ratio because both are exponentials. ``trigh`` is evaluated as printed (``sinh + cosh``), so a fill
-  of ``-inf`` gives ``-inf + inf = nan`` exactly as a literal implementation would.
+  in the ratio because both are exponentials. ``trigh`` (printed ``sinh + cosh``) is evaluated as ``e^t``, its
+  numerically stable form (the printed sum cancels catastrophically for ``t ≪ 0``).
 """
 
 from __future__ import annotations
@@ -114,7 +114,9 @@ def _printed_log(n: int) -> Fraction | None:
 
 
 def _trigh(t):
-    return np.sinh(t) + np.cosh(t)
+    # sinh t + cosh t, evaluated as e^t: the same function, while the printed sum cancels catastrophically for
+    # t << 0 (float64 sinh(-20) + cosh(-20) is exactly 0) and gives -inf + inf = nan at a -inf fill.
+    return np.exp(t)
 
 
 def _inv(t):
