@@ -27,7 +27,8 @@ from rfkit.validation.engine import ClaimResult, RunResult, _jsonable
 
 __all__ = ["to_dataset", "cell_verdict", "write_run", "load_dataset"]
 
-_NUMERIC = ("estimate", "prediction", "stderr", "statistic", "p_value", "mde", "effect", "upper", "n")  # Evidence fields
+#: Numeric evidence fields.
+_NUMERIC = ("estimate", "prediction", "stderr", "statistic", "p_value", "mde", "effect", "upper", "n")
 #: Evidence fields stored under another name (``n`` is a common axis name: a sequence length).
 _VARIABLE = {"n": "n_samples"}
 
