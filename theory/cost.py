@@ -42,6 +42,7 @@ __all__ = [
     "rmfa_flop_model",
     "rmfa_expected_width",
     "softmax_rmfa_flop_ratio",
+    "eva_coefficient_bytes",
 ]
 
 FLOAT_BYTES = 8
@@ -210,3 +211,15 @@ def softmax_rmfa_flop_ratio(n: int, d: int, dv: int, num_features: int, p: float
     width = rmfa_expected_width(num_features, p)
     softmax = gemm_flops(softmax_attention_gemms(n, n, d, dv))
     return softmax / (4 * n * d * width + 4 * n * num_features * (dv + 1))
+
+
+def eva_coefficient_bytes(n: int, num_chunks: int, dv: int, *, num_samples: int = 1, groups: int = 1,
+                          itemsize: int = FLOAT_BYTES) -> int:
+    """Bytes of the chunk coefficients ``β̂_c`` practical EVA stores (EVA App C, after the single-sample display).
+
+    One sample per chunk: query-free ``β̂_c``, ``groups·C·d_v`` numbers (``groups = 1`` when the chunks partition
+    ``[M]``, one set per block for ``[M] \\ E^n``): ``O(Cd)``. Several samples: one ``β̂_c(q_n)`` per query,
+    ``N·C·d_v`` numbers: ``O(NCd)`` (``O(Nd)`` for ``C = 1``).
+    """
+    per_set = num_chunks * dv * itemsize
+    return n * per_set if num_samples > 1 else groups * per_set
