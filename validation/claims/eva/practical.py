@@ -32,6 +32,7 @@ import dataclasses
 import functools
 import gc
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
