@@ -295,7 +295,7 @@ PARTITIONING_REDUCES_ERROR = Claim(
     cell=_partitioning_cell,
     grid={"smoke": dict(gen=["iid", "clustered"], M=[16], d=[4], N=[2], C=[4], S=[8], E=[4], mu=["zero"],
                         layout=["contiguous"]),
-          "quick": dict(gen=["iid", "clustered", "peaked", "outlier"], M=[16], d=[4], N=[4], C=[4], S=[4, 64],
+          "quick": dict(gen=["iid", "peaked", "outlier"], M=[16], d=[4], N=[4], C=[4], S=[16],
                         E=[4], mu=["zero"], layout=["contiguous"]),
           "full": dict(gen=["iid", "clustered", "clustered_shuffled", "peaked", "flat", "outlier", "transformer"],
                        M=[16, 64, 256], d=[4, 16], N=[8], C=[2, 4, 16], S=[2, 4, 16, 64, 256], E=[0, 4, 16],
@@ -303,7 +303,7 @@ PARTITIONING_REDUCES_ERROR = Claim(
     replicates={"smoke": 600, "quick": 1000, "full": 20_000},
     variants=tuple(PARTITION_READINGS), variant_notes=PARTITION_READINGS,
     where=lambda p, variant: p["C"] < p["M"] - p["E"] and (not variant.endswith("per_chunk") or p["S"] % p["C"] == 0),
-    search=_partition_search, restarts={"smoke": 1, "quick": 2, "full": 20}, universal=True,
+    search=_partition_search, restarts={"smoke": 1, "quick": 1, "full": 20}, universal=True,
     plot_x="S",
     notes="R1 is a closed form (exact margin). R2/R3 are paired Monte Carlo on common samples; the searches "
           f"minimise the large-S surrogate over one query, {SEARCH_M} keys (d = {SEARCH_D}), scalar values and μ, "
@@ -479,13 +479,13 @@ GAP_SHRINKS_WITH_C = Claim(
     units="increase of the gap between consecutive C, relative to the gap at the smallest C",
     cell=_gap_cell,
     grid={"smoke": dict(gen=["iid"], M=[16], d=[4], N=[16], E=[0, 4], S=[8]),
-          "quick": dict(gen=["iid", "clustered", "transformer"], M=[32], d=[4], N=[32], E=[0, 8], S=[16]),
+          "quick": dict(gen=["iid", "transformer"], M=[32], d=[4], N=[32], E=[0, 8], S=[16]),
           "full": dict(gen=["iid", "clustered", "clustered_shuffled", "peaked", "transformer"], M=[64, 256, 1024],
                        d=[4, 16], N=[64], E=[0, 16], S=[4, 64], s=[0.3, 1.0])},
     replicates={"smoke": 300, "quick": 500, "full": 10_000},
     variants=tuple(GAP_READINGS), variant_notes=GAP_READINGS,
     where=lambda p, variant: p["N"] == p["M"],
-    search=_gap_search, restarts={"smoke": 1, "quick": 2, "full": 20}, universal=True,
+    search=_gap_search, restarts={"smoke": 1, "quick": 1, "full": 20}, universal=True,
     plot_x="E",
     notes="Each cell computes the whole curve against C; the evidence is the worst increase between consecutive C "
           "(closed form or eval mode: exact margin; Monte Carlo: paired tests per step, Bonferroni). The endpoint "
@@ -594,7 +594,7 @@ GAP_VS_RFA = Claim(
     tolerance=EXCESS_TOLERANCE, units="relative excess MSE of EVA over RFA ((MSE_EVA - MSE_RFA) / MSE_RFA)",
     cell=_vs_rfa_cell,
     grid={"smoke": dict(gen=["transformer"], N=[64], M=[64], d=[8], E=[16], C=[4], rfa_S=["E+C"], domain=["all"]),
-          "quick": dict(gen=["transformer", "clustered"], N=[64], M=[64], d=[16], E=[16], C=[4, 16],
+          "quick": dict(gen=["transformer", "clustered"], N=[64], M=[64], d=[16], E=[16], C=[4],
                         rfa_S=["E+C"], domain=["all"]),
           "full": dict(gen=["transformer", "iid", "clustered", "peaked", "outlier"], N=[196, 1024, 4096],
                        M=[196, 1024, 4096], d=[16, 32, 64], E=[16, 49, 128, 256], C=[1, 8, 16, 49, 64, 128, 256],
@@ -602,7 +602,7 @@ GAP_VS_RFA = Claim(
     replicates={"smoke": 200, "quick": 300, "full": 5_000},
     variants=tuple(VS_RFA_READINGS), variant_notes=VS_RFA_READINGS,
     where=_vs_rfa_domain,
-    search=_vs_rfa_search, restarts={"smoke": 1, "quick": 2, "full": 20}, universal=True,
+    search=_vs_rfa_search, restarts={"smoke": 1, "quick": 1, "full": 20}, universal=True,
     plot_x="C",
     notes="Per-query squared errors averaged over the queries; RFA's draws are the Monte Carlo replicates (practical "
           "EVA in eval mode is deterministic; in train mode its noise is drawn independently per replicate). "
@@ -730,6 +730,16 @@ CONSISTENCY_MEANS = {
 #: Claimed rate: MSE ∝ 1/S (SNIS); slopes up to -1 + tolerance count as consistent at that rate.
 SNIS_SLOPE = -1.0
 SLOPE_TOLERANCE = 0.25
+#: The 1/S rate is asymptotic: it is fitted on S >= ESS_FACTOR·Ω (Kish's effective sample size S/Ω at least
+#: ESS_FACTOR), Ω = E_ρ[W²] from rfkit.theory.eva.cv_moments, known before any draw. Sizes double from there up to the
+#: tier's cap; fewer than 3 sizes under the cap leave the cell undecided.
+ESS_FACTOR = 10
+RATE_POINTS = 4
+
+
+def _asymptotic_sizes(omega_sq: float, cap: int) -> list[int]:
+    start = 2 ** max(math.ceil(math.log2(max(ESS_FACTOR * omega_sq, 1.0))), 4)
+    return [start * 2**j for j in range(RATE_POINTS) if start * 2**j <= cap]
 
 
 def _consistency_mean(variant: str, q: np.ndarray, problem: Problem, size: int) -> np.ndarray:
@@ -745,7 +755,8 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
     q = problem.q[0]
     mu = _consistency_mean(ctx.variant, q, problem, keys.shape[0])
     _, beta = theory.local_softmax(q, keys, values, np.zeros(keys.shape[0], np.int64))
-    sizes = ctx.params["S"]
+    omega_sq = theory.cv_moments(q, keys, values, mu, 1).omega_sq
+    sizes = _asymptotic_sizes(omega_sq, ctx.params["S_max"])
     mse, se = [], []
     for size in sizes:
         omega, log_ratio = _draw(ctx, mu, (ctx.replicates, size))
@@ -755,8 +766,8 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
         se.append(err.std(ddof=1) / math.sqrt(err.size))
     sigma2, _ = theory.snis_asymptotics(q, keys, values, mu)
     return slope_test(sizes, mse, se, SNIS_SLOPE, alternative="less",
-                      extra=dict(S=list(sizes), mse=[float(m) for m in mse], sigma2_over_S=[sigma2 / n for n in sizes]),
-                      **ctx.test)
+                      extra=dict(S=list(sizes), mse=[float(m) for m in mse], sigma2_over_S=[sigma2 / n for n in sizes],
+                                 omega_sq=omega_sq), **ctx.test)
 
 
 LOCAL_CONSISTENCY = Claim(
@@ -765,16 +776,16 @@ LOCAL_CONSISTENCY = Claim(
     kind="rate", hypotheses="samples from a fixed full-support proposal N(μ_c, I) (shared across queries)",
     tolerance=SLOPE_TOLERANCE, units="log-log slope of MSE(β̂_c) against S above -1 (the SNIS rate)",
     cell=_consistency_cell,
-    grid={"smoke": dict(gen=["iid"], M=[16], d=[4], N=[16], P=[8], S=[[64, 256, 1024]]),
-          "quick": dict(gen=["iid", "clustered", "peaked"], M=[16], d=[4], N=[16], P=[2, 16],
-                        S=[[128, 256, 512, 1024, 2048]]),
+    grid={"smoke": dict(gen=["iid"], M=[16], d=[4], N=[16], P=[8], S_max=[1024]),
+          "quick": dict(gen=["iid", "clustered", "peaked"], M=[16], d=[4], N=[16], P=[16], S_max=[4096]),
           "full": dict(gen=["iid", "clustered", "peaked", "outlier", "transformer"], M=[64], d=[4, 16], N=[64],
-                       P=[2, 16, 64], S=[[2**j for j in range(6, 13)]])},
-    replicates={"smoke": 300, "quick": 400, "full": 4_000},
+                       P=[2, 16, 64], S_max=[2**16])},
+    replicates={"smoke": 150, "quick": 400, "full": 4_000},
     variants=tuple(CONSISTENCY_MEANS), variant_notes=CONSISTENCY_MEANS,
     plot_x="P",
-    notes="MSE of β̂_c against β*_c at each S (replicates' standard errors), WLS slope of log MSE on log S; the "
-          "large-S constant σ²_c/S of rfkit.theory.eva.snis_asymptotics applied to P_c is in the cell's extra.",
+    notes="MSE of β̂_c against β*_c at each S (replicates' standard errors), WLS slope of log MSE on log S over S >= "
+          f"{ESS_FACTOR}·Ω (doubling, {RATE_POINTS} sizes at most, up to the tier's cap S_max); the large-S constant "
+          "σ²_c/S of rfkit.theory.eva.snis_asymptotics applied to P_c is in the cell's extra.",
 )
 
 
@@ -790,17 +801,27 @@ def _eq16_cell(ctx: CellContext) -> Evidence:
     problem = _problem(ctx)
     options = dict(block_size=p["E"], num_chunks=p["C"], mu_rule=EQ16_RULES[ctx.variant])
     limit = theory.eq16_large_s_limit(problem.q, problem.k, problem.v, **options)
+    omega_sq = _largest_omega_sq(problem, options)
+    sizes = _asymptotic_sizes(omega_sq, p["S_max"])
     q = np.broadcast_to(problem.q, (ctx.replicates,) + problem.q.shape)
     mse, se = [], []
-    for size in p["S"]:
+    for size in sizes:
         y = eva_practical(q, problem.k, problem.v, num_samples=size, mode="train", rng=ctx.rng, **options)
         err = np.einsum("rnv,rnv->r", y - limit, y - limit) / problem.q.shape[0]
         mse.append(err.mean())
         se.append(err.std(ddof=1) / math.sqrt(err.size))
     gap = problem.squared_error(limit)
-    return slope_test(p["S"], mse, se, SNIS_SLOPE, alternative="less",
-                      extra=dict(S=list(p["S"]), mse=[float(m) for m in mse], limit_gap_to_softmax=float(gap)),
-                      **ctx.test)
+    return slope_test(sizes, mse, se, SNIS_SLOPE, alternative="less",
+                      extra=dict(S=sizes, mse=[float(m) for m in mse], limit_gap_to_softmax=float(gap),
+                                 omega_sq=omega_sq), **ctx.test)
+
+
+def _largest_omega_sq(problem: Problem, options: dict) -> float:
+    """``max_{n,c} Ω`` of the per-query chunk SNIS (proposal ``N(μ_c, I)``, target restricted to ``P_c``)."""
+    _, details = eva_practical(problem.q, problem.k, problem.v, mode="eval", return_details=True, **options)
+    chunks, mu = details.partition.chunks[0], details.mu[0]
+    return max(theory.cv_moments(q, problem.k[idx], problem.v[idx], mu[c], 1).omega_sq
+               for q in problem.q for c, idx in enumerate(chunks))
 
 
 EQ16_LARGE_S_LIMIT = Claim(
@@ -811,16 +832,17 @@ EQ16_LARGE_S_LIMIT = Claim(
     kind="rate", hypotheses="self-attention, fixed |E| and C, proposals N(μ_c, I) independent of the query",
     tolerance=SLOPE_TOLERANCE, units="log-log slope of E‖EVA16_S - EVA16*‖² against S above -1",
     cell=_eq16_cell,
-    grid={"smoke": dict(gen=["iid"], M=[16], N=[16], d=[4], E=[4], C=[4], S=[[16, 64, 256]]),
-          "quick": dict(gen=["iid", "clustered"], M=[32], N=[32], d=[4], E=[8], C=[4], S=[[32, 64, 128, 256, 512]]),
+    grid={"smoke": dict(gen=["iid"], M=[16], N=[16], d=[4], E=[4], C=[4], s=[0.3], S_max=[512]),
+          "quick": dict(gen=["iid", "clustered"], M=[16], N=[16], d=[4], E=[4], C=[4], s=[0.25], S_max=[4096]),
           "full": dict(gen=["iid", "clustered", "transformer"], M=[64, 256], N=[64, 256], d=[4, 16], E=[16],
-                       C=[4, 16], S=[[2**j for j in range(4, 12)]])},
-    replicates={"smoke": 60, "quick": 100, "full": 1_000},
+                       C=[4, 16], S_max=[2**15])},
+    replicates={"smoke": 30, "quick": 40, "full": 1_000},
     variants=tuple(EQ16_MEANS), variant_notes=EQ16_MEANS,
     where=lambda p, variant: p["N"] == p["M"],
     plot_x="C",
     notes="EVA16* comes from rfkit.theory.eva.eq16_large_s_limit; its distance to softmax (the chunk-mass "
-          "substitution error) is reported in the cell's extra.",
+          "substitution error) is reported in the cell's extra. Sizes as eva.eq27.local_consistency, from the largest "
+          "Ω over queries and chunks.",
 )
 
 
@@ -1005,7 +1027,7 @@ COEFFICIENT_MEMORY = Claim(
     tolerance=COMPLEXITY_TOLERANCE, units=COMPLEXITY_UNITS,
     cell=_coefficient_memory_cell,
     grid={"smoke": dict(N=[[256, 512, 1024]], d=[8], E=[16], C=[16], S=[4]),
-          "quick": dict(N=[[512, 1024, 2048, 4096]], d=[16], E=[32], C=[16, 64], S=[4, 49]),
+          "quick": dict(N=[[512, 1024, 2048]], d=[16], E=[32], C=[16, 64], S=[4]),
           "full": dict(N=[[512, 1024, 2048, 4096, 8192, 16384]], d=[32, 64], E=[64], C=[1, 16, 64, 256],
                        S=[1, 4, 49])},
     variants=tuple(COEFFICIENT_READINGS), variant_notes=COEFFICIENT_READINGS,
@@ -1161,7 +1183,7 @@ FIG1_RUNTIME_MEMORY = Claim(
                "256, C = 128 (capped at L/2), Performer 256 features, local window 256",
     tolerance=OVERHEAD_TOLERANCE, units="log of EVA's cost over the baseline's (tolerance: 1.5× = 'a little')",
     cell=_fig1_cell,
-    grid={"smoke": dict(baseline=["performer", "local"], L=[[256, 512]]),
+    grid={"smoke": dict(baseline=["performer", "local"], L=[[256]]),
           "quick": dict(baseline=["performer", "local"], L=[[256, 512, 1024]]),
           "full": dict(baseline=["performer", "local"], L=[[256, 512, 1024, 2048, 4096, 8192, 16384]])},
     replicates={"smoke": 2, "quick": 2, "full": 10},
@@ -1208,7 +1230,7 @@ SHORT_SEQUENCES = Claim(
     kind="reproduction", hypotheses="one attention layer of the E.4 model (as eva.fig1.runtime_memory), numpy on CPU",
     tolerance=SHORT_TOLERANCE, units="log cost ratio EVA/softmax on the wrong side of 1",
     cell=_short_cell,
-    grid={"smoke": dict(L=[[128, 256, 512]]),
+    grid={"smoke": dict(L=[[128, 256]]),
           "quick": dict(L=[[128, 256, 512, 1024]]),
           "full": dict(L=[[64, 128, 256, 512, 1024, 2048, 4096]])},
     replicates={"smoke": 2, "quick": 2, "full": 10},
