@@ -139,16 +139,16 @@ def _draw(ctx: CellContext, mu: np.ndarray, shape: tuple[int, ...]) -> tuple[np.
 
 
 def _paired_excess(ctx: CellContext, errors: np.ndarray, reference: np.ndarray, floor: float, *,
-                   alpha: float | None = None, extra: dict | None = None) -> Evidence:
+                   extra: dict | None = None) -> Evidence:
     """Paired test of ``E[error] <= E[reference]`` up to ``EXCESS_TOLERANCE`` of ``E[reference]``.
 
     ``floor`` (:meth:`Problem.round_off`) keeps the relative scale away from zero: errors at round-off level of
     the output are both exact, and their ratio means nothing."""
     scale = max(float(np.mean(reference)), floor)
-    test = dict(ctx.test, alpha=alpha or ctx.alpha)
-    extra = dict(extra or {}, mean_error=float(np.mean(errors)), mean_reference=float(np.mean(reference)))
+    extra = dict(extra or {}, mean_error=float(np.mean(errors)), mean_reference=float(np.mean(reference)),
+                 ratio=float(np.mean(errors)) / scale)
     return mean_test(np.asarray(errors) - np.asarray(reference), 0.0, alternative="less", scale=scale,
-                     extra=extra, **test)
+                     extra=extra, **ctx.test)
 
 
 def _excess_margin(ctx: CellContext, error: float, reference: float, floor: float,
