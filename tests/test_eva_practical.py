@@ -296,3 +296,15 @@ def test_rfa_attention_with_pooled_samples_is_rfa_on_all_of_them(rng):
     pooled = rfa_attention(q, k, v, omega=omega.reshape(4, 10, 3))
     direct = np.stack([rfa_attention(q, k, v, omega=o.reshape(10, 3)) for o in omega])
     np.testing.assert_allclose(pooled, direct, rtol=1e-12)
+
+
+def test_practical_error_can_rise_with_more_chunks():
+    """eva.sec1.gap_shrinks_with_c R4 witness type (search: large logits, q = 2.5·Q₀, k = 1.76·K₀): with the printed
+    Eq 16 (loops, σ = identity, eval mode) the error to softmax rises from C = 1 to C = 2 to C = 4: a finer partition
+    changes the representative logits q·k̃_c, which do not track the chunk masses."""
+    r = np.random.default_rng(3)
+    q0, k0, v0, u = r.standard_normal((8, 4)), r.standard_normal((8, 4)), r.standard_normal((8, 2)), r.standard_normal(4)
+    q, k, v = 2.5 * q0, 1.76 * k0, v0 + 0.37 * (k0 @ u)[:, None]
+    target = softmax_attention(q, k, v, scale=1.0)
+    errors = [np.mean(np.sum((_eq16_by_loops(q, k, v, 2, c) - target) ** 2, -1)) for c in (1, 2, 4)]
+    assert errors[0] < errors[1] < errors[2]
