@@ -303,7 +303,8 @@ def test_practical_error_can_rise_with_more_chunks():
     Eq 16 (loops, σ = identity, eval mode) the error to softmax rises from C = 1 to C = 2 to C = 4: a finer partition
     changes the representative logits q·k̃_c, which do not track the chunk masses."""
     r = np.random.default_rng(3)
-    q0, k0, v0, u = r.standard_normal((8, 4)), r.standard_normal((8, 4)), r.standard_normal((8, 2)), r.standard_normal(4)
+    q0, k0, v0 = r.standard_normal((8, 4)), r.standard_normal((8, 4)), r.standard_normal((8, 2))
+    u = r.standard_normal(4)
     q, k, v = 2.5 * q0, 1.76 * k0, v0 + 0.37 * (k0 @ u)[:, None]
     target = softmax_attention(q, k, v, scale=1.0)
     errors = [np.mean(np.sum((_eq16_by_loops(q, k, v, 2, c) - target) ** 2, -1)) for c in (1, 2, 4)]
