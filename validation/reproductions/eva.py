@@ -35,7 +35,7 @@ from rfkit.validation.reproductions import Reproduction
 from rfkit.validation.timing import interleaved_best_times, peak_bytes
 
 __all__ = ["REPRODUCTIONS", "FIG1_OPTIONS", "MECHANISMS", "attention_call", "mechanism_flops", "efficiency_sweep",
-           "run_fig1"]
+           "is_capped", "run_fig1"]
 
 MECHANISMS = ("softmax", "performer", "local", "eva")
 #: What :func:`efficiency_sweep` measures (option ``measures``: a subset).
@@ -59,6 +59,11 @@ def attention_call(mechanism: str, length: int, options: dict, rng: np.random.Ge
     if mechanism == "eva":
         return lambda: eva_practical(q, k, v, block_size=window, num_chunks=chunks, rng=np.random.default_rng(seed))
     raise ValueError(f"unknown mechanism {mechanism!r}; expected one of {MECHANISMS}")
+
+
+def is_capped(length: int, options: dict) -> bool:
+    """Whether EVA's ``|E|`` or ``C`` is capped at ``length`` (the stated configuration does not fit)."""
+    return options["window"] > length // 2 or options["chunks"] > length // 2
 
 
 def _sizes(mechanism: str, length: int, options: dict) -> tuple[int, int]:

@@ -63,7 +63,7 @@ from rfkit.theory.cost import (
 )
 from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
 from rfkit.validation.model import CellContext, Claim
-from rfkit.validation.reproductions.eva import FIG1_OPTIONS, efficiency_sweep
+from rfkit.validation.reproductions.eva import FIG1_OPTIONS, efficiency_sweep, is_capped
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, slope_test
 from rfkit.validation.timing import interleaved_best_times, peak_bytes, single_threaded_blas
@@ -1180,12 +1180,13 @@ FIG1_RUNTIME_MEMORY = Claim(
               "memory use.",
     kind="reproduction",
     hypotheses="one attention layer of the E.4 model (width 192, 2 heads), forward, float64 numpy on CPU; EVA |E| = "
-               "256, C = 128 (capped at L/2), Performer 256 features, local window 256",
+               "256, C = 128, Performer 256 features, local window 256 (Table 12); lengths >= 512, where this "
+               "configuration fits without capping",
     tolerance=OVERHEAD_TOLERANCE, units="log of EVA's cost over the baseline's (tolerance: 1.5× = 'a little')",
     cell=_fig1_cell,
-    grid={"smoke": dict(baseline=["performer", "local"], L=[[256]]),
-          "quick": dict(baseline=["performer", "local"], L=[[256, 512, 1024]]),
-          "full": dict(baseline=["performer", "local"], L=[[256, 512, 1024, 2048, 4096, 8192, 16384]])},
+    grid={"smoke": dict(baseline=["performer", "local"], L=[[512]]),
+          "quick": dict(baseline=["performer", "local"], L=[[512, 1024]]),
+          "full": dict(baseline=["performer", "local"], L=[[512, 1024, 2048, 4096, 8192, 16384]])},
     replicates={"smoke": 2, "quick": 2, "full": 10},
     variants=tuple(MEASURES), variant_notes=MEASURES,
     plot_x="baseline",
@@ -1207,7 +1208,7 @@ SHORT_LENGTHS = (128, 256)
 CATCH_UP_BY = 4096
 
 
-def _short_cell(ctx: CellContext) -> Evidence:
+def _short_check(ctx: CellContext) -> Evidence:
     lengths = list(ctx.params["L"])
     cost = _cost(ctx, "peak_bytes" if ctx.variant == "memory_reduction" else "seconds", ["eva", "softmax"], lengths)
     log_ratio = np.log(cost[0] / cost[1])
@@ -1220,6 +1221,16 @@ def _short_cell(ctx: CellContext) -> Evidence:
     evidence = margin_evidence(-float(log_ratio.min()), tolerance=ctx.tolerance, extra=extra)
     if evidence.p_value < 1 and max(lengths) < CATCH_UP_BY:   # not caught up yet, but the sweep stops early
         return dataclasses.replace(evidence, p_value=1.0, flags=(f"sweep ends at {max(lengths)} < {CATCH_UP_BY}",))
+    return evidence
+
+
+def _short_cell(ctx: CellContext) -> Evidence:
+    """A violation found where EVA's configuration had to be capped (``|E|``, ``C`` above ``L/2``: E.4 does not state
+    EVA's settings for short sequences) is the capping rule's, not the paper's, and cannot refute."""
+    evidence = _short_check(ctx)
+    if evidence.p_value < 1 and any(is_capped(n, FIG1_OPTIONS) for n in ctx.params["L"]):
+        return dataclasses.replace(evidence, p_value=1.0, flags=("EVA's |E| and C at the short lengths are assumed "
+                                                                 "(capped at L/2; E.4 does not state them)",))
     return evidence
 
 
