@@ -353,3 +353,17 @@ def test_partitioning_all_indices_can_have_the_smaller_error():
     error_all = np.mean(np.sum((_eq16_by_loops(q, k, v, 8, 4) - target) ** 2, -1))
     error_complement = np.mean(np.sum((complement - target) ** 2, -1))
     assert error_all < 0.95 * error_complement
+
+
+def test_eva13_large_s_error_can_rise_under_refinement():
+    """eva.sec1.gap_shrinks_with_c R3 refutation (EVA13, shared samples, E = first 8 keys): the closed-form large-S
+    constant lim S·MSE (rfkit.theory.eva.eva13_asymptotics, itself tested against Monte Carlo) rises along nested
+    refinements on clustered keys: refining a subset can put keys with strongly correlated weights Γ_{mm'} into
+    different subsets whose errors no longer cancel."""
+    from rfkit.validation.claims.eva.inputs import attention_inputs
+    from rfkit.validation.claims.eva.practical import _nested_labels
+
+    q, k, v = attention_inputs("clustered", 4, 32, 4, 2, np.random.default_rng(2), scale=0.5)
+    curve = [sum(theory.eva13_asymptotics(qn, k, v, _nested_labels(32, 8, c), np.zeros(4)) for qn in q)
+             for c in (2, 4, 8)]
+    assert curve[0] < curve[1] < curve[2]
