@@ -62,6 +62,7 @@ from rfkit.theory.cost import (
     vit_parameters,
 )
 from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
+from rfkit.validation.harness import chunks
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.reproductions.eva import FIG1_OPTIONS, efficiency_sweep, is_capped
 from rfkit.validation.search import margin_evidence, minimize_margin
@@ -169,17 +170,30 @@ def _rfa_and_eva13(ctx: CellContext, problem: Problem, labels: np.ndarray, mu: n
     ``S`` of them.
     """
     n_sub = int(labels.max(initial=-1)) + 1
-    if sampling == "shared" or n_sub == 0:
-        omega, log_ratio = _draw(ctx, mu, (replicates, num_samples))
-        pooled, pooled_ratio = omega, log_ratio
-    else:
-        omega, log_ratio = _draw(ctx, mu, (replicates, n_sub, num_samples // n_sub))
-        pooled = omega.reshape(replicates, -1, mu.shape[-1])
-        pooled_ratio = log_ratio.reshape(replicates, -1)
-    eva = eva_ideal(problem.q, problem.k, problem.v, labels, omega=omega, log_ratio=log_ratio,
-                    sampling="shared" if n_sub == 0 else sampling)
-    rfa = rfa_attention(problem.q, problem.k, problem.v, omega=pooled, log_ratio=pooled_ratio)
-    return problem.squared_error(eva), problem.squared_error(rfa)
+
+    def batch(size):
+        if sampling == "shared" or n_sub == 0:
+            omega, log_ratio = _draw(ctx, mu, (size, num_samples))
+            pooled, pooled_ratio = omega, log_ratio
+        else:
+            omega, log_ratio = _draw(ctx, mu, (size, n_sub, num_samples // n_sub))
+            pooled, pooled_ratio = omega.reshape(size, -1, mu.shape[-1]), log_ratio.reshape(size, -1)
+        eva = eva_ideal(problem.q, problem.k, problem.v, labels, omega=omega, log_ratio=log_ratio,
+                        sampling="shared" if n_sub == 0 else sampling)
+        rfa = rfa_attention(problem.q, problem.k, problem.v, omega=pooled, log_ratio=pooled_ratio)
+        return problem.squared_error(eva), problem.squared_error(rfa)
+
+    return _in_batches(batch, replicates, problem.q.shape[0] * problem.k.shape[0] * num_samples)
+
+
+#: Doubles one batch of replicates may occupy in its largest intermediate (about 160 MB).
+BATCH_FLOATS = 20_000_000
+
+
+def _in_batches(batch: Callable[[int], tuple], replicates: int, floats_per_replicate: int) -> tuple:
+    """Run ``batch(size)`` over batches of replicates and concatenate each returned array."""
+    parts = [batch(size) for size in chunks(replicates, max(1, BATCH_FLOATS // max(floats_per_replicate, 1)))]
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
 def _asymptotic_excess(problem: Problem, labels: np.ndarray, mu: np.ndarray, sampling: str) -> tuple[float, float]:
@@ -426,7 +440,12 @@ def _gap_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> Evi
                                                            log_ratio=log_ratio)) for c in counts])
         return _paired_increases(ctx, counts, errors, problem.round_off)
     mode, setting = _practical_reading(variant)
-    errors = [_practical_errors(ctx, problem, p["E"], c, mode, setting, ctx.replicates) for c in counts]
+    if mode == "eval":
+        errors = [_practical_errors(ctx, problem, p["E"], c, mode, setting, 1) for c in counts]
+    else:
+        per_replicate = p["M"] * (p["E"] + p["M"])
+        errors = [_in_batches(lambda size, c=c: (_practical_errors(ctx, problem, p["E"], c, mode, setting, size),),
+                              ctx.replicates, per_replicate)[0] for c in counts]
     if mode == "eval":
         return _worst_increase(ctx, counts, np.asarray(errors, float), problem.round_off)
     return _paired_increases(ctx, counts, np.stack(errors), problem.round_off)
@@ -516,16 +535,25 @@ def _vs_rfa_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> 
     if variant == "R1_ideal":  # per-query partitions: EVA13 costs O(S·M) per query, so a few spread queries
         index = problem.spread_rows(PER_QUERY_READINGS)
         labels, problem = block_labels(problem.q.shape[0], p["E"], p["C"])[index], problem.rows(index)
-    omega, log_ratio = _draw(ctx, np.zeros(problem.q.shape[-1]), (ctx.replicates, num_samples))
-    rfa = problem.squared_error(rfa_attention(problem.q, problem.k, problem.v, omega=omega, log_ratio=log_ratio,
-                                              frame=problem.frame))
-    if labels is not None:
-        eva = problem.squared_error(eva_ideal(problem.q, problem.k, problem.v, labels, omega=omega,
-                                              log_ratio=log_ratio, frame=problem.frame))
-    else:
-        mode, setting = _practical_reading(variant)
-        eva = np.broadcast_to(_practical_errors(ctx, problem, p["E"], p["C"], mode, setting, ctx.replicates,
-                                                partition_domain=p["domain"]), rfa.shape)
+    mode, setting = (None, None) if labels is not None else _practical_reading(variant)
+    deterministic = (_practical_errors(ctx, problem, p["E"], p["C"], mode, setting, 1, partition_domain=p["domain"])
+                     if mode == "eval" else None)
+
+    def batch(size):
+        omega, log_ratio = _draw(ctx, np.zeros(problem.q.shape[-1]), (size, num_samples))
+        rfa = problem.squared_error(rfa_attention(problem.q, problem.k, problem.v, omega=omega, log_ratio=log_ratio,
+                                                  frame=problem.frame))
+        if labels is not None:
+            eva = problem.squared_error(eva_ideal(problem.q, problem.k, problem.v, labels, omega=omega,
+                                                  log_ratio=log_ratio, frame=problem.frame))
+        elif deterministic is not None:
+            eva = np.broadcast_to(deterministic, rfa.shape)
+        else:  # train mode, σ = identity: independent noise per replicate
+            eva = _practical_errors(ctx, problem, p["E"], p["C"], mode, setting, size, partition_domain=p["domain"])
+        return eva, rfa
+
+    per_replicate = problem.q.shape[0] * max(problem.k.shape[0], num_samples + p["E"] + p["C"])
+    eva, rfa = _in_batches(batch, ctx.replicates, per_replicate)
     return _paired_excess(ctx, eva, rfa, problem.round_off, extra=dict(rfa_samples=num_samples))
 
 
@@ -875,8 +903,11 @@ def _exact_mass(attention: np.ndarray, block: int) -> float:
 def _domain_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> Evidence:
     """Claim direction: the [M] domain has the larger error and puts the larger mass on E^n."""
     if variant == "error_train":
-        errors = [problem.squared_error(_practical_call(problem, p, domain, "train", ctx.rng, ctx.replicates)[0])
-                  for domain in ("all", "complement")]
+        def batch(size):
+            return tuple(problem.squared_error(_practical_call(problem, p, domain, "train", ctx.rng, size)[0])
+                         for domain in ("all", "complement"))
+
+        errors = _in_batches(batch, ctx.replicates, 2 * p["M"] * p["M"])
         return mean_test(errors[0] - errors[1], 0.0, alternative="greater",
                          scale=max(float(errors[1].mean()), problem.round_off), **ctx.test)
     options = _DIAGNOSTIC if variant == "error_diagnostic" else {}
