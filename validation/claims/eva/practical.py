@@ -1059,7 +1059,7 @@ COEFFICIENT_MEMORY = Claim(
     cell=_coefficient_memory_cell,
     grid={"smoke": dict(N=[[256, 512, 1024]], d=[8], E=[16], C=[16], S=[4]),
           "quick": dict(N=[[512, 1024, 2048]], d=[16], E=[32], C=[16, 64], S=[4]),
-          "full": dict(N=[[512, 1024, 2048, 4096, 8192, 16384]], d=[32, 64], E=[64], C=[1, 16, 64, 256],
+          "full": dict(N=[[512, 1024, 2048, 4096, 8192]], d=[32, 64], E=[64], C=[1, 16, 64, 256],
                        S=[1, 4, 49])},
     variants=tuple(COEFFICIENT_READINGS), variant_notes=COEFFICIENT_READINGS,
     plot_x="C",
