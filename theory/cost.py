@@ -23,6 +23,7 @@ Each count equals what the code does, so tests check the implementations against
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from rfkit.estimators.structured import next_power_of_two as padded_length
 
@@ -42,6 +43,10 @@ __all__ = [
     "rmfa_flop_model",
     "rmfa_expected_width",
     "softmax_rmfa_flop_ratio",
+    "eva_coefficient_bytes",
+    "VitConfig",
+    "vit_parameters",
+    "vit_macs",
 ]
 
 FLOAT_BYTES = 8
@@ -210,3 +215,83 @@ def softmax_rmfa_flop_ratio(n: int, d: int, dv: int, num_features: int, p: float
     width = rmfa_expected_width(num_features, p)
     softmax = gemm_flops(softmax_attention_gemms(n, n, d, dv))
     return softmax / (4 * n * d * width + 4 * n * num_features * (dv + 1))
+
+
+def eva_coefficient_bytes(n: int, num_chunks: int, dv: int, *, num_samples: int = 1, groups: int = 1,
+                          itemsize: int = FLOAT_BYTES) -> int:
+    """Bytes of the chunk coefficients ``β̂_c`` practical EVA stores (EVA App C, after the single-sample display).
+
+    One sample per chunk: query-free ``β̂_c``, ``groups·C·d_v`` numbers (``groups = 1`` when the chunks partition
+    ``[M]``, one set per block for ``[M] \\ E^n``): ``O(Cd)``. Several samples: one ``β̂_c(q_n)`` per query,
+    ``N·C·d_v`` numbers: ``O(NCd)`` (``O(Nd)`` for ``C = 1``).
+    """
+    per_set = num_chunks * dv * itemsize
+    return n * per_set if num_samples > 1 else groups * per_set
+
+
+@dataclass(frozen=True)
+class VitConfig:
+    """A DeiT-style vision transformer (EVA Tables 1-2, App E.2) and its attention mechanism.
+
+    ``attention``: ``softmax``, ``local`` (window ``exact`` tokens), ``performer`` (``features`` random features
+    per head) or ``eva`` (``exact`` = |E|, ``chunks`` = C, plus σ_q and σ_k: Linear(d_head) + LayerNorm per layer,
+    shared across heads, as in the released code).
+    """
+
+    width: int
+    heads: int
+    layers: int = 12
+    patch: int = 16
+    image: int = 224
+    classes: int = 1000
+    class_token: bool = True
+    mlp_ratio: int = 4
+    attention: str = "softmax"
+    exact: int = 0
+    chunks: int = 0
+    features: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return (self.image // self.patch) ** 2 + int(self.class_token)
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.heads
+
+
+def vit_parameters(cfg: VitConfig) -> int:
+    """Trainable parameters: patch embedding, class token, learned positions, blocks (LN, QKV, projection, LN,
+    MLP), final LN, classifier; EVA adds ``2·(d_h² + d_h + 2d_h)`` per layer (σ_q, σ_k)."""
+    w = cfg.width
+    hidden = cfg.mlp_ratio * w
+    block = 2 * w + (3 * w * w + 3 * w) + (w * w + w) + 2 * w + (w * hidden + hidden) + (hidden * w + w)
+    if cfg.attention == "eva":
+        dh = cfg.head_dim
+        block += 2 * (dh * dh + dh + 2 * dh)
+    embed = 3 * cfg.patch**2 * w + w + int(cfg.class_token) * w + cfg.tokens * w
+    return embed + cfg.layers * block + 2 * w + w * cfg.classes + cfg.classes
+
+
+def _attention_macs(cfg: VitConfig) -> int:
+    """Multiply-accumulates of one layer's attention core (scores and weighted values), all heads."""
+    n, w = cfg.tokens, cfg.width
+    if cfg.attention == "softmax":
+        return 2 * n * n * w
+    if cfg.attention == "local":
+        return 2 * n * cfg.exact * w
+    if cfg.attention == "performer":
+        return 2 * n * cfg.features * w + 2 * n * cfg.features * w  # features of q and k; K'ᵀV and Q'(K'ᵀV)
+    chunk = n // max(cfg.chunks, 1)
+    sigma = 2 * cfg.chunks * cfg.heads * cfg.head_dim**2
+    coefficients = 2 * cfg.chunks * chunk * w       # ω_c·k_m and the weighted values of each chunk
+    return 2 * n * (cfg.exact + cfg.chunks) * w + sigma + coefficients
+
+
+def vit_macs(cfg: VitConfig) -> int:
+    """Forward multiply-accumulates (one MAC counted as one FLOP, the fvcore/timm convention): patch embedding,
+    per layer the QKV, projection and MLP products plus the attention core, and the classifier."""
+    n, w = cfg.tokens, cfg.width
+    patches = (cfg.image // cfg.patch) ** 2
+    linear = n * (4 * w * w + 2 * cfg.mlp_ratio * w * w)
+    return patches * 3 * cfg.patch**2 * w + cfg.layers * (linear + _attention_macs(cfg)) + w * cfg.classes

@@ -4,9 +4,11 @@ Register: ``../shared/claims/eva.md``; seed text ``002_b2e9d84e2f6b65de.txt``. T
 
 * :mod:`.identities` — the identities of RFA as SNIS, per-token control variates, EVA (Eqs 4, 6, 7, 11-16, 27,
   App B, C, D, G) and the deterministic derived predictions;
+* :mod:`.practical` — practical EVA's statistical claims (partitioning reduces the error, the gap to RFA), the
+  complexity statements and the efficiency reproductions (Figures 1-2, Tables 1-4, 6, 7);
 * :mod:`.inputs` — the register's input generators (the standard sweep) and proposal means.
 """
 
-from . import identities
+from . import identities, practical
 
-CLAIMS = [*identities.CLAIMS]
+CLAIMS = [*identities.CLAIMS, *practical.CLAIMS]
