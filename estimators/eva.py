@@ -1099,11 +1099,13 @@ def _single_sample_coefficients(stats: _ChunkStats):
     return (inner[..., None, :] @ stats.chunk_values)[..., 0, :], inner
 
 
-def _multi_sample_coefficients(qb, stats: _ChunkStats, group):
+def _multi_sample_coefficients(qb, stats: _ChunkStats, group, want_inner: bool):
     """Per-query ``β̂_c(q_n)`` from ``S`` samples per chunk (App C, multi-sample form) and inner weights.
 
     ``β̂_c(q_n) = Σ_{s,m} softmax_{(s,m)}(log r_c(ω_{c,s}) + log ξ(q_n, ω_{c,s}) + log ξ(k_m, ω_{c,s})) v_m``,
-    factored as query weights ``r_c ξ(q_n, ·)`` times per-sample key sums: ``O(N C S (d + d_v))``.
+    factored as query weights ``u = r_c ξ(q_n, ·)`` times per-sample key sums ``Σ_m ξ(k_m, ω_{c,s}) v_m``:
+    ``O(N C S (d + d_v))`` time and ``O(N C S + C S d_v)`` memory. The inner weights over ``P_c`` (``O(N M)``)
+    are formed only when ``want_inner`` (details requested); otherwise ``None``.
     """
     omega, mu = stats.omega[..., group, :, :, :], stats.mu[..., group, :, :]
     log_r = -np.einsum("...csd,...cd->...cs", omega, mu) + _half_sq(mu)[..., None]
@@ -1113,10 +1115,14 @@ def _multi_sample_coefficients(qb, stats: _ChunkStats, group):
     lq = np.einsum("...bqd,...bcsd->...bqcs", qb, omega) - _half_sq(qb)[..., None, None]
     a = lq + (log_r + shift)[..., None, :, :]
     u = np.exp(a - a.max(axis=-1, keepdims=True))                  # (..., B, q, C, S)
-    inner = np.einsum("...bqcs,...bcsl->...bqcl", u, key_w)
-    inner /= inner.sum(axis=-1, keepdims=True)
     values = stats.chunk_values[..., group, :, :, :]
-    return np.einsum("...bqcl,...bclv->...bqcv", inner, values), inner
+    numerator = np.einsum("...bqcs,...bcsv->...bqcv", u, key_w @ values)
+    denominator = np.einsum("...bqcs,...bcs->...bqc", u, key_w.sum(axis=-1))
+    beta = numerator / denominator[..., None]
+    if not want_inner:
+        return beta, None
+    inner = np.einsum("...bqcs,...bcsl->...bqcl", u, key_w)
+    return beta, inner / inner.sum(axis=-1, keepdims=True)
 
 
 def _oracle_coefficients(qb, stats: _ChunkStats, group, scale):
@@ -1265,7 +1271,7 @@ def _practical_core(q, k, v, part: PracticalPartition, opts: _Options, rng, eps,
     local = np.where(part.exact_valid[None, :, None, :], local, -np.inf)
     if part.num_chunks:
         stats = _chunk_stats(q, k, v, part.chunks, opts, rng, eps, dtype)
-        beta, inner = _coefficients(qb, stats, group, opts)
+        beta, inner = _coefficients(qb, stats, group, opts, want_details)
         chunk = _chunk_logits(qb, stats, group, opts)
     else:
         stats = _no_chunks(q.shape[0], q.shape[-1], v.shape[-1], opts.num_samples)
@@ -1283,13 +1289,14 @@ def _practical_core(q, k, v, part: PracticalPartition, opts: _Options, rng, eps,
     return y, EvaDetails(part, stats.omega, stats.mu, stats.k_tilde, stats.q_tilde, beta, attention)
 
 
-def _coefficients(qb, stats: _ChunkStats, group, opts: _Options):
-    """``β̂_c`` and its inner weights: query-free ``(nb, G, C, ·)`` (one sample) or ``(nb, B, bq, C, ·)``."""
+def _coefficients(qb, stats: _ChunkStats, group, opts: _Options, want_inner: bool = True):
+    """``β̂_c`` and its inner weights: query-free ``(nb, G, C, ·)`` (one sample) or ``(nb, B, bq, C, ·)``
+    (multi-sample inner weights only when ``want_inner``)."""
     if opts.coefficient == "oracle":
         return _oracle_coefficients(qb, stats, group, opts.logit_scale)
     if opts.num_samples == 1:
         return _single_sample_coefficients(stats)
-    return _multi_sample_coefficients(qb, stats, group)
+    return _multi_sample_coefficients(qb, stats, group, want_inner)
 
 
 def _effective_attention(nb, n, part: PracticalPartition, group, a_loc, a_chk, inner):
