@@ -449,7 +449,7 @@ APPB1 = Claim(
           "quick": dict(S=[1, 8], d=[2, 8], dv=[1, 3], mu=["zero", "q+mean_k", "q+k1", "far"], s=[0.1, 0.3]),
           "full": dict(S=[1, 4, 64], d=[1, 2, 8, 16], dv=[1, 3, 8], mu=["zero", "q+mean_k", "q+k1", "random", "far"],
                        s=[0.1, 0.5, 1.0], inputs=["iid", "peaked", "clustered"])},
-    replicates={"smoke": 150_000, "quick": 400_000, "full": 2_000_000},
+    replicates={"smoke": 60_000, "quick": 400_000, "full": 2_000_000},
     variants=("R1", "R2", "R1_monte_carlo"),
     variant_notes={"R1": "Tr Var[g̃(β*)] <= Tr Var[g] (closed form)",
                    "R2": "Var[g] - Var[g̃(β*)] positive semidefinite (closed form, smallest eigenvalue)",
