@@ -57,6 +57,7 @@ __all__ = [
     "cv_moments",
     "cv_variance",
     "optimal_cv_coefficient",
+    "importance_weight_skewness",
     "token_cv_variance",
     "subset_cv_variance",
     "subset_variance_minimiser",
@@ -279,6 +280,45 @@ def optimal_cv_coefficient(cov_hg, var_h) -> np.ndarray:
     if not var_h > 0:
         raise ValueError(f"Var[h] must be > 0, got {var_h}")
     return np.asarray(cov_hg, float) / var_h
+
+
+def _skewness_from_moments(log_m2: float, log_m3: float) -> float:
+    """Skewness of a positive variable with mean 1 from ``log E[X²]`` and ``log E[X³]`` (``inf`` on overflow)."""
+    if not (math.isfinite(log_m2) and math.isfinite(log_m3)):
+        return math.inf
+    var = math.expm1(log_m2) if log_m2 < 700 else math.inf
+    if not var > 0:
+        return 0.0
+    if not math.isfinite(var):
+        return math.inf
+    third = math.exp(log_m3) - 3.0 * math.exp(log_m2) + 2.0 if log_m3 < 700 else math.inf
+    return third / var**1.5
+
+
+def importance_weight_skewness(q, k, mu, num_samples: int) -> tuple[float, np.ndarray]:
+    r"""Skewness of ``h = (1/S)Σ_s W(ω_s)`` and of each ``h_m`` for ``S`` iid draws from ``N(μ, I)``.
+
+    With ``a_m = q + k_m - μ`` and the unit-covariance Gaussian integral
+    ``∫ N(ω; a, I) N(ω; b, I) N(ω; c, I) / N(ω; μ, I)² dω = exp(a'·b' + a'·c' + b'·c')`` (``a' = a - μ``), one draw
+    has ``E[W] = 1``, ``E[W²] = Ω = Σ w_m w_m' exp(a_m·a_m')`` and ``E[W³] = Σ_{m,m',m''} w_m w_m' w_m''
+    exp(a_m·a_m' + a_m·a_m'' + a_m'·a_m'')``; each token term is log-normal with ``σ² = ‖a_m‖²``, skewness
+    ``(e^{σ²} + 2)√(e^{σ²} - 1)``. A mean of ``S`` iid draws has skewness ``γ₁/√S``. Returns ``(γ_h, γ_{h_m})``;
+    ``inf`` where a moment overflows, ``0`` where the variance vanishes. Cost ``O(M³ d)``.
+    """
+    q, k, mu = _vec(q, "q"), _vec(k, "k"), _vec(mu, "mu")
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    log_w = log_softmax_weights(q, k)
+    a = q + k - mu
+    gram = a @ a.T
+    log_m2 = float(logsumexp(log_w[:, None] + log_w[None, :] + gram))
+    triple = (log_w[:, None, None] + log_w[None, :, None] + log_w[None, None, :]
+              + gram[:, :, None] + gram[:, None, :] + gram[None, :, :])
+    root = math.sqrt(num_samples)
+    sigma2 = np.diag(gram)
+    with np.errstate(over="ignore"):
+        tokens = np.where(sigma2 > 0, (np.exp(sigma2) + 2.0) * np.sqrt(np.expm1(sigma2)), 0.0)
+    return _skewness_from_moments(log_m2, float(logsumexp(triple))) / root, tokens / root
 
 
 def token_cv_variance(var_h_m: float, v_m, beta) -> float:
