@@ -41,6 +41,7 @@ from rfkit.estimators import (  # noqa: E402
     positive_features,
 )
 from rfkit.estimators.favor import favor_attention, favor_features  # noqa: E402
+from rfkit.validation import bench  # noqa: E402
 
 pytestmark = pytest.mark.peers
 
@@ -116,7 +117,8 @@ def test_eps_free_peer_attention_equals_unbiased_favor(inputs):
 
 
 def _jax_features(x, omega, is_query):
-    return favor_features(x * D ** -0.25, omega, kind="positive", is_query=is_query,
+    """performer-pytorch's ``softmax_kernel`` as rfkit computes it (inputs scaled by ``d^{-1/4}`` here)."""
+    return favor_features(x * x.shape[-1] ** -0.25, omega, kind="positive", is_query=is_query,
                           jax_stabilizer=KERNEL_EPS).dense()
 
 
@@ -165,3 +167,22 @@ def test_peer_orthogonal_blocks_are_not_haar():
     ours_first = orthogonal_projection(D, D, rng=rng, size=200)[:, 0, 0]
     assert (peer_first < 0).all()
     assert (ours_first < 0).any() and (ours_first > 0).any()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_bench_favor_rows_use_the_same_projection(causal):
+    """``rfkit bench``'s peer rows time what they say: rfkit's unbiased FAVOR+ and performer-pytorch's FastAttention
+    with the same ``W`` (its eps terms accounted for as above)."""
+    length, d, m = 64, 64, 256
+    cases = {c.name.split(" (")[0]: c for c in bench.peer_cases([length], d=d, m=m) if c.params["causal"] == causal}
+    q, k, v = bench._peer_qkv(length, d, np.float64)
+    omega = orthogonal_projection(m, d, rng=2)
+    ours = cases["peer rfkit numpy favor+"].setup()()
+    assert_close(ours, favor_attention(q, k, v, omega=omega, causal=causal))
+    theirs = cases["peer performer FastAttention"].setup()()[0].numpy()
+    qf, kf = _jax_features(q, omega, True), _jax_features(k, omega, False)
+    if causal:
+        expected = linear_attention(*_with_pseudo_key(qf, kf, v, CAUSAL_EPS), causal=True)[..., 1:, :]
+    else:
+        expected = linear_attention(qf, kf, v)
+    assert_close(theirs, expected)
