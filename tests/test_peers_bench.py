@@ -101,3 +101,14 @@ def test_run_cases_peer_rows_fields():
         assert (r["peak_bytes"] == r["peak_rss_bytes"]) == resident_ok
     assert [json.loads(line)["name"] for line in bench.to_json_lines(rows).splitlines()] == [r["name"] for r in rows]
     assert "peer performer FastAttention" in bench.format_table(rows) or not HAVE_PERFORMER
+
+
+def test_peer_memory_without_resident_peak_keeps_tracemalloc(monkeypatch):
+    """No VmHWM (not Linux): torch rows keep tracemalloc's peak and say it misses torch's allocations."""
+    monkeypatch.setattr(bench, "rss_peak_bytes", lambda fn: None)
+    torch_case = bench.Case("peer x", {}, lambda: None, (), extra=dict(torch_row=True))
+    numpy_case = bench.Case("peer y", {}, lambda: None, (), extra=dict(torch_row=False))
+    assert bench._peer_memory(torch_case, None, 123) == dict(peak_rss_bytes=None, peak_bytes=123,
+                                                             peak_method=bench.RSS_UNAVAILABLE_METHOD)
+    assert bench._peer_memory(numpy_case, None, 123) == dict(peak_rss_bytes=None, peak_method=bench.TRACEMALLOC_METHOD)
+    assert bench._peer_memory(bench.Case("exact", {}, lambda: None, ()), None, 123) == {}
