@@ -39,8 +39,9 @@ direction: > 1 means rfkit is faster), ``peak_rss_bytes`` (peak resident memory 
 the call, read from Linux's ``VmHWM`` after resetting it; ``null`` where unavailable), ``memory_vs_rfkit_numpy``
 (ratio of those), and ``peak_method`` naming what ``peak_bytes`` measured: ``tracemalloc`` does not see
 torch's allocations, so torch rows report the resident peak there. The roofline of a peer row is the GEMM
-time of rfkit's FAVOR+ (or exact attention's) products for the 8 heads. Without torch or performer-pytorch
-their rows are skipped with a warning.
+time of rfkit's FAVOR+ (or exact attention's) products for the 8 heads; causal exact rows count the full
+``L×L`` products, which torch's fused kernel partly skips, so their fraction can exceed 1. Without torch or
+performer-pytorch their rows are skipped with a warning.
 
 Timings are measurements, never assertions: tests check the rows' structure and the memory law, not
 speed.
