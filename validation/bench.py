@@ -26,13 +26,34 @@ included; quadratic like exact attention, so in quick mode only up to ``L = 4096
 Eq 9 weights, ``C = 16``, training mode, sampling included; linear), bidirectional, in float64 (their
 estimators compute in float64 whatever the requested dtype).
 
+Peer rows (``peer ...``, issue 8), side by side at ``d = 64``, ``m = 256`` on :data:`PEER_HEADS` = 8 heads (batch ×
+heads) and ``L`` up to :data:`PEER_MAX_LENGTH` (4096 in quick mode): rfkit numpy FAVOR+ (positive features,
+the R-ORF ``W`` given), exact softmax attention by ``torch.nn.functional.scaled_dot_product_attention``
+(``(1, 8, L, d)`` inputs, so torch picks its fused CPU kernel; bidirectional and causal) and performer-pytorch's
+``FastAttention`` (the ``peers`` extra) with rfkit's ``W`` as its projection, ``dim_heads = 64``,
+``nb_features = 256`` and its own defaults (softmax kernel ``eps = 1e-4`` with its stabilizers; causal: its
+CPU path ``causal_linear_attention_noncuda``, as the CUDA extension is not used), all under ``torch.no_grad()``
+and in the run's dtype. torch runs with ``torch.set_num_threads`` equal to numpy's BLAS threads (``threads``).
+Extra fields: ``rfkit_numpy_speedup`` (this row's seconds / rfkit numpy FAVOR+'s at the same ``L`` and
+direction: > 1 means rfkit is faster), ``peak_rss_bytes`` (peak resident memory above the resident size before
+the call, read from Linux's ``VmHWM`` after resetting it; ``null`` where unavailable), ``memory_vs_rfkit_numpy``
+(ratio of those), and ``peak_method`` naming what ``peak_bytes`` measured: ``tracemalloc`` does not see
+torch's allocations, so torch rows report the resident peak there. The roofline of a peer row is the GEMM
+time of rfkit's FAVOR+ (or exact attention's) products for the 8 heads; causal exact rows count the full
+``L×L`` products, which torch's fused kernel partly skips, so their fraction can exceed 1. Without torch or
+performer-pytorch their rows are skipped with a warning.
+
 Timings are measurements, never assertions: tests check the rows' structure and the memory law, not
 speed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
+import importlib.util
+import io
 import json
 import time
 import warnings
@@ -40,6 +61,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_info
 
 from rfkit.estimators import (
     NonPositiveDenominatorWarning,
@@ -298,7 +320,190 @@ def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.flo
     if not custom:
         cases.append(_favor_case(65536, d, m, True, dtype, features_included=True))
     cases += [_sampling_case(projection, m, d, dtype) for projection in ("orthogonal", "hadamard", "givens")]
+    cases += peer_cases([length for length in lengths if length <= PEER_MAX_LENGTH[quick]], d=d, m=m, dtype=dtype)
     return cases
+
+
+# ------------------------------------------------------------------------------------------- peers
+
+#: Heads (batch × heads) of every peer row; the longest ``L`` of the peer rows, in quick and in full mode.
+PEER_HEADS = 8
+PEER_MAX_LENGTH = {True: 4096, False: 16384}
+#: What ``peak_bytes`` measured in a peer row.
+TRACEMALLOC_METHOD = "tracemalloc"
+RSS_METHOD = "resident set high-water mark (Linux VmHWM reset through /proc/self/clear_refs, after malloc_trim)"
+RSS_UNAVAILABLE_METHOD = "tracemalloc (torch allocations not seen: no resident high-water mark on this system)"
+
+
+def blas_threads() -> int:
+    """Threads of numpy's BLAS (threadpoolctl); the torch peer rows run with as many."""
+    return max((pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"), default=1)
+
+
+def _status_bytes(key: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(f"{key} not in /proc/self/status")
+
+
+def rss_peak_bytes(fn: Callable[[], object]) -> int | None:
+    """Peak resident memory during one call above the resident size before it, or ``None`` where Linux's
+    ``VmHWM`` cannot be reset. Free heap pages are returned first (glibc ``malloc_trim``), so that memory the
+    call reuses from earlier calls is counted too. Sees every allocation (torch's included), at page granularity.
+    """
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        before = _status_bytes("VmRSS")
+    except OSError:
+        return None
+    fn()
+    return max(_status_bytes("VmHWM") - before, 0)
+
+
+def _peer_qkv(length: int, d: int, dtype):
+    rng = np.random.default_rng(1)
+    return tuple(rng.standard_normal((PEER_HEADS, length, d)).astype(dtype) for _ in range(3))
+
+
+def _torch_inputs(length: int, d: int, dtype):
+    """``(1, heads, L, d)`` tensors of the peer inputs, and torch's thread count matched to numpy's BLAS."""
+    import torch
+
+    torch.set_num_threads(blas_threads())
+    return tuple(torch.from_numpy(a)[None] for a in _peer_qkv(length, d, dtype))
+
+
+def _direction(causal: bool) -> str:
+    return "causal" if causal else "bidirectional"
+
+
+def _peer_reference(causal: bool) -> str:
+    return f"peer rfkit numpy favor+ ({_direction(causal)}, bh={PEER_HEADS})"
+
+
+def _peer_case(name: str, length: int, d: int, m: int | None, causal: bool, dtype, setup, gemms, *,
+               torch_row: bool, **extra) -> Case:
+    extra = dict(batch_heads=PEER_HEADS, threads=blas_threads(), torch_row=torch_row,
+                 reference=_peer_reference(causal), **extra)
+    return Case(f"peer {name} ({_direction(causal)}, bh={PEER_HEADS})",
+                dict(L=length, d=d, m=m, dtype=np.dtype(dtype).name, causal=causal), setup, gemms, extra=extra)
+
+
+def _favor_peer_gemms(length: int, d: int, m: int, causal: bool) -> tuple:
+    return (linear_attention_gemms(length, m, d, causal=causal, chunk=DEFAULT_CHUNK_SIZE, batch=PEER_HEADS)
+            + feature_map_gemms(length, d, m, batch=2 * PEER_HEADS))
+
+
+def _rfkit_peer_case(length: int, d: int, m: int, causal: bool, dtype) -> Case:
+    def setup():
+        q, k, v = _peer_qkv(length, d, dtype)
+        omega = orthogonal_projection(m, d, rng=2, dtype=dtype)
+        return lambda: favor_attention(q, k, v, omega=omega, causal=causal, dtype=dtype)
+
+    return _peer_case("rfkit numpy favor+", length, d, m, causal, dtype, setup, _favor_peer_gemms(length, d, m, causal),
+                      torch_row=False)
+
+
+def _sdpa_peer_case(length: int, d: int, causal: bool, dtype) -> Case:
+    def setup():
+        import torch
+        import torch.nn.functional as F
+
+        q, k, v = _torch_inputs(length, d, dtype)
+
+        def call():
+            with torch.no_grad():
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        return call
+
+    return _peer_case("torch sdpa exact", length, d, None, causal, dtype, setup,
+                      softmax_attention_gemms(length, length, d, d, batch=PEER_HEADS), torch_row=True)
+
+
+def performer_fast_attention(omega: np.ndarray, *, causal: bool, dtype=np.float64):
+    """performer-pytorch's ``FastAttention`` with projection ``omega`` (``m×d``) and its other defaults.
+
+    Its constructor prints a notice when the causal CUDA extension is missing; that is swallowed here (stdout
+    carries ``rfkit bench --json``).
+    """
+    import torch
+
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # distutils / torch.cuda.amp deprecations inside performer-pytorch
+        from performer_pytorch import FastAttention
+
+        module = FastAttention(dim_heads=omega.shape[1], nb_features=omega.shape[0], causal=causal)
+    module.projection_matrix = torch.from_numpy(np.asarray(omega, dtype=dtype))
+    return module
+
+
+def _performer_peer_case(length: int, d: int, m: int, causal: bool, dtype) -> Case:
+    def setup():
+        import torch
+
+        q, k, v = _torch_inputs(length, d, dtype)
+        module = performer_fast_attention(orthogonal_projection(m, d, rng=2, dtype=dtype), causal=causal, dtype=dtype)
+
+        def call():
+            with torch.no_grad():
+                return module(q, k, v)
+
+        return call
+
+    impl = "causal_linear_attention_noncuda (CPU; no CUDA extension)" if causal else "linear_attention"
+    return _peer_case("performer FastAttention", length, d, m, causal, dtype, setup,
+                      _favor_peer_gemms(length, d, m, causal), torch_row=True, performer_impl=impl)
+
+
+def peer_cases(lengths: Iterable[int], *, d: int = 64, m: int = 256, dtype=np.float64) -> list[Case]:
+    """Peer rows (module docstring) at each length, both directions; rows of a missing library are skipped
+    with a warning."""
+    have_torch = importlib.util.find_spec("torch") is not None
+    have_performer = have_torch and importlib.util.find_spec("performer_pytorch") is not None
+    if not have_performer:
+        warnings.warn("performer-pytorch is not installed: its bench rows are skipped (pip install 'rfkit[peers]')"
+                      + ("" if have_torch else "; torch is not installed either: the torch sdpa rows are skipped"),
+                      stacklevel=2)
+    cases = []
+    for length in lengths:
+        for causal in (False, True):
+            cases.append(_rfkit_peer_case(length, d, m, causal, dtype))
+            if have_torch:
+                cases.append(_sdpa_peer_case(length, d, causal, dtype))
+            if have_performer:
+                cases.append(_performer_peer_case(length, d, m, causal, dtype))
+    return cases
+
+
+def _peer_memory(case: Case, fn: Callable[[], object], traced_peak: int) -> dict:
+    """Memory fields of a peer row (module docstring); ``{}`` for other rows."""
+    if "torch_row" not in case.extra:
+        return {}
+    resident = rss_peak_bytes(fn)
+    if not case.extra["torch_row"]:
+        return dict(peak_rss_bytes=resident, peak_method=TRACEMALLOC_METHOD)
+    if resident is None:
+        return dict(peak_rss_bytes=None, peak_method=RSS_UNAVAILABLE_METHOD, peak_bytes=traced_peak)
+    return dict(peak_rss_bytes=resident, peak_method=RSS_METHOD, peak_bytes=resident)
+
+
+def _add_peer_ratios(rows: list[dict]) -> None:
+    """``rfkit_numpy_speedup`` and ``memory_vs_rfkit_numpy`` of every peer row, against its reference row."""
+    by_key = {(r["name"], r["L"]): r for r in rows}
+    for r in rows:
+        if "reference" not in r:
+            continue
+        ref = by_key.get((r["reference"], r["L"]))
+        r["rfkit_numpy_speedup"] = r["seconds"] / ref["seconds"] if ref else None
+        resident = (r["peak_rss_bytes"], ref["peak_rss_bytes"]) if ref else (None, None)
+        r["memory_vs_rfkit_numpy"] = resident[0] / resident[1] if None not in resident and resident[1] else None
 
 
 def run_cases(cases: Iterable[Case], *, quick: bool = True, progress: bool = False) -> list[dict]:
@@ -315,6 +520,7 @@ def run_cases(cases: Iterable[Case], *, quick: bool = True, progress: bool = Fal
         fn = case.setup()
         seconds = _best_time(fn, min_total=min_total, max_runs=max_runs)
         peak = peak_bytes(fn)
+        peer_memory = _peer_memory(case, fn, peak)
         del fn
         gc.collect()
         flops = gemm_flops(case.gemms)
@@ -325,11 +531,13 @@ def run_cases(cases: Iterable[Case], *, quick: bool = True, progress: bool = Fal
                          gflops=flops / seconds / 1e9 if flops else None,
                          roofline_fraction=roof / seconds if roof is not None else None, peak_bytes=peak,
                          flops=flops, baseline=case.baseline, **case.extra))
+        rows[-1].update(peer_memory)
     by_key = {(r["name"], r["L"]): r for r in rows}
     for r in rows:
         base = by_key.get((r.pop("baseline"), r["L"]))
         r["speedup_vs_exact"] = base["seconds"] / r["seconds"] if base else None
         r["memory_vs_exact"] = r["peak_bytes"] / base["peak_bytes"] if base else None
+    _add_peer_ratios(rows)
     return rows
 
 
