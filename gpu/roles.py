@@ -1,0 +1,68 @@
+"""The torch backend's implementations of the claims' roles (:func:`rfkit.validation.adapters.known_roles`).
+
+Each role callable takes and returns what the numpy role takes and returns (numpy arrays, numpy
+:class:`~rfkit.estimators.Features`, numpy generators), so checks run unchanged: arrays travel through
+:func:`rfkit.validation.adapters.adapt` (float64 tensors on ``device``), factored features are moved here,
+and a role that draws converts the cell's numpy ``rng`` into a ``torch.Generator`` seeded from it.
+
+Roles left out on purpose: those that only complexity claims call (``favor_attention``,
+``favor_from_features``, ``softmax_attention``: their checks measure numpy's time and ``tracemalloc`` memory,
+which torch allocations do not report to), and the structured (H/G-ORF) samplers, which stay numpy-only.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from rfkit.estimators import Features
+from rfkit.validation.adapters import adapt
+
+from . import favor
+from ._core import TorchFeatures, generator_from_rng
+
+__all__ = ["implementations"]
+
+
+def _features_in(obj, device):
+    return TorchFeatures.from_numpy(obj, device=device) if isinstance(obj, Features) else obj
+
+
+def _features_out(obj):
+    return obj.to_numpy() if isinstance(obj, TorchFeatures) else obj
+
+
+def _role(fn: Callable, device: str) -> Callable:
+    """``fn`` behind :func:`~rfkit.validation.adapters.adapt` with factored features converted both ways."""
+    adapted = adapt(fn, backend="torch", device=device)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        args = [_features_in(a, device) for a in args]
+        kwargs = {k: _features_in(v, device) for k, v in kwargs.items()}
+        return _features_out(adapted(*args, **kwargs))
+
+    return call
+
+
+def _orthogonal_projection(device: str):
+    def sample(m, d, *, rng, norms="chi", size=None, dtype=None):
+        gen = generator_from_rng(rng, device)
+        return favor.orthogonal_projection(m, d, generator=gen, norms=norms, size=size).cpu().numpy()
+
+    return sample
+
+
+def _linear_attention(q_features, k_features, v, *, causal, chunk_size=None):
+    return favor.linear_attention(q_features, k_features, v, causal=causal, chunk_size=chunk_size)
+
+
+def implementations(device: str = "cpu") -> dict[str, Callable]:
+    """``{role: callable}`` for every role the torch backend covers, computing on ``device``.
+
+    The callables take and return numpy objects (see the module docstring); inputs become float64 tensors.
+    """
+    roles = {f"feature_map.{kind}": _role(fmap, device) for kind, fmap in favor.FEATURE_MAPS.items()}
+    roles["linear_attention"] = _role(_linear_attention, device)
+    roles["orthogonal_projection"] = _orthogonal_projection(device)
+    return roles
