@@ -7,7 +7,8 @@ What it offers
 * Torch versions of the public estimators, for float32/float64 tensors on any device, differentiable
   (users train with them): the FAVOR+ feature maps (trig / positive / hyperbolic), ``iid`` and R-ORF projections
   drawn with a ``torch.Generator``, linear attention bidirectional and chunked-causal, exact softmax attention
-  and FAVOR+ end to end (:mod:`rfkit.gpu.favor`).
+  and FAVOR+ end to end (:mod:`rfkit.gpu.favor`); Macformer's random Maclaurin features, RMFA and its
+  vectorised replicates given a draw (:mod:`rfkit.gpu.rmf`).
 * :func:`implementations` — ``{role: callable}`` so that ``rfkit validate --backend torch [--device cuda]``
   runs claims' replicates on torch through the same checks (:mod:`rfkit.gpu.roles`).
 * :func:`make_generator` / :func:`generator_from_rng` — torch randomness seeded from a seed or from a cell's
@@ -51,6 +52,9 @@ __all__ = [
     "linear_attention",
     "softmax_attention",
     "favor_attention",
+    "rmf_features",
+    "rmfa",
+    "rmfa_replicates",
 ]
 
 _HOMES = {
@@ -59,6 +63,7 @@ _HOMES = {
     **dict.fromkeys(("gaussian_projection", "orthogonal_projection", "draw_projection", "trig_features",
                      "positive_features", "hyperbolic_features", "FEATURE_MAPS", "linear_attention",
                      "softmax_attention", "favor_attention"), "favor"),
+    **dict.fromkeys(("rmf_features", "rmfa", "rmfa_replicates"), "rmf"),
 }
 
 

@@ -7,7 +7,8 @@ and a role that draws converts the cell's numpy ``rng`` into a ``torch.Generator
 
 Roles left out on purpose: those that only complexity claims call (``favor_attention``,
 ``favor_from_features``, ``softmax_attention``: their checks measure numpy's time and ``tracemalloc`` memory,
-which torch allocations do not report to), and the structured (H/G-ORF) samplers, which stay numpy-only.
+which torch allocations do not report to), the structured (H/G-ORF) samplers, which stay numpy-only, and
+``rmfa`` (its claims exercise per-head draw sharing and cost; :func:`rfkit.gpu.rmf.rmfa` shares one draw).
 """
 
 from __future__ import annotations
@@ -16,20 +17,23 @@ import functools
 from collections.abc import Callable
 
 from rfkit.estimators import Features
+from rfkit.estimators.rmf import RMFAResult
 from rfkit.validation.adapters import adapt
 
-from . import favor
+from . import favor, rmf
 from ._core import TorchFeatures, generator_from_rng
 
 __all__ = ["implementations"]
 
 
-def _features_in(obj, device):
+def _to_backend(obj, device):
     return TorchFeatures.from_numpy(obj, device=device) if isinstance(obj, Features) else obj
 
 
-def _features_out(obj):
-    return obj.to_numpy() if isinstance(obj, TorchFeatures) else obj
+def _from_backend(obj):
+    if isinstance(obj, TorchFeatures):
+        return obj.to_numpy()
+    return rmf.result_to_numpy(obj) if isinstance(obj, RMFAResult) else obj
 
 
 def _role(fn: Callable, device: str) -> Callable:
@@ -38,9 +42,9 @@ def _role(fn: Callable, device: str) -> Callable:
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        args = [_features_in(a, device) for a in args]
-        kwargs = {k: _features_in(v, device) for k, v in kwargs.items()}
-        return _features_out(adapted(*args, **kwargs))
+        args = [_to_backend(a, device) for a in args]
+        kwargs = {k: _to_backend(v, device) for k, v in kwargs.items()}
+        return _from_backend(adapted(*args, **kwargs))
 
     return call
 
@@ -65,4 +69,6 @@ def implementations(device: str = "cpu") -> dict[str, Callable]:
     roles = {f"feature_map.{kind}": _role(fmap, device) for kind, fmap in favor.FEATURE_MAPS.items()}
     roles["linear_attention"] = _role(_linear_attention, device)
     roles["orthogonal_projection"] = _orthogonal_projection(device)
+    roles["rmf_features"] = _role(rmf.rmf_features, device)
+    roles["rmfa_replicates"] = _role(rmf.rmfa_replicates, device)
     return roles

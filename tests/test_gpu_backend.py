@@ -14,9 +14,9 @@ from rfkit.validation.claims import get_claim  # noqa: E402
 from rfkit.validation.cli import main  # noqa: E402
 from rfkit.validation.engine import backend_implementations, plan, validate  # noqa: E402
 
-#: Claims whose every role the torch backend covers (feature maps, linear attention, R-ORF sampling).
+#: Claims whose every role the torch backend covers (feature maps, linear attention, R-ORF sampling, RMF).
 AGREEMENT_CLAIMS = ["core.linear_attention.exact", "core.causal.no_future_leak", "core.features.unbiased",
-                    "core.orf.haar_law"]
+                    "core.orf.haar_law", "macformer.derived.rmf_feature_moments", "macformer.thm1.rmfa_unbiased"]
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +31,8 @@ def one_torch_thread():
 def test_implementations_cover_known_roles_only():
     roles = gpu.implementations("cpu")
     assert set(roles) <= set(known_roles())
-    assert {"feature_map.positive", "linear_attention", "orthogonal_projection"} <= set(roles)
+    assert {"feature_map.positive", "linear_attention", "orthogonal_projection", "rmf_features",
+            "rmfa_replicates"} <= set(roles)
 
 
 def test_roles_take_and_return_numpy(rng):
@@ -65,7 +66,8 @@ def test_cells_build_backend_implementations_from_strings():
 
 
 @pytest.mark.parametrize("claim_id", [
-    "core.causal.no_future_leak", "core.orf.haar_law",
+    "core.causal.no_future_leak", "core.orf.haar_law", "macformer.derived.rmf_feature_moments",
+    "macformer.thm1.rmfa_unbiased",  # refuted on both backends
     pytest.param("core.linear_attention.exact", marks=pytest.mark.slow),  # ~5 s for both backends
     pytest.param("core.features.unbiased", marks=pytest.mark.slow),
 ])
