@@ -8,7 +8,8 @@ What it offers
   (users train with them): the FAVOR+ feature maps (trig / positive / hyperbolic), ``iid`` and R-ORF projections
   drawn with a ``torch.Generator``, linear attention bidirectional and chunked-causal, exact softmax attention
   and FAVOR+ end to end (:mod:`rfkit.gpu.favor`); Macformer's random Maclaurin features, RMFA and its
-  vectorised replicates given a draw (:mod:`rfkit.gpu.rmf`).
+  vectorised replicates given a draw (:mod:`rfkit.gpu.rmf`); practical and causal EVA with explicit or
+  ``torch.Generator`` noise (:mod:`rfkit.gpu.eva`).
 * :func:`implementations` — ``{role: callable}`` so that ``rfkit validate --backend torch [--device cuda]``
   runs claims' replicates on torch through the same checks (:mod:`rfkit.gpu.roles`).
 * :func:`make_generator` / :func:`generator_from_rng` — torch randomness seeded from a seed or from a cell's
@@ -55,6 +56,8 @@ __all__ = [
     "rmf_features",
     "rmfa",
     "rmfa_replicates",
+    "eva_practical",
+    "eva_causal",
 ]
 
 _HOMES = {
@@ -64,6 +67,7 @@ _HOMES = {
                      "positive_features", "hyperbolic_features", "FEATURE_MAPS", "linear_attention",
                      "softmax_attention", "favor_attention"), "favor"),
     **dict.fromkeys(("rmf_features", "rmfa", "rmfa_replicates"), "rmf"),
+    **dict.fromkeys(("eva_practical", "eva_causal"), "eva"),
 }
 
 

@@ -8,7 +8,9 @@ and a role that draws converts the cell's numpy ``rng`` into a ``torch.Generator
 Roles left out on purpose: those that only complexity claims call (``favor_attention``,
 ``favor_from_features``, ``softmax_attention``: their checks measure numpy's time and ``tracemalloc`` memory,
 which torch allocations do not report to), the structured (H/G-ORF) samplers, which stay numpy-only, and
-``rmfa`` (its claims exercise per-head draw sharing and cost; :func:`rfkit.gpu.rmf.rmfa` shares one draw).
+``rmfa`` (its claims exercise per-head draw sharing and cost; :func:`rfkit.gpu.rmf.rmfa` shares one draw) and
+``eva_practical`` (its claims read :class:`~rfkit.estimators.eva.EvaDetails` diagnostics, which the torch path
+does not produce).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rfkit.estimators import Features
 from rfkit.estimators.rmf import RMFAResult
 from rfkit.validation.adapters import adapt
 
-from . import favor, rmf
+from . import eva, favor, rmf
 from ._core import TorchFeatures, generator_from_rng
 
 __all__ = ["implementations"]
@@ -49,6 +51,18 @@ def _role(fn: Callable, device: str) -> Callable:
     return call
 
 
+def _numpy_rng_to_generator(fn: Callable, device: str) -> Callable:
+    """``fn`` taking ``generator=`` called with a cell's ``rng=`` (a ``torch.Generator`` seeded from it)."""
+
+    @functools.wraps(fn)
+    def call(*args, rng=None, **kwargs):
+        if rng is not None:
+            kwargs["generator"] = generator_from_rng(rng, device)
+        return fn(*args, **kwargs)
+
+    return call
+
+
 def _orthogonal_projection(device: str):
     def sample(m, d, *, rng, norms="chi", size=None, dtype=None):
         gen = generator_from_rng(rng, device)
@@ -71,4 +85,5 @@ def implementations(device: str = "cpu") -> dict[str, Callable]:
     roles["orthogonal_projection"] = _orthogonal_projection(device)
     roles["rmf_features"] = _role(rmf.rmf_features, device)
     roles["rmfa_replicates"] = _role(rmf.rmfa_replicates, device)
+    roles["eva_causal"] = _role(_numpy_rng_to_generator(eva.eva_causal, device), device)
     return roles

@@ -16,7 +16,8 @@ from rfkit.validation.engine import backend_implementations, plan, validate  # n
 
 #: Claims whose every role the torch backend covers (feature maps, linear attention, R-ORF sampling, RMF).
 AGREEMENT_CLAIMS = ["core.linear_attention.exact", "core.causal.no_future_leak", "core.features.unbiased",
-                    "core.orf.haar_law", "macformer.derived.rmf_feature_moments", "macformer.thm1.rmfa_unbiased"]
+                    "core.orf.haar_law", "macformer.derived.rmf_feature_moments", "macformer.thm1.rmfa_unbiased",
+                    "eva.appd.causal_no_future_leak"]
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +33,7 @@ def test_implementations_cover_known_roles_only():
     roles = gpu.implementations("cpu")
     assert set(roles) <= set(known_roles())
     assert {"feature_map.positive", "linear_attention", "orthogonal_projection", "rmf_features",
-            "rmfa_replicates"} <= set(roles)
+            "rmfa_replicates", "eva_causal"} <= set(roles)
 
 
 def test_roles_take_and_return_numpy(rng):
@@ -68,6 +69,7 @@ def test_cells_build_backend_implementations_from_strings():
 @pytest.mark.parametrize("claim_id", [
     "core.causal.no_future_leak", "core.orf.haar_law", "macformer.derived.rmf_feature_moments",
     "macformer.thm1.rmfa_unbiased",  # refuted on both backends
+    "eva.appd.causal_no_future_leak",
     pytest.param("core.linear_attention.exact", marks=pytest.mark.slow),  # ~5 s for both backends
     pytest.param("core.features.unbiased", marks=pytest.mark.slow),
 ])
