@@ -14,6 +14,7 @@ def test_default_cases_include_torch_rows_at_every_length():
             assert (f"rfkit torch-CPU favor+ positive ORF ({direction})", length) in names
 
 
+@pytest.mark.slow  # times three cases and their rooflines: ~6 s on the shared 2-core machine
 def test_torch_rows_run_and_compare_with_exact():
     cases = [bench._exact_case(64, 16, False, "float64")] + bench.torch_cpu_cases([64], d=16, m=32)
     rows = bench.run_cases(cases, quick=True)
