@@ -9,7 +9,8 @@ What it offers
   drawn with a ``torch.Generator``, linear attention bidirectional and chunked-causal, exact softmax attention
   and FAVOR+ end to end (:mod:`rfkit.gpu.favor`); Macformer's random Maclaurin features, RMFA and its
   vectorised replicates given a draw (:mod:`rfkit.gpu.rmf`); practical and causal EVA with explicit or
-  ``torch.Generator`` noise (:mod:`rfkit.gpu.eva`).
+  ``torch.Generator`` noise (:mod:`rfkit.gpu.eva`); RFA, RA and LARA (Eq 34 proposals, Eq 9 weights) on the
+  positive map (:mod:`rfkit.gpu.lara`).
 * :func:`implementations` — ``{role: callable}`` so that ``rfkit validate --backend torch [--device cuda]``
   runs claims' replicates on torch through the same checks (:mod:`rfkit.gpu.roles`).
 * :func:`make_generator` / :func:`generator_from_rng` — torch randomness seeded from a seed or from a cell's
@@ -58,6 +59,9 @@ __all__ = [
     "rmfa_replicates",
     "eva_practical",
     "eva_causal",
+    "rfa_attention",
+    "ra_attention",
+    "lara_attention",
 ]
 
 _HOMES = {
@@ -68,6 +72,7 @@ _HOMES = {
                      "softmax_attention", "favor_attention"), "favor"),
     **dict.fromkeys(("rmf_features", "rmfa", "rmfa_replicates"), "rmf"),
     **dict.fromkeys(("eva_practical", "eva_causal"), "eva"),
+    **dict.fromkeys(("rfa_attention", "ra_attention", "lara_attention"), "lara"),
 }
 
 

@@ -10,7 +10,8 @@ Roles left out on purpose: those that only complexity claims call (``favor_atten
 which torch allocations do not report to), the structured (H/G-ORF) samplers, which stay numpy-only, and
 ``rmfa`` (its claims exercise per-head draw sharing and cost; :func:`rfkit.gpu.rmf.rmfa` shares one draw) and
 ``eva_practical`` (its claims read :class:`~rfkit.estimators.eva.EvaDetails` diagnostics, which the torch path
-does not produce).
+does not produce), and ``rfa_attention`` / ``lara_attention`` (their claims exercise forms, maps, proposal
+families and weights beyond the torch path's positive-map softmax form with Eq 34/Eq 9).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rfkit.estimators import Features
 from rfkit.estimators.rmf import RMFAResult
 from rfkit.validation.adapters import adapt
 
-from . import eva, favor, rmf
+from . import eva, favor, lara, rmf
 from ._core import TorchFeatures, generator_from_rng
 
 __all__ = ["implementations"]
@@ -86,4 +87,5 @@ def implementations(device: str = "cpu") -> dict[str, Callable]:
     roles["rmf_features"] = _role(rmf.rmf_features, device)
     roles["rmfa_replicates"] = _role(rmf.rmfa_replicates, device)
     roles["eva_causal"] = _role(_numpy_rng_to_generator(eva.eva_causal, device), device)
+    roles["ra_attention"] = _role(_numpy_rng_to_generator(lara.ra_attention, device), device)
     return roles

@@ -17,7 +17,7 @@ from rfkit.validation.engine import backend_implementations, plan, validate  # n
 #: Claims whose every role the torch backend covers (feature maps, linear attention, R-ORF sampling, RMF).
 AGREEMENT_CLAIMS = ["core.linear_attention.exact", "core.causal.no_future_leak", "core.features.unbiased",
                     "core.orf.haar_law", "macformer.derived.rmf_feature_moments", "macformer.thm1.rmfa_unbiased",
-                    "eva.appd.causal_no_future_leak"]
+                    "eva.appd.causal_no_future_leak", "lara.sec4_3.ra_special_case"]
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +33,7 @@ def test_implementations_cover_known_roles_only():
     roles = gpu.implementations("cpu")
     assert set(roles) <= set(known_roles())
     assert {"feature_map.positive", "linear_attention", "orthogonal_projection", "rmf_features",
-            "rmfa_replicates", "eva_causal"} <= set(roles)
+            "rmfa_replicates", "eva_causal", "ra_attention"} <= set(roles)
 
 
 def test_roles_take_and_return_numpy(rng):
