@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import numpy as np
+
 from rfkit.estimators import Features
 from rfkit.estimators.rmf import RMFAResult
 from rfkit.validation.adapters import adapt
@@ -65,9 +67,9 @@ def _numpy_rng_to_generator(fn: Callable, device: str) -> Callable:
 
 
 def _orthogonal_projection(device: str):
-    def sample(m, d, *, rng, norms="chi", size=None, dtype=None):
+    def sample(m, d, *, rng, norms="chi", size=None, dtype=np.float64):
         gen = generator_from_rng(rng, device)
-        return favor.orthogonal_projection(m, d, generator=gen, norms=norms, size=size).cpu().numpy()
+        return favor.orthogonal_projection(m, d, generator=gen, norms=norms, size=size, dtype=dtype).cpu().numpy()
 
     return sample
 

@@ -52,6 +52,7 @@ def test_roles_take_and_return_numpy(rng):
     assert isinstance(sample, np.ndarray) and sample.shape == (2, 4, 4)
     again = roles["orthogonal_projection"](4, 4, rng=np.random.default_rng(0), size=2)
     np.testing.assert_array_equal(sample, again)  # seeded from the cell's numpy generator
+    assert roles["orthogonal_projection"](3, 2, rng=0, dtype=np.float32).dtype == np.float32
 
 
 def test_cells_build_backend_implementations_from_strings():
