@@ -32,6 +32,19 @@ draws. So the torch path lives here as a *thin execution* of the same formulas:
 * parity tests (``tests/test_gpu_*.py``) pin the torch outputs to the numpy reference on identical draws
   (float64 to ~1e-10, float32 to ~1e-4 relative), bidirectional and causal, so the two cannot drift apart;
 * ``torch.autograd.gradcheck`` checks the derivatives on tiny float64 inputs.
+
+Where the data do not depend on the inputs, the numpy code is *called*, not re-executed: the Macformer draw
+(:func:`rfkit.estimators.rmf.draw_rmf`) and its weights ``c_N``, EVA's partitions and causal masks, LARA's segment
+bounds, RMFA's mask routes. Only the tensor algebra is torch's.
+
+Scope and limits
+----------------
+Dense projections only (H/G-ORF operators stay numpy); FAVOR+ without the reproduction options of the numpy
+``favor_attention`` (JAX stabiliser, denominator guard, ``renormalize=False``, scan/parallel causal forms);
+RMFA with one shared draw; EVA with one sample per chunk and no ``EvaDetails``; RFA/RA/LARA on the positive map
+(softmax forms; LARA with Eq 34 proposals and Eq 9 weights) and single ``(N, D)`` inputs. The roles
+:func:`implementations` returns are exactly those whose claims these functions serve in full
+(:mod:`rfkit.gpu.roles` lists the ones left out and why).
 """
 
 from __future__ import annotations
