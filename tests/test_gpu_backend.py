@@ -106,3 +106,17 @@ def test_smoke_verdicts_agree_on_cuda():
     cuda_run = validate(claims, tier="smoke", backend="torch", device="cuda", progress=False)
     assert not cuda_run.failed
     assert [c.verdict for c in cuda_run.claims] == [c.verdict for c in numpy_run.claims]
+
+
+def test_planted_bug_in_the_torch_path_is_refuted(monkeypatch):
+    # Causal attention computed bidirectionally leaks the future: the torch backend must run (and refute) it.
+    def leaky(q_features, k_features, v, *, causal, chunk_size=None):
+        return gpu.linear_attention(q_features, k_features, v, causal=False)
+
+    monkeypatch.setattr("rfkit.gpu.roles._linear_attention", leaky)
+    backend_implementations.cache_clear()
+    try:
+        run = validate([get_claim("core.causal.no_future_leak")], tier="smoke", backend="torch", progress=False)
+    finally:
+        backend_implementations.cache_clear()
+    assert run.claims[0].verdict == "refuted"
