@@ -17,6 +17,10 @@ bidirectional and causal; Macformer's RMFA_exp with a given draw of 256 random M
 (:func:`rfkit.estimators.rmf.rmfa`, p = 2), bidirectional and causal, at every length; and the one-time sampling
 cost of R-ORF, H-ORF and G-ORF projections (``L = null``: no sequence; no matrix products, so no roofline).
 
+Torch-CPU rows: FAVOR+ with positive features and a given R-ORF projection through the torch backend
+(:func:`rfkit.gpu.favor_attention`, features included), bidirectional and causal, at every length (when torch is
+installed; ``peak_bytes`` there misses torch's own allocations, see ``memory_note``).
+
 EVA rows: practical EVA (:func:`rfkit.estimators.eva.eva_practical`, Eq 16) and causal EVA
 (:func:`rfkit.estimators.eva.eva_causal`, Algorithm 2) at every length, blocks of 64 tokens and 64 chunks,
 train mode (the chunk noise is drawn inside the timer), against exact softmax attention.
@@ -288,6 +292,41 @@ def rmfa_cases(lengths: Iterable[int], *, d: int = 64, dtype=np.float64) -> list
     return [_rmfa_case(length, d, RMFA_FEATURES, causal, dtype) for length in lengths for causal in (False, True)]
 
 
+# ---- rfkit torch-CPU backend (rfkit.gpu) ----------------------------------------------------------------
+
+#: What ``peak_bytes`` means on the torch rows: ``tracemalloc`` does not see torch's allocator.
+TORCH_MEMORY_NOTE = "torch allocations are not traced; peak_bytes counts Python-side allocations only"
+
+
+def _torch_favor_case(length: int, d: int, m: int, causal: bool, dtype) -> Case:
+    """FAVOR+ positive features with R-ORF through :func:`rfkit.gpu.favor_attention` on the CPU (features
+    included; ``W`` drawn once outside the timer with a ``torch.Generator``)."""
+    def setup():
+        import torch
+
+        from rfkit import gpu
+
+        q, k, v = (torch.from_numpy(a) for a in _qkv(length, d, d, dtype, 1))
+        omega = gpu.orthogonal_projection(m, d, generator=gpu.make_generator(2, "cpu"), dtype=q.dtype)
+        return lambda: gpu.favor_attention(q, k, v, omega=omega, causal=causal)
+
+    direction = "causal" if causal else "bidirectional"
+    gemms = linear_attention_gemms(length, m, d, causal=causal, chunk=DEFAULT_CHUNK_SIZE)
+    gemms = gemms + feature_map_gemms(length, d, m, batch=2)
+    return Case(f"rfkit torch-CPU favor+ positive ORF ({direction})",
+                dict(L=length, d=d, m=m, dtype=np.dtype(dtype).name, causal=causal), setup, gemms,
+                baseline=f"exact softmax ({direction})", extra=dict(memory_note=TORCH_MEMORY_NOTE))
+
+
+def torch_cpu_cases(lengths: Iterable[int], *, d: int = 64, m: int = 256, dtype=np.float64) -> list[Case]:
+    """The torch-CPU FAVOR+ rows (bidirectional and causal) at each length; none when torch is not installed."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return []
+    return [_torch_favor_case(length, d, m, causal, dtype) for length in lengths for causal in (False, True)]
+
+
 def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.float64) -> list[Case]:
     """FAVOR+-style linear attention vs exact softmax attention, d = 64, m = 256.
 
@@ -317,6 +356,7 @@ def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.flo
             cases.append(_ra_case(length, d))
         cases.append(_lara_case(length, d))
     cases += rmfa_cases(lengths, d=d, dtype=dtype)
+    cases += torch_cpu_cases(lengths, d=d, m=m, dtype=dtype)
     if not custom:
         cases.append(_favor_case(65536, d, m, True, dtype, features_included=True))
     cases += [_sampling_case(projection, m, d, dtype) for projection in ("orthogonal", "hadamard", "givens")]

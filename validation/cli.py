@@ -111,6 +111,20 @@ def _writable(out: Path) -> None:
         raise UsageError(f"cannot write to output folder {out}: {exc.strerror or exc}") from None
 
 
+def _check_backend(backend: str, device: str) -> None:
+    """``--backend torch`` needs torch; ``--device cuda`` needs the torch backend and a CUDA device."""
+    if backend == "numpy":
+        if device != "cpu":
+            raise UsageError(f"--device {device} needs --backend torch (the numpy backend runs on the CPU)")
+        return
+    try:
+        import torch
+    except ImportError:
+        raise UsageError("--backend torch needs PyTorch: pip install 'rfkit[torch]'") from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available to torch (use --device cpu)")
+
+
 def _cmd_validate(args) -> int:
     from rfkit.validation.engine import validate
     from rfkit.validation.report import text_table, write_reports
@@ -123,8 +137,10 @@ def _cmd_validate(args) -> int:
         raise UsageError("no claims selected")
     out = Path(args.out)
     _writable(out)
+    _check_backend(args.backend, args.device)
     run = validate(claims, tier=args.tier, seed=args.seed, alpha=args.alpha, workers=args.workers,
-                   scheduler=args.scheduler, progress=False if args.quiet else None)
+                   scheduler=args.scheduler, backend=args.backend, device=args.device,
+                   progress=False if args.quiet else None)
     write_run(run, out)
     write_reports(run, out, latex=args.latex, figures=not args.no_figures)
     if not args.quiet:
@@ -205,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--scheduler", metavar="ADDRESS", help="run cells on an existing dask scheduler")
     p.add_argument("--fail-on", choices=("refuted", "inconclusive"),
                    help="exit 1 if a claim is refuted (or refuted or inconclusive)")
+    p.add_argument("--backend", choices=("numpy", "torch"), default="numpy",
+                   help="execution backend of the estimators under test (default numpy; torch: rfkit.gpu)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="torch device for --backend torch (default cpu)")
     p.add_argument("--latex", action="store_true", help="also write OUT/verdicts.tex")
     p.add_argument("--no-figures", action="store_true", help="skip the per-claim figures")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")

@@ -24,6 +24,7 @@ Cells whose check raises are reported (the run counts as failed) and make the cl
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -42,7 +43,7 @@ from rfkit.validation.model import TIERS, CellContext, Claim
 from rfkit.validation.stats import Evidence, holm
 
 __all__ = ["CellSpec", "CellOutcome", "VariantVerdict", "ClaimResult", "RunResult", "plan", "run_cell",
-           "decide", "validate", "rfkit_version", "VERDICTS"]
+           "decide", "validate", "rfkit_version", "VERDICTS", "BACKENDS", "backend_implementations"]
 
 VERDICTS = ("supported", "refuted", "inconclusive")
 
@@ -60,6 +61,22 @@ def _spawn_key(*parts: Any) -> tuple[int, ...]:
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     digest = hashlib.sha256(blob).digest()
     return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
+
+
+BACKENDS = ("numpy", "torch")
+
+
+@functools.cache
+def backend_implementations(backend: str, device: str = "cpu") -> Mapping[str, Callable]:
+    """The roles an execution backend runs (``{}`` for numpy, rfkit's own code): built inside each cell's
+    process from ``backend``/``device``, so nothing but these two strings travels to dask workers."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+    if backend == "numpy":
+        return {}
+    from rfkit.gpu import implementations
+
+    return implementations(device)
 
 
 @dataclass(frozen=True)
@@ -91,16 +108,17 @@ class CellSpec:
 
     def context(self) -> CellContext:
         rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=self.spawn_key))
+        impls = {**backend_implementations(self.backend, self.device), **self.implementations}
         return CellContext(self.claim.id, self.variant, dict(self.params), self.tier,
                            self.claim.n_replicates(self.tier), self.alpha, self.power, self.claim.tolerance, rng,
-                           dict(self.implementations), self.backend, self.device, self.restart)
+                           impls, self.backend, self.device, self.restart)
 
     def describe(self) -> dict:
         """JSON-able coordinates of this cell (enough to re-run it: see :func:`spec_from_witness`)."""
         return dict(claim_id=self.claim.id, variant=self.variant, kind=self.kind, restart=self.restart,
                     params=dict(self.params), tier=self.tier, seed=self.seed, alpha_cell=self.alpha,
                     power=self.power, replicates=self.claim.n_replicates(self.tier), backend=self.backend,
-                    implementations=sorted(self.implementations))
+                    device=self.device, implementations=sorted(self.implementations))
 
 
 @dataclass
@@ -369,6 +387,9 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         Run cells on a local dask cluster of ``workers`` processes, or on an existing scheduler.
     implementations : mapping role -> callable
         Third-party estimators to validate in place of rfkit's (see :mod:`rfkit.validation.adapters`).
+    backend, device
+        ``"torch"`` runs the roles :mod:`rfkit.gpu` covers on torch (on ``device``, ``"cpu"`` or ``"cuda"``);
+        explicit ``implementations`` take precedence over them.
     """
     from rfkit.validation.claims import all_claims
 
@@ -376,6 +397,8 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
     if claims is None:
         claims = [c for c in all_claims() if paper is None or c.paper == paper]
         if implementations:
@@ -418,4 +441,4 @@ def spec_from_witness(witness: Mapping, claim: Claim) -> CellSpec:
     """Rebuild the cell that produced a witness (rfkit's own implementations)."""
     return CellSpec(claim, witness["variant"], dict(witness["params"]), witness["tier"], int(witness["seed"]),
                     witness["kind"], witness["restart"], float(witness["alpha_cell"]), float(witness["power"]),
-                    witness.get("backend", "numpy"))
+                    witness.get("backend", "numpy"), witness.get("device", "cpu"))

@@ -1,0 +1,151 @@
+"""Tensor plumbing shared by the torch estimators: input validation, dtypes, generators, factored features.
+
+Nothing here is a formula; the formulas live in the modules that use these helpers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from rfkit.estimators import Features
+from rfkit.estimators._checks import NumericalError
+
+__all__ = ["TorchFeatures", "as_torch_features", "as_tensor", "torch_dtype", "numpy_dtype", "default_device",
+           "make_generator", "generator_from_rng", "check_generator"]
+
+_DTYPES = {torch.float64: np.dtype(np.float64), torch.float32: np.dtype(np.float32)}
+
+
+def default_device() -> torch.device:
+    """``cuda`` when available, else ``cpu``."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    """The torch computation dtype for ``dtype`` (a torch or numpy float64/float32 spec)."""
+    if isinstance(dtype, torch.dtype):
+        if dtype not in _DTYPES:
+            raise TypeError(f"dtype must be float64 or float32, got {dtype}")
+        return dtype
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"dtype must be float64 or float32, got {dtype!r}") from exc
+    for tdt, ndt in _DTYPES.items():
+        if dt == ndt:
+            return tdt
+    raise TypeError(f"dtype must be float64 or float32, got {dt}")
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The numpy dtype of a torch float64/float32 dtype (keys of the numpy modules' constant tables)."""
+    return _DTYPES[torch_dtype(dtype)]
+
+
+def as_tensor(x, name: str, *, dtype=None, device=None, min_ndim: int = 0, ndim: int | None = None,
+              allow_nonfinite: bool = False) -> torch.Tensor:
+    """Validate ``x`` and return it as a floating tensor (no copy when it already fits; autograd kept).
+
+    ``dtype=None`` keeps a float32/float64 tensor's dtype (other inputs become float64); ``device=None``
+    keeps a tensor's device (other inputs go to :func:`default_device`). Raises ``TypeError`` for
+    non-real inputs and ``ValueError`` for a wrong number of dimensions or non-finite entries.
+    """
+    if isinstance(x, torch.Tensor):
+        t = x
+    else:
+        try:
+            arr = np.asarray(x)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be array-like of real numbers: {exc}") from exc
+        if arr.dtype.kind not in "iuf":
+            raise TypeError(f"{name} must hold real numbers (integer or floating), got dtype {arr.dtype}")
+        t = torch.as_tensor(arr)
+    if t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name} must hold real numbers, got dtype {t.dtype}")
+    if dtype is None:
+        dtype = t.dtype if t.dtype in _DTYPES else torch.float64
+    target = torch_dtype(dtype)
+    if ndim is not None and t.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(t.shape)}")
+    if t.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimension(s), got shape {tuple(t.shape)}")
+    if device is None:
+        device = t.device if isinstance(x, torch.Tensor) else default_device()
+    t = t.to(device=device, dtype=target)
+    if not allow_nonfinite and not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).sum())
+        raise ValueError(f"{name} contains {bad} non-finite value(s) (nan or inf)")
+    return t
+
+
+def make_generator(seed: int, device=None) -> torch.Generator:
+    """A ``torch.Generator`` on ``device`` seeded with ``seed``."""
+    gen = torch.Generator(device=torch.device(device) if device is not None else default_device())
+    gen.manual_seed(int(seed))
+    return gen
+
+
+def generator_from_rng(rng, device=None) -> torch.Generator:
+    """A ``torch.Generator`` seeded by one draw from a numpy ``rng`` (a cell's ``ctx.rng``, itself seeded from
+    the cell's ``SeedSequence``), so torch randomness is reproducible from the same root seed."""
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    return make_generator(int(rng.integers(0, 2**63 - 1)), device)
+
+
+def check_generator(generator) -> torch.Generator:
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    return generator
+
+
+@dataclass(frozen=True)
+class TorchFeatures:
+    """Feature matrix in factored form, as :class:`rfkit.estimators.Features`, holding tensors:
+    ``φ(x_i) = values[..., i, :] · exp(log_scale[..., i])``."""
+
+    values: torch.Tensor
+    log_scale: torch.Tensor
+
+    def __post_init__(self):
+        if self.values.ndim < 2 or tuple(self.log_scale.shape) != tuple(self.values.shape[:-1]):
+            raise ValueError(f"TorchFeatures: log_scale shape {tuple(self.log_scale.shape)} must equal values "
+                             f"shape {tuple(self.values.shape)} without its last axis")
+
+    @classmethod
+    def plain(cls, values: torch.Tensor) -> TorchFeatures:
+        return cls(values, torch.zeros(values.shape[:-1], dtype=values.dtype, device=values.device))
+
+    @classmethod
+    def from_numpy(cls, features: Features, device=None, dtype=None) -> TorchFeatures:
+        """Move numpy :class:`~rfkit.estimators.Features` to tensors."""
+        values = as_tensor(features.values, "features.values", dtype=dtype, device=device, allow_nonfinite=True)
+        log_scale = as_tensor(features.log_scale, "features.log_scale", dtype=values.dtype, device=values.device,
+                              allow_nonfinite=True)
+        return cls(values, log_scale)
+
+    def to_numpy(self) -> Features:
+        return Features(self.values.detach().cpu().numpy(), self.log_scale.detach().cpu().numpy())
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.values.dtype
+
+    def dense(self) -> torch.Tensor:
+        """The feature matrix itself; raises :class:`NumericalError` if it overflows."""
+        out = self.values * torch.exp(self.log_scale)[..., None]
+        if not bool(torch.isfinite(out).all()):
+            raise NumericalError("feature values overflow; keep them factored (see TorchFeatures)")
+        return out
+
+
+def as_torch_features(f, name: str, *, dtype=None, device=None) -> TorchFeatures:
+    """Accept :class:`TorchFeatures`, numpy :class:`Features` or a plain ``(..., L, r)`` array/tensor."""
+    if isinstance(f, TorchFeatures):
+        values = as_tensor(f.values, f"{name}.values", dtype=dtype, device=device, allow_nonfinite=True)
+        return TorchFeatures(values, f.log_scale.to(device=values.device, dtype=values.dtype))
+    if isinstance(f, Features):
+        return TorchFeatures.from_numpy(f, device=device, dtype=dtype)
+    return TorchFeatures.plain(as_tensor(f, name, dtype=dtype, device=device, min_ndim=2, allow_nonfinite=True))

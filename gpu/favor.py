@@ -1,0 +1,389 @@
+r"""FAVOR+ on torch tensors: projections drawn with a ``torch.Generator``, the softmax-kernel feature maps, linear
+attention (bidirectional and chunked causal), exact softmax attention and FAVOR+ end to end.
+
+Every function is the torch execution of the numpy reference named in its docstring, with the same formula,
+the same factored stabilisation (:class:`~rfkit.gpu.TorchFeatures`: a row's ``log_scale`` is never
+exponentiated) and the same thresholds (imported from the numpy modules, not restated). Parity with the numpy
+reference on identical draws is tested in ``tests/test_gpu_favor.py``. Operations are out-of-place so that
+autograd flows through every estimate; stabilising shifts are detached (they cancel exactly, so the gradient
+is unchanged).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+
+from rfkit.estimators._checks import (
+    NonPositiveDenominatorWarning,
+    NumericalError,
+    check_choice,
+    check_positive_int,
+)
+from rfkit.estimators.attention import _RANK_ONE_SPREAD, DEFAULT_CHUNK_SIZE, AttentionStats
+from rfkit.estimators.features import _SAFE_EXPONENT
+from rfkit.estimators.projections import NORM_LAWS
+
+from ._core import TorchFeatures, as_tensor, as_torch_features, check_generator, numpy_dtype, torch_dtype
+
+__all__ = [
+    "gaussian_projection",
+    "orthogonal_projection",
+    "draw_projection",
+    "trig_features",
+    "positive_features",
+    "hyperbolic_features",
+    "FEATURE_MAPS",
+    "linear_attention",
+    "softmax_attention",
+    "favor_attention",
+]
+
+# ------------------------------------------------------------------------------------ projections
+
+
+def _lead(size: int | None) -> tuple[int, ...]:
+    return () if size is None else (check_positive_int(size, "size"),)
+
+
+def _standard_normal(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Draws always in float64 (as the numpy samplers), cast by the caller."""
+    return torch.randn(shape, generator=check_generator(generator), device=generator.device, dtype=torch.float64)
+
+
+def gaussian_projection(m: int, d: int, *, generator: torch.Generator, size: int | None = None,
+                        dtype=torch.float64) -> torch.Tensor:
+    """Rows iid ``N(0, I_d)``, shape ``(m, d)`` (or ``(size, m, d)``): torch version of
+    :func:`rfkit.estimators.gaussian_projection`. Randomness: ``generator`` only (its device is used)."""
+    m, d = check_positive_int(m, "m"), check_positive_int(d, "d")
+    return _standard_normal(_lead(size) + (m, d), generator).to(torch_dtype(dtype))
+
+
+def _haar_frame(d: int, k: int, generator: torch.Generator, lead: tuple[int, ...]) -> torch.Tensor:
+    """``k <= d`` Haar-orthonormal rows: sign-fixed thin QR of a ``d×k`` Gaussian (Mezzadri 2007)."""
+    q, r = torch.linalg.qr(_standard_normal(lead + (d, k), generator))
+    signs = torch.where(torch.diagonal(r, dim1=-2, dim2=-1) < 0, -1.0, 1.0)
+    return (q * signs[..., None, :]).mT
+
+
+def _radial(shape: tuple[int, ...], d: int, norms: str, generator: torch.Generator) -> torch.Tensor:
+    """Row norms: ``chi`` as ``‖g‖`` for ``g ~ N(0, I_d)`` (a chi(d) draw), ``sqrt_d`` or ``unit`` constants."""
+    if norms == "chi":
+        return torch.linalg.vector_norm(_standard_normal(shape + (d,), generator), dim=-1)
+    value = math.sqrt(d) if norms == "sqrt_d" else 1.0
+    return torch.full(shape, value, dtype=torch.float64, device=generator.device)
+
+
+def orthogonal_projection(m: int, d: int, *, generator: torch.Generator, norms: str = "chi",
+                          size: int | None = None, dtype=torch.float64) -> torch.Tensor:
+    """Orthogonal random features (R-ORF): torch version of :func:`rfkit.estimators.orthogonal_projection`.
+
+    Haar-orthonormal directions in blocks of ``d`` rows (``⌈m/d⌉`` independent blocks, the last partial) and
+    independent row norms (``chi``: each row marginally ``N(0, I_d)``; ``sqrt_d``; ``unit``). Shape ``(m, d)``
+    or ``(size, m, d)``. Cost ``O(m d²)``. Randomness: ``generator`` only.
+    """
+    m, d = check_positive_int(m, "m"), check_positive_int(d, "d")
+    norms = check_choice(norms, "norms", NORM_LAWS)
+    check_generator(generator)
+    lead = _lead(size)
+    full, rest = divmod(m, d)
+    parts = []
+    if full:
+        parts.append(_haar_frame(d, d, generator, lead + (full,)).reshape(lead + (full * d, d)))
+    if rest:
+        parts.append(_haar_frame(d, rest, generator, lead))
+    directions = torch.cat(parts, dim=-2)
+    return (directions * _radial(lead + (m,), d, norms, generator)[..., None]).to(torch_dtype(dtype))
+
+
+#: Samplers by :func:`draw_projection` name.
+PROJECTIONS = {"iid": gaussian_projection, "orthogonal": orthogonal_projection}
+
+
+def draw_projection(kind: str, m: int, d: int, *, generator: torch.Generator, dtype=torch.float64) -> torch.Tensor:
+    """``W`` (``m×d``) by sampler name, ``iid`` or ``orthogonal`` (chi norms): the dense samplers of
+    :func:`rfkit.estimators.favor.draw_projection`."""
+    kind = check_choice(kind, "projection", PROJECTIONS)
+    return PROJECTIONS[kind](m, d, generator=generator, dtype=dtype)
+
+
+# --------------------------------------------------------------------------------------- features
+
+
+def _project(x, omega, dtype) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(x, x Wᵀ, m)`` (a 1-D ``x`` becomes one row); ``omega`` must be a dense ``(m, d)`` matrix."""
+    if hasattr(omega, "apply"):
+        raise TypeError("structured (H/G-ORF) projections are numpy-only; pass a dense (m, d) omega")
+    x = as_tensor(x, "x", dtype=dtype, min_ndim=1)
+    if x.ndim == 1:
+        x = x[None, :]
+    omega = as_tensor(omega, "omega", dtype=x.dtype, device=x.device, ndim=2)
+    if x.shape[-1] != omega.shape[-1]:
+        raise ValueError(f"x and omega must share their last dimension, got {x.shape[-1]} and {omega.shape[-1]}")
+    return x, x @ omega.mT, omega.shape[0]
+
+
+def _half_sq_norm(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (x * x).sum(dim=-1)
+
+
+def _projection_bound(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """Cauchy-Schwarz bound ``‖x_i‖·max_j ‖ω_j‖`` of ``max_j |ω_jᵀx_i|`` (the numpy reference's bound)."""
+    with torch.no_grad():
+        omega = torch.as_tensor(omega, dtype=x.dtype, device=x.device)
+        return torch.sqrt(4.0 * _half_sq_norm(x) * _half_sq_norm(omega).max())
+
+
+def _unstabilized(values: torch.Tensor) -> TorchFeatures:
+    if not bool(torch.isfinite(values).all()):
+        raise NumericalError("unstabilized features overflow; use stabilize=True")
+    return TorchFeatures.plain(values)
+
+
+def _exp_rows(log_phi: torch.Tensor, row_offset: torch.Tensor, stabilize: bool,
+              row_bound: torch.Tensor) -> TorchFeatures:
+    """Features ``exp(log_phi - row_offset)``, as :func:`rfkit.estimators.features._exp_rows`: rows whose bound
+    exceeds the dtype's safe exponent move their maximum into ``log_scale`` (per row, so causal-safe)."""
+    if stabilize:
+        unsafe = row_bound > _SAFE_EXPONENT[numpy_dtype(log_phi.dtype)]
+        if bool(unsafe.any()):
+            shift = torch.where(unsafe, log_phi.detach().amax(dim=-1), 0.0)
+            log_phi = log_phi - shift[..., None]
+            row_offset = row_offset - shift
+        return TorchFeatures(torch.exp(log_phi), -row_offset)
+    values = torch.exp(log_phi - row_offset[..., None])
+    if bool((values == 0).any()):
+        raise NumericalError("unstabilized positive features underflow to 0; use stabilize=True")
+    return _unstabilized(values)
+
+
+def trig_features(x, omega, *, stabilize: bool = True, dtype=None) -> TorchFeatures:
+    r"""Trigonometric features ``exp(‖x‖²/2)/√m·[sin(Wx), cos(Wx)]`` (Performer Sec 2.3), ``r = 2m``.
+
+    Torch version of :func:`rfkit.estimators.trig_features`: ``x`` ``(..., L, d)`` (or ``(d,)``), ``omega``
+    ``(m, d)``; ``dtype=None`` keeps a float32/float64 tensor's dtype. Cost ``O(Lmd)``; no randomness.
+    """
+    x, proj, m = _project(x, omega, dtype)
+    values = torch.cat([torch.sin(proj), torch.cos(proj)], dim=-1)
+    log_scale = _half_sq_norm(x) - 0.5 * math.log(m)
+    if stabilize:
+        return TorchFeatures(values, log_scale)
+    return _unstabilized(values * torch.exp(log_scale)[..., None])
+
+
+def positive_features(x, omega, *, stabilize: bool = True, dtype=None) -> TorchFeatures:
+    r"""Positive features ``exp(ω_iᵀx - ‖x‖²/2)/√m`` (FAVOR+, Performer Lemma 1), ``r = m``.
+
+    Torch version of :func:`rfkit.estimators.positive_features`; cost ``O(Lmd)``; no randomness.
+    """
+    x, proj, m = _project(x, omega, dtype)
+    return _exp_rows(proj, _half_sq_norm(x) + 0.5 * math.log(m), stabilize, _projection_bound(x, omega))
+
+
+def hyperbolic_features(x, omega, *, stabilize: bool = True, dtype=None) -> TorchFeatures:
+    r"""Hyperbolic features ``exp(±ω_iᵀx - ‖x‖²/2)/√(2m)`` (Performer Lemma 1, SM^hyp+), ``r = 2m``.
+
+    Torch version of :func:`rfkit.estimators.hyperbolic_features`; cost ``O(Lmd)``; no randomness.
+    """
+    x, proj, m = _project(x, omega, dtype)
+    log_phi = torch.cat([proj, -proj], dim=-1)
+    return _exp_rows(log_phi, _half_sq_norm(x) + 0.5 * math.log(2 * m), stabilize, _projection_bound(x, omega))
+
+
+#: Named softmax-kernel feature maps (the keys of :data:`rfkit.estimators.FEATURE_MAPS`).
+FEATURE_MAPS = {"trig": trig_features, "positive": positive_features, "hyperbolic": hyperbolic_features}
+
+# ------------------------------------------------------------------------------------- attention
+
+
+def _with_ones(v: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """``[w·V, w]`` (``w = 1`` by default): one product then yields numerator and denominator."""
+    if weights is None:
+        return torch.cat([v, torch.ones(v.shape[:-1] + (1,), dtype=v.dtype, device=v.device)], dim=-1)
+    weighted = v * weights[..., None]
+    return torch.cat([weighted, weights[..., None].expand(weighted.shape[:-1] + (1,))], dim=-1)
+
+
+def _causal_scan(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chunk: int):
+    """Chunked causal prefix sums: :func:`rfkit.estimators.attention._causal_scan` step for step (row ``i``'s
+    keys weighted by ``exp(kls_j - max_{j'<=i} kls_j')``, rank-one inside a chunk, outliers added exactly)."""
+    qv, kv = qf.values, kf.values
+    lead = torch.broadcast_shapes(qv.shape[:-2], kv.shape[:-2], v.shape[:-2])
+    n = qv.shape[-2]
+    kls = kf.log_scale.detach().expand(lead + (n,))
+    kls_grad = kf.log_scale.expand(lead + (n,))
+    tri = torch.ones(chunk, chunk, dtype=qv.dtype, device=qv.device).tril()
+    spread_limit = _RANK_ONE_SPREAD[numpy_dtype(qv.dtype)]
+    blocks, refs, state, c = [], [], None, None
+    for s in range(0, n, chunk):
+        e = min(s + chunk, n)
+        ls, ls_grad, mask = kls[..., s:e], kls_grad[..., s:e], tri[: e - s, : e - s]
+        running = torch.cummax(ls, dim=-1).values
+        if c is not None:
+            running = torch.maximum(running, c)
+        ref0 = running[..., :1]
+        vo = _with_ones(v[..., s:e, :])
+        masked = (qv[..., s:e, :] @ kv[..., s:e, :].mT) * mask
+        outlier = ls - ref0 > spread_limit
+        gap = torch.where(outlier, -math.inf, ls_grad - ref0)
+        block = (masked @ (vo * torch.exp(gap)[..., None])) * torch.exp(ref0 - running)[..., None]
+        if bool(outlier.any()):
+            expo = torch.where(outlier[..., None, :] & (mask > 0), ls_grad[..., None, :] - running[..., :, None],
+                               -math.inf)
+            block = block + (masked * torch.exp(expo)) @ vo
+        if state is not None:
+            block = block + (qv[..., s:e, :] @ state) * torch.exp(c - running)[..., None]
+        blocks.append(block)
+        refs.append(running)
+        top = ls.amax(dim=-1, keepdim=True)
+        c_new = top if c is None else torch.maximum(c, top)
+        update = ((vo * torch.exp(ls_grad - c_new)[..., None]).mT @ kv[..., s:e, :]).mT
+        state = update if state is None else state * torch.exp(c - c_new)[..., None] + update
+        c = c_new
+    return torch.cat(blocks, dim=-2), torch.cat(refs, dim=-1)
+
+
+def _buffers(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, causal: bool, chunk: int):
+    """``[numerator | denominator]`` on a stabilised scale and ``log_ref`` (true = stabilised·e^{log_ref})."""
+    if causal:
+        buf, key_ref = _causal_scan(qf, kf, v, chunk)
+    else:
+        key_ref = kf.log_scale.detach().amax(dim=-1, keepdim=True)
+        weights = torch.exp(kf.log_scale - key_ref)
+        buf = qf.values @ (kf.values.mT @ _with_ones(v, weights))
+    return buf, qf.log_scale.detach() + key_ref
+
+
+def _first_bad_row(bad: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.nonzero(bad)[0])
+
+
+def _normalize(buf: torch.Tensor, log_ref: torch.Tensor, inputs: dict[str, torch.Tensor]):
+    """Divide ``[num | den]``; a zero or non-finite renormaliser raises, ``D̂ <= 0`` warns (numpy semantics)."""
+    num, den = buf[..., :-1], buf[..., -1]
+    out = num / den[..., None]
+    if not bool(torch.isfinite(out).all()):
+        for name, arr in inputs.items():
+            if not bool(torch.isfinite(arr).all()):
+                raise ValueError(f"{name} contains non-finite values (nan or inf)")
+        bad = ~torch.isfinite(out).all(dim=-1)
+        raise NumericalError(f"{int(bad.sum())} attention row(s) have a zero or non-finite renormaliser "
+                             f"(first at index {_first_bad_row(bad)}); the estimate is undefined there")
+    with torch.no_grad():
+        nonpos = int((den <= 0).sum())
+        true_den = torch.sign(den) * torch.exp(torch.log(torch.abs(den)) + log_ref)
+        stats = AttentionStats(float(true_den.min()), nonpos, int(den.numel()))
+    if nonpos:
+        warnings.warn(f"{nonpos} of {den.numel()} renormalisers are <= 0 (min {stats.min_denominator:.3g}); "
+                      "signed features make the estimate unstable", NonPositiveDenominatorWarning, stacklevel=3)
+    return out, stats
+
+
+def _check_attention_shapes(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, causal: bool) -> None:
+    if qf.values.shape[-1] != kf.values.shape[-1]:
+        raise ValueError(f"q_features and k_features must share their last dimension, got "
+                         f"{qf.values.shape[-1]} and {kf.values.shape[-1]}")
+    if kf.values.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k_features and v must have the same number of rows, got {kf.values.shape[-2]} and "
+                         f"{v.shape[-2]}")
+    if causal and qf.values.shape[-2] != kf.values.shape[-2]:
+        raise ValueError(f"causal attention needs as many queries as keys, got N={qf.values.shape[-2]} and "
+                         f"M={kf.values.shape[-2]}")
+
+
+def linear_attention(q_features, k_features, v, *, causal: bool = False, chunk_size: int | None = None,
+                     return_stats: bool = False, dtype=None):
+    r"""Linear attention ``D̂⁻¹Q'((K')ᵀV)``, ``D̂ = diag(Q'((K')ᵀ1))`` (Performer Eq 4, Algorithm 1; Eq 11
+    causally): torch version of :func:`rfkit.estimators.linear_attention`.
+
+    Parameters
+    ----------
+    q_features, k_features : TorchFeatures, numpy Features, or array/tensor ``(..., L, r)``
+    v : array or tensor ``(..., M, d_v)``
+    causal : bool
+        Chunked prefix sums (``chunk_size``, default :data:`~rfkit.estimators.attention.DEFAULT_CHUNK_SIZE`).
+    return_stats : bool
+        Also return :class:`~rfkit.estimators.attention.AttentionStats`.
+    dtype : float64 or float32, optional
+        Default: the query features' dtype. The device is the query features' device.
+
+    Notes
+    -----
+    Cost ``O(L·r·d_v)`` bidirectional, plus ``O(L·chunk·(r + d_v))`` causal. No randomness.
+    """
+    qf = as_torch_features(q_features, "q_features", dtype=dtype)
+    kf = as_torch_features(k_features, "k_features", dtype=qf.dtype, device=qf.values.device)
+    v = as_tensor(v, "v", dtype=qf.dtype, device=qf.values.device, min_ndim=2, allow_nonfinite=True)
+    _check_attention_shapes(qf, kf, v, causal)
+    chunk = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
+    buf, log_ref = _buffers(qf, kf, v, causal, chunk)
+    inputs = {"q_features": qf.values, "q_features.log_scale": qf.log_scale, "k_features": kf.values,
+              "k_features.log_scale": kf.log_scale, "v": v}
+    out, stats = _normalize(buf, log_ref, inputs)
+    return (out, stats) if return_stats else out
+
+
+def softmax_attention(q, k, v, *, scale: float | None = None, causal: bool = False, dtype=None) -> torch.Tensor:
+    r"""Exact ``softmax(scale·QKᵀ)V`` with a row-wise shift taken after masking (torch version of
+    :func:`rfkit.estimators.softmax_attention`; ``scale = 1/√d`` by default). Cost ``O(NMd)``, memory ``O(NM)``."""
+    q = as_tensor(q, "q", dtype=dtype, min_ndim=2)
+    k = as_tensor(k, "k", dtype=q.dtype, device=q.device, min_ndim=2)
+    v = as_tensor(v, "v", dtype=q.dtype, device=q.device, min_ndim=2)
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit")
+    n, m = q.shape[-2], k.shape[-2]
+    if causal and n != m:
+        raise ValueError(f"causal attention needs as many queries as keys, got N={n} and M={m}")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    logits = (q @ k.mT) * scale
+    if causal:
+        attend = torch.ones(n, m, dtype=torch.bool, device=q.device).tril()
+        logits = torch.where(attend, logits, -math.inf)
+    weights = torch.exp(logits - logits.detach().amax(dim=-1, keepdim=True))
+    return (weights @ v) / weights.sum(dim=-1, keepdim=True)
+
+
+def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "orthogonal", m: int = 256,
+                    omega=None, generator: torch.Generator | None = None, scale_inputs: bool = True,
+                    causal: bool = False, chunk_size: int | None = None, return_stats: bool = False, dtype=None):
+    r"""FAVOR+ attention (Performer Algorithm 1): torch version of :func:`rfkit.estimators.favor.favor_attention`
+    for dense projections.
+
+    Parameters
+    ----------
+    q, k : array or tensor ``(..., L, d)``; v : ``(..., L, d_v)``
+    kind : {"trig", "positive", "hyperbolic"}
+    projection : {"iid", "orthogonal"}
+        Sampler for ``W`` when ``omega`` is not given (chi norms; R-ORF by default).
+    m : int
+        Number of projections.
+    omega : tensor ``(m, d)``, optional
+        Explicit projection (then ``generator`` is not needed).
+    generator : torch.Generator
+        Randomness of the projection; required when it is drawn.
+    scale_inputs : bool
+        Use ``q/d^{1/4}``, ``k/d^{1/4}`` (Performer's ``A = exp(QKᵀ/√d)``).
+    causal, chunk_size, return_stats
+        As in :func:`linear_attention`.
+
+    Notes
+    -----
+    Cost: features ``O(Lmd)``, buffers ``O(L·r·d_v)``.
+    """
+    kind = check_choice(kind, "kind", FEATURE_MAPS)
+    q = as_tensor(q, "q", dtype=dtype, min_ndim=2)
+    k = as_tensor(k, "k", dtype=q.dtype, device=q.device, min_ndim=2)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share their last dimension, got {q.shape[-1]} and {k.shape[-1]}")
+    d = q.shape[-1]
+    if omega is None:
+        if generator is None:
+            raise ValueError("favor_attention needs a torch.Generator to draw the projection (or an explicit omega)")
+        omega = draw_projection(projection, m, d, generator=generator, dtype=q.dtype)
+    omega = as_tensor(omega, "omega", dtype=q.dtype, device=q.device, ndim=2)
+    scale = d ** -0.25 if scale_inputs else 1.0
+    fmap = FEATURE_MAPS[kind]
+    qf, kf = fmap(q * scale, omega), fmap(k * scale, omega)
+    return linear_attention(qf, kf, v, causal=causal, chunk_size=chunk_size, return_stats=return_stats)

@@ -1,0 +1,93 @@
+"""The torch backend's implementations of the claims' roles (:func:`rfkit.validation.adapters.known_roles`).
+
+Each role callable takes and returns what the numpy role takes and returns (numpy arrays, numpy
+:class:`~rfkit.estimators.Features`, numpy generators), so checks run unchanged: arrays travel through
+:func:`rfkit.validation.adapters.adapt` (float64 tensors on ``device``), factored features are moved here,
+and a role that draws converts the cell's numpy ``rng`` into a ``torch.Generator`` seeded from it.
+
+Roles left out on purpose: those that only complexity claims call (``favor_attention``,
+``favor_from_features``, ``softmax_attention``: their checks measure numpy's time and ``tracemalloc`` memory,
+which torch allocations do not report to), the structured (H/G-ORF) samplers, which stay numpy-only, and
+``rmfa`` (its claims exercise per-head draw sharing and cost; :func:`rfkit.gpu.rmf.rmfa` shares one draw) and
+``eva_practical`` (its claims read :class:`~rfkit.estimators.eva.EvaDetails` diagnostics, which the torch path
+does not produce), and ``rfa_attention`` / ``lara_attention`` (their claims exercise forms, maps, proposal
+families and weights beyond the torch path's positive-map softmax form with Eq 34/Eq 9).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numpy as np
+
+from rfkit.estimators import Features
+from rfkit.estimators.rmf import RMFAResult
+from rfkit.validation.adapters import adapt
+
+from . import eva, favor, lara, rmf
+from ._core import TorchFeatures, generator_from_rng
+
+__all__ = ["implementations"]
+
+
+def _to_backend(obj, device):
+    return TorchFeatures.from_numpy(obj, device=device) if isinstance(obj, Features) else obj
+
+
+def _from_backend(obj):
+    if isinstance(obj, TorchFeatures):
+        return obj.to_numpy()
+    return rmf.result_to_numpy(obj) if isinstance(obj, RMFAResult) else obj
+
+
+def _role(fn: Callable, device: str) -> Callable:
+    """``fn`` behind :func:`~rfkit.validation.adapters.adapt` with factored features converted both ways."""
+    adapted = adapt(fn, backend="torch", device=device)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        args = [_to_backend(a, device) for a in args]
+        kwargs = {k: _to_backend(v, device) for k, v in kwargs.items()}
+        return _from_backend(adapted(*args, **kwargs))
+
+    return call
+
+
+def _numpy_rng_to_generator(fn: Callable, device: str) -> Callable:
+    """``fn`` taking ``generator=`` called with a cell's ``rng=`` (a ``torch.Generator`` seeded from it)."""
+
+    @functools.wraps(fn)
+    def call(*args, rng=None, **kwargs):
+        if rng is not None:
+            kwargs["generator"] = generator_from_rng(rng, device)
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def _orthogonal_projection(device: str):
+    def sample(m, d, *, rng, norms="chi", size=None, dtype=np.float64):
+        gen = generator_from_rng(rng, device)
+        return favor.orthogonal_projection(m, d, generator=gen, norms=norms, size=size, dtype=dtype).cpu().numpy()
+
+    return sample
+
+
+def _linear_attention(q_features, k_features, v, *, causal, chunk_size=None):
+    return favor.linear_attention(q_features, k_features, v, causal=causal, chunk_size=chunk_size)
+
+
+def implementations(device: str = "cpu") -> dict[str, Callable]:
+    """``{role: callable}`` for every role the torch backend covers, computing on ``device``.
+
+    The callables take and return numpy objects (see the module docstring); inputs become float64 tensors.
+    """
+    roles = {f"feature_map.{kind}": _role(fmap, device) for kind, fmap in favor.FEATURE_MAPS.items()}
+    roles["linear_attention"] = _role(_linear_attention, device)
+    roles["orthogonal_projection"] = _orthogonal_projection(device)
+    roles["rmf_features"] = _role(rmf.rmf_features, device)
+    roles["rmfa_replicates"] = _role(rmf.rmfa_replicates, device)
+    roles["eva_causal"] = _role(_numpy_rng_to_generator(eva.eva_causal, device), device)
+    roles["ra_attention"] = _role(_numpy_rng_to_generator(lara.ra_attention, device), device)
+    return roles
