@@ -9,6 +9,7 @@ import html
 import json
 import math
 from collections import Counter
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,7 +199,8 @@ def figure_spec(result: ClaimResult) -> FigureSpec | None:
             continue
         ev = o.evidence
         half = 1.96 * ev.stderr if math.isfinite(ev.stderr) and ev.stderr > 0 else 0.0
-        rows.append(dict(o.spec.params, variant=o.spec.variant, estimate=ev.estimate, prediction=ev.prediction,
+        params = {k: v if isinstance(v, Hashable) else str(v) for k, v in o.spec.params.items()}  # e.g. a list of L
+        rows.append(dict(params, variant=o.spec.variant, estimate=ev.estimate, prediction=ev.prediction,
                          half_width=half))
     frame = pd.DataFrame(rows)
     if frame.empty or not np.isfinite(frame["estimate"]).any():
