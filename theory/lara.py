@@ -52,6 +52,7 @@ __all__ = [
     "mixture_moments",
     "log_is_weight_second_moment",
     "is_weight_second_moment",
+    "log_is_weight_moment",
     "kernel_relative_variance",
     "ra_mse",
     "snis_delta_bias_variance",
@@ -110,6 +111,33 @@ def log_is_weight_second_moment(q, k, mu) -> np.ndarray:
     a = q[:, None, :] + k[None, :, :] - np.broadcast_to(np.asarray(mu, dtype=np.float64), q.shape)[:, None, :]
     gram = np.einsum("nmd,npd->nmp", a, a)
     return logsumexp(log_pi[:, :, None] + log_pi[:, None, :] + gram, axis=(1, 2))
+
+
+def log_is_weight_moment(q, k, mu, power: int) -> np.ndarray:
+    r"""``log E_{N(μ, I)}[(p_n(ω)/q(ω))^j]`` for ``j = power`` in ``{1, 2, 3, 4}``, shape ``(N,)``.
+
+    ``∫ Π_{i=1}^j N(ω; a_i, I) / N(ω; 0, I)^{j-1} dω = exp(Σ_{i<i'} a_i·a_{i'})`` (complete the square), with
+    ``a_i = q_n + k_{m_i} - μ``; summing over the ``M^j`` index tuples with weights ``Π π_{n m_i}`` gives
+    ``LSE_{m_1..m_j}(Σ_i log π_{n m_i} + Σ_{i<i'} a_{m_i}·a_{m_i'})``. ``j = 2`` is
+    :func:`log_is_weight_second_moment`; the fourth moment sizes the standard deviation of squared weights.
+    Cost ``O(N·M^j + N·M²D)``.
+    """
+    if power not in (1, 2, 3, 4):
+        raise ValueError(f"power must be 1, 2, 3 or 4, got {power}")
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    log_pi = softmax_log_weights(q, k)[0]                                        # (N, M)
+    a = q[:, None, :] + k[None, :, :] - np.broadcast_to(np.asarray(mu, dtype=np.float64), q.shape)[:, None, :]
+    gram = np.einsum("nmd,npd->nmp", a, a)                                       # (N, M, M)
+    n, m = log_pi.shape
+    total = np.zeros((n,) + (m,) * power)
+    for i in range(power):
+        total = total + log_pi.reshape((n,) + (1,) * i + (m,) + (1,) * (power - 1 - i))
+        for j in range(i + 1, power):
+            shape = [n] + [1] * power
+            shape[1 + i], shape[1 + j] = m, m
+            total = total + gram.reshape(shape)
+    return logsumexp(total.reshape(n, -1), axis=-1)
 
 
 def is_weight_second_moment(q, k, mu) -> np.ndarray:

@@ -8,6 +8,6 @@ Register: ``../shared/claims/lara.md``; seed text ``000_d62fa2cae7f5a446.txt``. 
 * :mod:`.inputs` — the register's input generators (G-gauss, G-norm, G-peaked, G-smooth, G-degenerate).
 """
 
-from . import identities
+from . import identities, statistical
 
-CLAIMS = [*identities.CLAIMS]
+CLAIMS = [*identities.CLAIMS, *statistical.CLAIMS]
