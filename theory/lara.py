@@ -114,16 +114,16 @@ def log_is_weight_second_moment(q, k, mu) -> np.ndarray:
 
 
 def log_is_weight_moment(q, k, mu, power: int) -> np.ndarray:
-    r"""``log E_{N(μ, I)}[(p_n(ω)/q(ω))^j]`` for ``j = power`` in ``{1, 2, 3, 4}``, shape ``(N,)``.
+    r"""``log E_{N(μ, I)}[(p_n(ω)/q(ω))^j]`` for ``j = power`` in ``{1, ..., 6}``, shape ``(N,)``.
 
     ``∫ Π_{i=1}^j N(ω; a_i, I) / N(ω; 0, I)^{j-1} dω = exp(Σ_{i<i'} a_i·a_{i'})`` (complete the square), with
     ``a_i = q_n + k_{m_i} - μ``; summing over the ``M^j`` index tuples with weights ``Π π_{n m_i}`` gives
     ``LSE_{m_1..m_j}(Σ_i log π_{n m_i} + Σ_{i<i'} a_{m_i}·a_{m_i'})``. ``j = 2`` is
-    :func:`log_is_weight_second_moment`; the fourth moment sizes the standard deviation of squared weights.
-    Cost ``O(N·M^j + N·M²D)``.
+    :func:`log_is_weight_second_moment`; the fourth and sixth moments give the standard deviation and skewness
+    of squared weights. Cost ``O(N·M^j + N·M²D)``.
     """
-    if power not in (1, 2, 3, 4):
-        raise ValueError(f"power must be 1, 2, 3 or 4, got {power}")
+    if power not in range(1, 7):
+        raise ValueError(f"power must be an integer in 1..6, got {power}")
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
     log_pi = softmax_log_weights(q, k)[0]                                        # (N, M)

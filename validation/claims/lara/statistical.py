@@ -644,4 +644,555 @@ RFA_CONSISTENT = Claim(
     notes="Cells whose E_q[w²] exceeds S_max/4 are flagged pre-asymptotic (inconclusive), not judged; S extends to "
           "2^16 at the full tier (the register's range).",
 )
-CLAIMS = [EQ1_KERNEL, KERNEL_VARIANCE, IS_UNBIASED, PROP32, RA_UNBIASED, RFA_BIASED, RFA_CONSISTENT]
+
+
+# ================================================================ Eq 30: the mixture sampler and its moments
+
+#: Standardised deviation that matters: |Δmean|/sd, relative variance error, KS distance.
+SAMPLER_TOL = 0.05
+
+
+def _mixture_draws(ctx: CellContext, q_row, k, R: int) -> np.ndarray:
+    """``R`` draws of Eq 30 for one query (``z ~ π_n``, ``ε ~ N(0, I)``, ``ω = q_n + k_z + ε``): ``(R, D)``."""
+    draw = ctx.impl("draw_ra", ra_est.draw_ra)
+    draws = draw(q_row[None], k, R, rng=ctx.rng)
+    return ra_est.ra_samples(q_row[None], k, draws)[0]
+
+
+def _moment_parts(ctx: CellContext, omega, mean, cov, parts: int) -> list[Evidence]:
+    """Mean and variance along a random direction and along the top principal axis of the predicted covariance."""
+    top = np.linalg.eigh(cov)[1][:, -1]
+    out = []
+    for u in (_direction(ctx, omega.shape[1]), top):
+        var = float(u @ cov @ u)
+        proj = (omega - mean) @ u
+        out.append(mean_test(proj, 0.0, scale=math.sqrt(var), sd=math.sqrt(var), **_sub(ctx, parts)))
+        out.append(mean_test(proj**2, var, scale=var, **_sub(ctx, parts)))
+    return out
+
+
+def _sampler_inputs(ctx: CellContext):
+    p = ctx.params
+    return _cell_inputs(ctx, 1, p["M"])
+
+
+def _mixture_moments_cell(ctx: CellContext) -> Evidence:
+    q, k, _ = _sampler_inputs(ctx)
+    mean, cov = theory.mixture_moments(q, k)
+    omega = _mixture_draws(ctx, q[0], k, ctx.replicates)
+    return combine(_moment_parts(ctx, omega, mean[0], cov[0], 4))
+
+
+def _eq30_cell(ctx: CellContext) -> Evidence:
+    q, k, _ = _sampler_inputs(ctx)
+    mean, cov = theory.mixture_moments(q, k)
+    omega = _mixture_draws(ctx, q[0], k, ctx.replicates)
+    u = _direction(ctx, q.shape[1])
+    pi = np.exp(ra_est.softmax_log_weights(q, k)[0][0])
+    centers = (q[0] + k) @ u                                                  # the projected mixture, exactly
+    cdf = lambda t: sps.norm.cdf(np.subtract.outer(np.asarray(t), centers)) @ pi  # noqa: E731
+    parts = _moment_parts(ctx, omega, mean[0], cov[0], 5)
+    parts.append(ks_test(omega @ u, cdf, **_sub(ctx, 5)))
+    return combine(parts)
+
+
+SAMPLER_GRID = {"smoke": dict(d=[2], M=[50], logit_std=[1.0], inputs=["gauss"]),
+                "quick": dict(d=[1, 2, 16], M=[1, 2, 50], logit_std=[0.25, 4.0], inputs=["gauss", "peaked"]),
+                "full": dict(d=[1, 2, 16], M=[1, 2, 50, 196], logit_std=[0.25, 1.0, 4.0], inputs=["gauss", "peaked"])}
+
+
+def _sampler_domain(p, v) -> bool:
+    return (p["inputs"] == "gauss" or p["logit_std"] == 4.0) and not (p["M"] == 1 and p["inputs"] == "peaked")
+
+
+EQ30_SAMPLER = Claim(
+    id="lara.eq30.mixture_sampler", paper="lara", source="G.2 Eqs 29-30; Alg 1",
+    statement="Drawing z_n ~ Categorical(π_n) (one-hot a_n), ε ~ N(0, I) and ω_n = Σ_m a_nm(q_n + k_m) + ε gives a sample "
+              "from p_n(ω) = Σ_m π_nm N(ω; q_n + k_m, I).",
+    kind="expectation",
+    hypotheses="π_n from flat (logit std 0.25) to near one-hot (logit std 4, G-peaked); mean and variance along a "
+               "random direction and the top principal axis against lara.derived.mixture_moments; the projected law "
+               "against the exact 1-D mixture CDF (Kolmogorov-Smirnov)",
+    tolerance=SAMPLER_TOL, units="|Δmean|/sd, relative variance error, KS distance",
+    cell=_eq30_cell, grid=SAMPLER_GRID, where=_sampler_domain,
+    replicates={"smoke": 40_000, "quick": 40_000, "full": 200_000},
+    roles=("draw_ra",), plot_x="M",
+    notes="The register's two-sample energy/MMD test against an independent sampler is replaced by the exact test "
+          "of the projected law: a projection of the mixture is the 1-D mixture Σ π_m N(u·(q + k_m), 1).",
+)
+
+MIXTURE_MOMENTS = Claim(
+    id="lara.derived.mixture_moments", paper="lara", source="register: derived prediction (from Eq 5)",
+    statement="E_{p_n}[ω] = q_n + K^Tπ_n and Cov_{p_n}[ω] = I + Σ_m π_nm (k_m - K^Tπ_n)(k_m - K^Tπ_n)^T.",
+    kind="moment",
+    hypotheses="moments of the Eq 30 sampler; π_n from flat to near one-hot",
+    tolerance=SAMPLER_TOL, units="|Δmean|/sd, relative variance error",
+    cell=_mixture_moments_cell, grid=SAMPLER_GRID, where=_sampler_domain,
+    replicates={"smoke": 40_000, "quick": 40_000, "full": 200_000},
+    roles=("draw_ra",), plot_x="M",
+)
+
+
+# ======================================================================= E_q[(p_n/q)²] (derived)
+
+#: Relative error of the second moment that matters (Monte Carlo) / of quadrature (D = 1).
+SECOND_MOMENT_TOL = 0.05
+
+
+def _weight_moment_cell(ctx: CellContext) -> Evidence:
+    p = ctx.params
+    q, k, _ = _cell_inputs(ctx, 1, p["M"])
+    mean = ra_est.attention_mixture(q, k).mean()[0]
+    mu_q = mean + p["distance"] * unit_vectors(ctx.rng, 1, q.shape[1])[0]
+    m2, m4, m6 = (float(np.exp(theory.log_is_weight_moment(q, k, mu_q, j)[0])) for j in (2, 4, 6))
+    predicted = float(theory.is_weight_second_moment(q, k, mu_q)[0])
+    sd = math.sqrt(max(m4 - m2**2, 0.0))
+    skew = (m6 - 3 * m4 * m2 + 2 * m2**3) / sd**3 if sd > 0 else 0.0
+    R = int(min(MC_MAX_REPLICATES, max(MIN_REPLICATES, required_replicates(
+        sd / predicted, skewness=skew, **_sub(ctx, 2)))))
+    omega = mu_q + ctx.rng.standard_normal((R, q.shape[1]))
+    w2 = np.exp(2 * (_log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q)))
+    parts = [mean_test(w2, predicted, scale=predicted, sd=sd, skewness=skew, **_sub(ctx, 2))]
+    if q.shape[1] == 1:
+        grid = np.arange(min(mu_q[0], mean[0]) - 40, max(mu_q[0], mean[0]) + 40, 0.01)[:, None]
+        log_i = 2 * _log_mixture(q[0], k, grid) - rfa_est.log_normal(grid, mu_q)
+        quad = float(np.exp(log_i).sum() * 0.01)
+        parts.append(exact_test(quad / QUADRATURE_THRESHOLD * SECOND_MOMENT_TOL, predicted / QUADRATURE_THRESHOLD
+                                * SECOND_MOMENT_TOL, tolerance=ctx.tolerance, scale=predicted))
+    return combine(parts, extra=dict(predicted=predicted, fourth_moment=m4, skewness=skew, replicates=R))
+
+
+IS_WEIGHT_SECOND_MOMENT = Claim(
+    id="lara.derived.is_weight_second_moment", paper="lara", source="register: derived prediction (from Eq 5)",
+    statement="For q = N(μ, I) and the target p_n (Eq 5), E_q[(p_n/q)²] = Σ_m Σ_m' π_nm π_nm' exp((q_n + k_m - μ)·"
+              "(q_n + k_m' - μ)).",
+    kind="moment",
+    hypotheses="proposals at distance 0-2 from the mixture mean (where the Monte Carlo estimate is informative: its "
+               "exact sd from the fourth moment exp(Σ_{i<j} a_i·a_j) sizes the test); quadrature for D = 1",
+    tolerance=SECOND_MOMENT_TOL, units="relative error (quadrature part: relative error / 1e-8, rescaled)",
+    cell=_weight_moment_cell,
+    grid={"smoke": dict(d=[1, 4], M=[4], distance=[1.0], logit_std=[0.5]),
+          "quick": dict(d=[1, 4], M=[1, 4], distance=[0.0, 1.0], logit_std=[0.5, 1.0]),
+          "full": dict(d=[1, 2, 8], M=[1, 4, 8], distance=[0.0, 0.5, 1.0, 2.0], logit_std=[0.25, 0.5, 1.0])},
+    plot_x="distance",
+    notes="Replicates sized from the exact sd and skewness of w² (fourth and sixth moments, rfkit.theory.lara."
+          "log_is_weight_moment), capped at 4e5; cells beyond the cap report themselves underpowered.",
+)
+
+
+# ======================================================== RA's MSE decomposition and biased RA (G.2, Eq 31)
+
+#: Single-sample draws used for reference means and covariances (10x a test's replicates).
+RA_REFERENCE_DRAWS = 60_000
+
+
+def _integrand_draws(ctx: CellContext, q_row, k, v, R: int, law: str) -> np.ndarray:
+    """``f_n(ω)`` at ``R`` draws of ω from RA's ``p_n`` (``law="ra"``) or biased RA's ``N(q_n + K^Tπ_n, I)``."""
+    if law == "ra":
+        omega = _mixture_draws(ctx, q_row, k, R)
+    else:
+        omega = ra_est.attention_mixture(q_row[None], k).mean()[0] + ctx.rng.standard_normal((R, q_row.size))
+    return rfa_est.key_statistics(k, v, omega).F
+
+
+def _reference_moments(ctx: CellContext, q_row, k, v, law: str) -> tuple[np.ndarray, float]:
+    f = _integrand_draws(ctx, q_row, k, v, RA_REFERENCE_DRAWS, law)
+    mean = f.mean(axis=0)
+    return mean, float(((f - mean) ** 2).sum(-1).mean())
+
+
+#: Relative error of the predicted MSE that matters.
+MSE_TOL = 0.1
+
+
+def _ra_mse_cell(ctx: CellContext) -> Evidence:
+    p = ctx.params
+    q, k, v = _cell_inputs(ctx, p["N"])
+    mu = _softmax_rows(q[:1], k, v)[0]
+    mean_f, trace = _reference_moments(ctx, q[0], k, v, ctx.variant)
+    predicted = theory.ra_mse(mean_f, trace, mu, p["S"])
+    if ctx.variant == "ra":
+        y = _ra_replicates(ctx, q[:1], k, v, p["S"], ctx.replicates)[:, 0]
+    else:
+        y = _biased_replicates(ctx, q[:1], k, v, p["S"], ctx.replicates)[:, 0]
+    sq = ((y - mu) ** 2).sum(-1)
+    bound = float(((v - mean_f) ** 2).sum(-1).max())
+    parts = [mean_test(sq, predicted, scale=predicted, **_sub(ctx, 2)),
+             margin_evidence((bound - trace) / MSE_TOL, tolerance=ctx.tolerance, scale=bound)]
+    return combine(parts, extra=dict(predicted=predicted, trace_cov=trace, bound=bound))
+
+
+RA_MSE = Claim(
+    id="lara.derived.ra_mse_decomposition", paper="lara", source="register: derived prediction (from §3.2, Eq 31)",
+    statement="MSE_n(S) = ‖E_{p_n}[f_n] - μ_n‖² + (1/S) tr Cov_{p_n}(f_n); for the positive map tr Cov_{p_n}(f_n) <= "
+              "max_m ‖v_m - E_{p_n}[f_n]‖²; the same holds for biased RA with p_n replaced by N(K^Tπ_n + q_n, I).",
+    kind="moment",
+    hypotheses="E_{p_n}[f_n] and tr Cov from 6e4 independent single-sample draws (reference); the MSE of S-sample "
+               "estimates from independent replicates",
+    tolerance=MSE_TOL, units="relative error of the MSE prediction; bound violation relative to the bound / 0.1",
+    cell=_ra_mse_cell,
+    grid={"smoke": dict(S=[1, 4], d=[4], N=[16], logit_std=[1.0]),
+          "quick": dict(S=[1, 4, 16], d=[1, 16], N=[16, 64], logit_std=[0.5, 2.0]),
+          "full": dict(S=[1, 2, 4, 16, 64], d=[1, 16, 64], N=[16, 196], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0])},
+    replicates={"smoke": 6_000, "quick": 6_000, "full": 60_000},
+    variants=("ra", "biased_ra"), variant_notes={"ra": "unbiased RA, ω ~ p_n", "biased_ra": "Eq 31, ω ~ N(q_n + K^Tπ_n, I)"},
+    roles=("ra_attention", "biased_ra_attention"), plot_x="S",
+)
+
+#: "Non-negligible" bias of biased RA: at least 10% of unbiased RA's single-sample standard deviation.
+BIASED_RA_CLAIMED = 0.1
+
+
+def _biased_bias_cell(ctx: CellContext) -> Evidence:
+    p = ctx.params
+    q, k, v = _cell_inputs(ctx, p["N"])
+    mu = _softmax_rows(q[:1], k, v)[0]
+    _, trace_ra = _reference_moments(ctx, q[0], k, v, "ra")
+    sd_ra = math.sqrt(trace_ra)
+    if ctx.variant == "eval":
+        y = ra_est.biased_ra_attention(q[:1], k, v, eval_mode="mean")[0]
+        size = float(np.linalg.norm(y - mu)) / sd_ra
+        return margin_evidence(size - BIASED_RA_CLAIMED, tolerance=ctx.tolerance, extra=dict(bias_over_sd=size))
+    pilot = _biased_replicates(ctx, q[:1], k, v, 1, ctx.replicates // 4)[:, 0].mean(axis=0) - mu
+    direction = pilot / max(float(np.linalg.norm(pilot)), 1e-300)
+    y = _biased_replicates(ctx, q[:1], k, v, 1, ctx.replicates)[:, 0]
+    extra = dict(bias_norm_sq_over_mu_sq=float(pilot @ pilot / (mu @ mu)), bias_norm_sq_over_trace=float(pilot @ pilot)
+                 / trace_ra)
+    return _at_least((y - mu) @ direction, BIASED_RA_CLAIMED, sd_ra, ctx, extra=extra)
+
+
+BIASED_RA_BIAS = Claim(
+    id="lara.eq31.biased_ra_bias", paper="lara", source="G.2 (biased variant of RA); Eq 31",
+    statement="Drawing ω' = K^Tπ_n + q_n + ε instead of the mixture sample introduces a non-negligible sampling bias in "
+              "estimating softmax attention.",
+    kind="expectation",
+    hypotheses="positive map; non-degenerate inputs (distinct keys); 'non-negligible' fixed as a bias along the pilot "
+               "direction of at least 10% of unbiased RA's single-sample sd √tr Cov_{p_n}(f_n) (the register leaves it "
+               "unquantified; ‖b‖²/‖μ‖² and ‖b‖²/tr Cov are reported)",
+    tolerance=0.05, units="shortfall of the bias below 0.1 sd_RA, in units of sd_RA",
+    cell=_biased_bias_cell,
+    grid={"smoke": dict(d=[8], N=[16], logit_std=[1.0], inputs=["gauss"]),
+          "quick": dict(d=[1, 8], N=[16, 196], logit_std=[0.25, 1.0, 4.0], inputs=["gauss", "smooth"]),
+          "full": dict(d=[1, 8, 64], N=[16, 64, 196, 784], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0],
+                       inputs=["gauss", "smooth", "peaked"])},
+    replicates={"smoke": 8_000, "quick": 8_000, "full": 100_000},
+    variants=("train", "eval"),
+    variant_notes={"train": "ε ~ N(0, I) (training mode), Monte Carlo",
+                   "eval": "ω' = K^Tπ_n + q_n (evaluation mode): the deterministic error ‖f_n(ω') - μ_n‖, exact"},
+    where=lambda p, v: p["inputs"] == "gauss" or p["logit_std"] == 1.0,
+    roles=("biased_ra_attention",), plot_x="logit_std",
+)
+
+
+def _variance_reduction(ctx: CellContext, q, k, v, R: int, tested: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pair-variance replicates of RA and biased RA (S = 1) for the first ``tested`` queries: ``(R/2, tested)`` each."""
+    ra = _ra_replicates(ctx, q[:tested], k, v, 1, R)
+    biased = _biased_replicates(ctx, q[:tested], k, v, 1, R)
+    return (np.stack([_pair_variance(ra[:, i]) for i in range(tested)], axis=1),
+            np.stack([_pair_variance(biased[:, i]) for i in range(tested)], axis=1))
+
+
+#: Relative variance excess of biased RA over RA that counts as a violation of "reduces the variance".
+VARIANCE_REDUCTION_TOL = 0.05
+#: Trend claims: a trend is a log-log slope of at least TREND in the claimed direction, TREND_TOLERANCE of it tolerated.
+TREND, TREND_TOLERANCE = 0.1, 0.05
+
+
+def _biased_variance_cell(ctx: CellContext) -> Evidence:
+    p = ctx.params
+    if ctx.variant == "reduction":
+        q, k, v = _cell_inputs(ctx, p["N"])
+        ra, biased = _variance_reduction(ctx, q, k, v, ctx.replicates, TESTED_QUERIES)
+        parts = [mean_test(ra[:, i] - biased[:, i], 0.0, alternative="greater", scale=float(ra[:, i].mean()),
+                           **_sub(ctx, TESTED_QUERIES)) for i in range(TESTED_QUERIES)]
+        return combine(parts, extra=dict(ratio=(biased.mean(0) / ra.mean(0)).tolist()))
+    sizes = [16, 64, 196, 576]
+    ratio, se = [], []
+    for n in sizes:
+        q, k, v = _cell_inputs(ctx, n)
+        ra, biased = _variance_reduction(ctx, q, k, v, ctx.replicates // 4, 1)
+        r = biased.mean() / ra.mean()
+        ratio.append(r)
+        se.append(r * math.hypot(biased.std(ddof=1) / biased.mean(), ra.std(ddof=1) / ra.mean()) / math.sqrt(ra.size))
+    return slope_test(np.array(sizes), np.array(ratio), np.array(se), -TREND, alternative="less",
+                      **dict(ctx.test, tolerance=TREND_TOLERANCE), extra=dict(N=sizes, ratio=ratio))
+
+
+def _biased_variance_search(ctx: CellContext) -> Evidence:
+    """Minimise the variance reduction (common random numbers) over logit scale, length and dimension, then judge
+    the worst point with fresh replicates."""
+    seed = int(ctx.rng.integers(2**32))
+
+    def margin(x):
+        rng = np.random.default_rng(seed)
+        q, k, v = attention_inputs("gauss", rng, int(x[1]), int(x[1]), int(x[2]), None, float(x[0]))
+        sub = CellContext(ctx.claim_id, ctx.variant, {}, ctx.tier, 0, ctx.alpha, ctx.power, ctx.tolerance, rng)
+        ra, biased = _variance_reduction(sub, q, k, v, 2_000, 1)
+        return float(1.0 - biased.mean() / ra.mean())
+
+    res = minimize_margin(margin, [(0.1, 6.0), (2, 64), (1, 16)], rng=ctx.rng, restart=ctx.restart or 0,
+                          integer=[False, True, True], maxiter=40)
+    q, k, v = attention_inputs("gauss", ctx.rng, int(res.x[1]), int(res.x[1]), int(res.x[2]), None, float(res.x[0]))
+    ra, biased = _variance_reduction(ctx, q, k, v, ctx.replicates, 1)
+    return mean_test(ra[:, 0] - biased[:, 0], 0.0, alternative="greater", scale=float(ra.mean()), **ctx.test,
+                     extra=dict(x=res.x.tolist(), search_margin=res.margin))
+
+
+BIASED_RA_VARIANCE = Claim(
+    id="lara.eq31.biased_ra_variance", paper="lara", source="G.2 (text after Eq 31); Table 5",
+    statement="The biased sampler removes the random index and reduces the variance, especially for long sequences: "
+              "tr Var[biased RA] < tr Var[RA] at equal S, with a larger reduction as N grows.",
+    kind="inequality",
+    hypotheses="same inputs and S = 1 for both; G-gauss and G-smooth; adversarial search over logit scale (0.1-6), "
+               "N (2-64) and D (1-16)",
+    tolerance=VARIANCE_REDUCTION_TOL,
+    units="reduction: excess of tr Var[biased] over tr Var[RA], relative to tr Var[RA]; trend: log-log slope of "
+          "ρ(N) above -0.1 (tolerance 0.05 on that scale)",
+    cell=_biased_variance_cell, search=_biased_variance_search, restarts={"smoke": 1, "quick": 2, "full": 10},
+    universal=True,
+    grid={"smoke": dict(N=[16], d=[8], logit_std=[1.0], inputs=["gauss"]),
+          "quick": dict(N=[16, 196], d=[16], logit_std=[0.25, 2.0], inputs=["gauss"]),
+          "full": dict(N=[16, 64, 196, 576, 784, 1568], d=[16, 64], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0],
+                       inputs=["gauss", "smooth", "peaked"])},
+    replicates={"smoke": 16_000, "quick": 16_000, "full": 100_000},
+    variants=("reduction", "grows_with_N"),
+    variant_notes={"reduction": "tr Var[biased RA] < tr Var[RA] (paired-variance replicates, three queries)",
+                   "grows_with_N": "ρ(N) = tr Var[biased]/tr Var[RA] falls with N = 16..576 (log-log slope <= -0.1)"},
+    where=lambda p, v: v == "reduction" or p["N"] == 16,
+    roles=("ra_attention", "biased_ra_attention"), plot_x="N",
+)
+
+
+# ============================================================ G.2: evaluation by index sampling vs the mean
+
+#: Relative excess of index-only's discrepancy over the mean's that counts as a violation.
+EVAL_TOL = 0.05
+
+
+def _eval_discrepancies(q_row, k, v) -> dict:
+    """Exact discrepancies of G.2's two evaluation variants for one query (training output: unbiased RA).
+
+    index_only: ``E[y] = Σ_m π_m f(q + k_m)``, ``E‖y - μ‖² = Σ_m π_m ‖f(q + k_m) - μ‖²``; mean: ``y = f(q + K^Tπ)``.
+    d1 = ‖E[y_eval] - μ‖² (E[y_train] = μ); d3 = E‖y_eval - μ‖²; d2 = d3 + E‖y_train - μ‖² (independent draws),
+    so d2's ordering and margin equal d3's (the common term cancels).
+    """
+    pi = np.exp(ra_est.softmax_log_weights(q_row[None], k)[0][0])
+    mu = pi @ v
+    f_index = rfa_est.key_statistics(k, v, q_row + k).F                                  # (M, D_v)
+    f_mean = rfa_est.key_statistics(k, v, (q_row + pi @ k)[None]).F[0]
+    mean_index = pi @ f_index
+    return dict(index_only=dict(d1=float(((mean_index - mu) ** 2).sum()),
+                                d3=float(pi @ ((f_index - mu) ** 2).sum(-1))),
+                mean=dict(d1=float(((f_mean - mu) ** 2).sum()), d3=float(((f_mean - mu) ** 2).sum())))
+
+
+def _eval_margin(q_row, k, v, reading: str) -> float:
+    """``(d_mean - d_index)/(d_mean + d_index)``: negative when index-only is worse (claim violated)."""
+    d = _eval_discrepancies(q_row, k, v)
+    key = "d3" if reading == "d2" else reading
+    a, b = d["index_only"][key], d["mean"][key]
+    return (b - a) / max(a + b, 1e-300)
+
+
+def _eval_cell(ctx: CellContext) -> Evidence:
+    p = ctx.params
+    q, k, v = _cell_inputs(ctx, p["N"])
+    margins = [_eval_margin(q[i], k, v, ctx.variant) for i in range(min(p["N"], 16))]
+    return margin_evidence(min(margins), tolerance=ctx.tolerance, extra=dict(margins=margins))
+
+
+def _eval_search(ctx: CellContext) -> Evidence:
+    d, m = 2, 3
+
+    def margin(x):
+        q_row, k, v = x[:d], x[d:d + m * d].reshape(m, d), x[d + m * d:].reshape(m, 1)
+        return _eval_margin(q_row, k, v, ctx.variant)
+
+    bounds = [(-3.0, 3.0)] * (d + m * d) + [(-3.0, 3.0)] * m
+    res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=SEARCH_ITERATIONS * 4)
+    return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(x=res.x.tolist()))
+
+
+EVAL_INDEX = Claim(
+    id="lara.g2.ra_eval_index_sampling", paper="lara", source="G.2 (evaluation of biased and unbiased RA)",
+    statement="At evaluation, unbiased RA has to keep drawing random indices; replacing both the index and the noise by "
+              "their expectations would give larger discrepancies between training and testing.",
+    kind="inequality",
+    hypotheses="index_only (z ~ π_n, ε := 0) against mean (ω := q_n + K^Tπ_n); training output = unbiased RA; per "
+               "query, exact (sums over components); adversarial search over q, three keys (D = 2) and values",
+    tolerance=EVAL_TOL, units="(d_index - d_mean)/(d_index + d_mean) beyond 0",
+    cell=_eval_cell, search=_eval_search, restarts=RESTARTS, universal=True,
+    grid={"smoke": dict(N=[16], d=[8], logit_std=[1.0], inputs=["gauss"]),
+          "quick": dict(N=[16, 196], d=[1, 8, 64], logit_std=[0.25, 1.0, 4.0], inputs=["gauss", "smooth", "peaked"]),
+          "full": dict(N=[16, 64, 196, 784, 1568], d=[1, 8, 64], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0],
+                       inputs=["gauss", "smooth", "peaked", "identical_keys", "single_key"])},
+    variants=("d1", "d2", "d3"),
+    variant_notes={"d1": "‖E[y_eval] - E[y_train]‖²", "d2": "E‖y_eval - y_train‖², independent draws (= d3 + tr Var "
+                   "RA: same margin as d3)", "d3": "E‖y_eval - μ_n‖² (MSE to softmax)"},
+    where=lambda p, v: p["inputs"] == "gauss" or p["logit_std"] == 1.0,
+    plot_x="logit_std",
+)
+
+
+# ============================================================== Eq 8 / Eq 9: MIS is unbiased (§4.1, App F)
+
+#: Weight families of the MIS expectation claims (``eq9_b<β>_<axis>`` spelled out).
+MIS_WEIGHTS = ("balance", "constant", "eq9_b0_queries", "eq9_b1_queries", "eq9_b2_landmarks", "eq9_b4_queries",
+               "eq37_outer", "random_softmax", "random_signed")
+
+
+def _weight_options(name: str) -> dict:
+    if name.startswith("eq9_"):
+        _, beta, axis = name.split("_")
+        return dict(kind="eq9", beta=float(beta[1:]), axis=axis)
+    if name.startswith("eq37_"):
+        return dict(kind="eq37", inner=name.split("_")[1])
+    return dict(kind=name)
+
+
+def _mis_setup(ctx: CellContext, q, k):
+    """Proposals of the cell: a LARA family (``PROPOSAL_AXIS``) or ``custom_<spread>`` Gaussians around p_n's bulk."""
+    name, C = ctx.params["proposal"], ctx.params["C"]
+    if not name.startswith("custom_"):
+        return _lara_setup(q, k, C, name)
+    spread = float(name.split("_")[1])
+    means = ra_est.attention_mixture(q[:1], k).mean() + spread * ctx.rng.standard_normal((C, q.shape[1]))
+    return lara_est.lara_proposals(q, k, C, proposal="custom", means=means, uneven="adaptive")
+
+
+def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evidence:
+    p = ctx.params
+    q, k, v = _cell_inputs(ctx, p["N"])
+    lp = _mis_setup(ctx, q, k)
+    omega = lp.proposals.draw(ctx.replicates, ctx.rng)                                  # (C, R, D): R replicates
+    options = _weight_options(weight_name or p["weights"])
+    kind = options.pop("kind")
+    alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=ctx.rng, **options)
+    tested = min(TESTED_QUERIES, p["N"])
+    g, b = _mis_replicates(q[:tested], k, v, lp.proposals, omega, alpha[:tested] if alpha.shape[0] > 1 else alpha)
+    mu = _softmax_rows(q[:tested], k, v)
+    u = _direction(ctx, v.shape[1])
+    scale = _value_scale(v)
+    parts = [mean_test(g[:, i] @ u, float(mu[i] @ u), scale=scale, **_sub(ctx, 2 * tested)) for i in range(tested)]
+    parts += [mean_test(b[:, i], 1.0, **_sub(ctx, 2 * tested)) for i in range(tested)]
+    return combine(parts, extra=dict(frac_nonpositive_alpha=float((alpha <= 0).mean())))
+
+
+EQ8_MIS_UNBIASED = Claim(
+    id="lara.eq8.mis_unbiased", paper="lara", source="§4.1 Eq 8; footnotes 5-6; App F; App D",
+    statement="With ω_c ~ q_c independently (one sample each), ĝ_n = Σ_c α_nc(ω_c)(p_n(ω_c)/q_c(ω_c)) f_n(ω_c) is "
+              "unbiased for E_{p_n}[f_n] provided Σ_c α_nc(ω) = 1 for any ω; App D: E[A] = μ_{n,d}, E[B] = 1.",
+    kind="expectation",
+    hypotheses="weights summing to one at every ω: balance, constant 1/C, Eq 9 with β ∈ {0, 1, 2, 4} (both r' axes), "
+               "Eq 37 (inner sum at the common argument), random softmax partitions and signed 1/C + zero-sum random "
+               "sines; proposals eq32, eq33, eq34, eq35 readings, custom Gaussians around p_n's bulk; target μ_n",
+    tolerance=ATTENTION_BIAS_TOL, units="bias of A along a random direction / max|v|; bias of B (absolute)",
+    cell=_mis_unbiased_cell,
+    grid={"smoke": dict(weights=["balance", "eq9_b1_queries"], proposal=["eq34"], C=[4], d=[2], N=[16],
+                        logit_std=[0.5]),
+          "quick": dict(weights=list(MIS_WEIGHTS), proposal=["eq34", "eq32", "custom_0.5"], C=[1, 4], d=[2], N=[16],
+                        logit_std=[0.5]),
+          "full": dict(weights=list(MIS_WEIGHTS), proposal=list(PROPOSAL_AXIS) + ["custom_0.5", "custom_2"],
+                       C=[1, 2, 4, 16, 49, 196], d=[1, 8, 64], N=[16, 196], logit_std=[0.5, 1.0])},
+    replicates={"smoke": 20_000, "quick": 20_000, "full": 400_000},
+    where=lambda p, v: p["C"] <= p["N"] and (p["C"] > 1 or p["weights"] == "balance"),
+    plot_x="C",
+    notes="Eq 37's 'own' inner reading makes α_nc depend on the other proposals' draws (not a function of ω_c), so it "
+          "is outside the hypothesis and not swept. Small D and logit scale keep E_q[w²] moderate (Monte Carlo informs).",
+)
+
+
+def _eq9_cell(ctx: CellContext) -> Evidence:
+    if ctx.variant == "unbiased":
+        return _mis_unbiased_cell(ctx)
+    return _lara_consistency(ctx, weight_name=ctx.params["weights"], reading="L1")
+
+
+EQ9_UNBIASED_OR_CONSISTENT = Claim(
+    id="lara.eq9.unbiased_or_consistent", paper="lara", source="§4.1 (sentence after Eq 9)",
+    statement="Eq 9 still ensures unbiasedness (or consistency) of the MIS estimate, because Σ_c α_nc(ω) = 1.",
+    kind="expectation",
+    hypotheses="Eq 9 weights (β ∈ {1, 2}, both r' axes); proposals eq34, eq35 (landmark attention), eq33",
+    tolerance=ATTENTION_BIAS_TOL,
+    units="unbiased: bias / max|v|; consistent: log-log slope of LARA's MSE in S_c above -1/2 (same tolerance)",
+    cell=_eq9_cell,
+    grid={"smoke": dict(weights=["eq9_b1_queries"], proposal=["eq34"], C=[4], d=[2], N=[16], logit_std=[0.5]),
+          "quick": dict(weights=["eq9_b1_queries", "eq9_b1_landmarks", "eq9_b2_queries"],
+                        proposal=["eq34", "eq35_landmark_attention", "eq33"], C=[4], d=[2], N=[16], logit_std=[0.5]),
+          "full": dict(weights=["eq9_b1_queries", "eq9_b1_landmarks", "eq9_b2_queries", "eq9_b2_landmarks"],
+                       proposal=["eq34", "eq35_printed_C", "eq35_printed_M", "eq35_landmark_attention", "eq33"],
+                       C=[1, 4, 16, 49], d=[1, 8, 64], N=[16, 196], logit_std=[0.5, 1.0])},
+    replicates={"smoke": 20_000, "quick": 20_000, "full": 400_000},
+    variants=("unbiased", "consistent"),
+    variant_notes={"unbiased": "unnormalised MIS (Eq 8) with Eq 9 weights: E[ĝ_n] = μ_n",
+                   "consistent": "LARA (Eq 10) with Eq 9 weights: MSE → 0 as S_c grows (reading L1 of "
+                                 "lara.eq10.lara_consistent)"},
+    where=lambda p, v: p["C"] <= p["N"],
+    plot_x="C",
+)
+
+
+# ======================================================================== Eq 10: LARA is consistent
+
+LARA_SC = (1, 4, 16, 64)
+
+
+def _lara_mse(ctx: CellContext, q, k, v, lp, S_c: int, R: int, weight_name: str) -> tuple[float, float]:
+    """Mean and standard error of LARA's per-query squared error (tested queries) over ``R`` replicates."""
+    omega = lp.proposals.draw(R * S_c, ctx.rng)
+    options = _weight_options(weight_name)
+    kind = options.pop("kind")
+    alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=ctx.rng, **options)
+    tested = min(TESTED_QUERIES, q.shape[0])
+    y = _lara_replicates(q[:tested], k, v, lp, omega, alpha[:tested] if alpha.shape[0] > 1 else alpha, R)
+    sq = ((y - _softmax_rows(q[:tested], k, v)[None]) ** 2).sum(-1).mean(-1)
+    return float(sq.mean()), float(sq.std(ddof=1) / math.sqrt(sq.size))
+
+
+def _lara_consistency(ctx: CellContext, *, weight_name: str, reading: str) -> Evidence:
+    p = ctx.params
+    if reading == "L1":
+        q, k, v = _cell_inputs(ctx, p["N"])
+        lp = _mis_setup(ctx, q, k)
+        xs = list(LARA_SC)
+        points = [_lara_mse(ctx, q, k, v, lp, s, max(200, ctx.replicates // (4 * s)), weight_name) for s in xs]
+    elif reading == "L2":
+        q, k, v = _cell_inputs(ctx, p["N"])
+        xs = [c for c in (2, 4, 8, 16) if c <= p["N"]]
+        points = [_lara_mse(ctx, q, k, v, _lara_setup(q, k, c, p["proposal"]), 1, ctx.replicates // 8, weight_name)
+                  for c in xs]
+    else:
+        xs = [64, 128, 256]
+        points = []
+        for n in xs:
+            q, k, v = attention_inputs("smooth", ctx.rng, n, n, p["d"], None, p.get("logit_std", 1.0))
+            points.append(_lara_mse(ctx, q, k, v, _lara_setup(q, k, n // 16, p["proposal"]), 1,
+                                    ctx.replicates // 8, weight_name))
+    mse, se = (np.array(a) for a in zip(*points, strict=True))
+    return slope_test(np.array(xs), mse, se, CONSISTENCY_SLOPE, alternative="less",
+                      **dict(ctx.test, tolerance=0.25), extra=dict(x=xs, mse=mse.tolist()))
+
+
+LARA_CONSISTENT = Claim(
+    id="lara.eq10.lara_consistent", paper="lara", source="§4.2 (after Eq 10); §4.1 (after Eq 9)",
+    statement="LARA (Eq 10) is consistent.",
+    kind="rate",
+    hypotheses="training-mode sampling (ω_c ~ q_c); Eq 9 weights unless stated; consistency read as an MSE that "
+               "decays at least like x^{-1/2} in the growing quantity x (log-log slope <= -1/2, -1/4 tolerated)",
+    tolerance=0.25, units="log-log slope of the MSE above -1/2",
+    cell=lambda ctx: _lara_consistency(ctx, weight_name=ctx.params["weights"], reading=ctx.variant),
+    grid={"smoke": dict(weights=["eq9_b1_queries"], proposal=["eq34"], C=[4], d=[2], N=[16], logit_std=[0.5]),
+          "quick": dict(weights=["balance", "eq9_b1_queries", "eq9_b2_landmarks"], proposal=["eq34", "eq33"], C=[4],
+                        d=[2], N=[16], logit_std=[0.5]),
+          "full": dict(weights=["balance", "eq9_b1_queries", "eq9_b1_landmarks", "eq9_b2_queries", "eq37_outer"],
+                       proposal=["eq34", "eq35_printed_C", "eq35_printed_M", "eq35_landmark_attention", "eq33"],
+                       C=[4, 16], d=[8, 64], N=[64, 196], logit_std=[0.5, 1.0])},
+    replicates={"smoke": 8_000, "quick": 8_000, "full": 200_000},
+    variants=("L1", "L2", "L3"),
+    variant_notes={"L1": "S_c ∈ {1, 4, 16, 64} samples per proposal, proposals and weights fixed",
+                   "L2": "C ∈ {2, 4, 8, 16} proposals (one sample each) for fixed inputs",
+                   "L3": "N ∈ {64, 128, 256} with C = N/16 (segment length 16), G-smooth inputs"},
+    where=lambda p, v: p["C"] <= p["N"] and (v == "L1" or p["weights"] != "balance" or p["proposal"] == "eq34"),
+    plot_x="C",
+)
+CLAIMS = [EQ1_KERNEL, KERNEL_VARIANCE, IS_UNBIASED, PROP32, RA_UNBIASED, RFA_BIASED, RFA_CONSISTENT, EQ30_SAMPLER, MIXTURE_MOMENTS, IS_WEIGHT_SECOND_MOMENT, RA_MSE, BIASED_RA_BIAS, BIASED_RA_VARIANCE, EVAL_INDEX, EQ8_MIS_UNBIASED, EQ9_UNBIASED_OR_CONSISTENT, LARA_CONSISTENT]
