@@ -70,6 +70,8 @@ __all__ = [
     "appd_grid_solution",
     "ra_gemms",
     "lara_gemms",
+    "rfa_gemms",
+    "proposal_flops",
 ]
 
 _KERNEL_KINDS = {"positive": "positive", "trig_sincos": "trig", "hyperbolic": "hyperbolic"}
@@ -467,3 +469,29 @@ def lara_gemms(n: int, m: int, c: int, d: int, dv: int, S_c: int = 1) -> tuple:
     cross densities ``Ω μᵀ``, ``r' = Q Q̃ᵀ``, query logits ``Q Ωᵀ`` and the output ``a·F``: linear in N, M."""
     r = c * S_c
     return ((r, d, m, 1), (r, m, dv, 1), (r, d, c, 1), (n, d, c, 1), (n, d, r, 1), (n, r, dv, 1))
+
+
+def rfa_gemms(n: int, m: int, S: int, d: int, dv: int) -> tuple:
+    """RFA's matrix products (softmax form): key statistics ``ΩKᵀ`` and ``softmax·V``, query logits ``QΩᵀ`` and the
+    output ``softmax·F``: ``O(S(N + M)(D + D_v))``, linear in ``N`` and ``M`` (§2.2)."""
+    return ((S, d, m, 1), (S, m, dv, 1), (n, d, S, 1), (n, S, dv, 1))
+
+
+def proposal_flops(family: str, c: int, m: int, d: int, *, eq35_reading: str = "landmark_attention") -> int:
+    """Flops of the proposal means of G.3.1 as :func:`rfkit.estimators.lara.proposal_means` computes them (landmarks
+    given): eq33 ``Q̃Kᵀ`` and ``softmax·K`` (``4CMD``, plus ``CD``); eq34 ``q̃_c + k̃_c`` (``CD``); eq35
+    ``landmark_attention`` ``K̃K̃ᵀ`` and ``softmax·K̃`` (``4C²D + CD``); ``printed_C`` ``K̃K̃ᵀ`` and a scaled add
+    (``2C²D + 2CD``); ``printed_M`` adds ``K̃Kᵀ`` (``2CMD``). Softmax/exponential evaluations are not counted."""
+    if family == "eq33":
+        return 4 * c * m * d + c * d
+    if family == "eq34":
+        return c * d
+    if family != "eq35":
+        raise ValueError(f"unknown proposal family {family!r}")
+    if eq35_reading == "landmark_attention":
+        return 4 * c * c * d + c * d
+    if eq35_reading == "printed_C":
+        return 2 * c * c * d + 2 * c * d
+    if eq35_reading == "printed_M":
+        return 2 * c * c * d + 2 * c * m * d + 2 * c * d
+    raise ValueError(f"unknown eq35 reading {eq35_reading!r}")

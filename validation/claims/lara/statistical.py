@@ -289,7 +289,8 @@ EQ1_KERNEL = Claim(
     where=lambda p, v: p["d"] > 1 or _pair_params(p)[2] in (0.0, PI),
     roles=("pair_log_kernel",), plot_x="S",
     notes="(a) Gauss-Hermite on the plane of x and y (exact reduction: ω's projection on it is N(0, I_2)); (b) Monte "
-          "Carlo mean of the S-sample estimate where the exact relative variance (lara.derived.kernel_relative_variance) "
+          "Carlo mean of the S-sample estimate where the exact relative variance "
+          "(lara.derived.kernel_relative_variance) "
           "keeps the replicates affordable (<= 4e5); elsewhere quadrature alone decides, as the register says.",
 )
 
@@ -486,7 +487,8 @@ PROP32 = Claim(
                        values=["gaussian", "one_hot", "large"],
                        inputs=["gauss", "peaked", "identical_keys", "zero_query", "zero_keys"])},
     replicates={"smoke": 10_000, "quick": 20_000, "full": 400_000},
-    where=lambda p, v: (p["inputs"] == "gauss" or p["logit_std"] == 4.0) and not (p["M"] == 1 and p["inputs"] != "gauss")
+    where=lambda p, v: (p["inputs"] == "gauss" or p["logit_std"] == 4.0)
+    and not (p["M"] == 1 and p["inputs"] != "gauss")
     and (p["values"] == "gaussian" or p["d"] <= 2),
     plot_x="M",
     notes="Quadrature for D <= 2 (60 Gauss-Hermite nodes per axis, per component); stratified Monte Carlo otherwise.",
@@ -709,7 +711,8 @@ def _sampler_domain(p, v) -> bool:
 
 EQ30_SAMPLER = Claim(
     id="lara.eq30.mixture_sampler", paper="lara", source="G.2 Eqs 29-30; Alg 1",
-    statement="Drawing z_n ~ Categorical(π_n) (one-hot a_n), ε ~ N(0, I) and ω_n = Σ_m a_nm(q_n + k_m) + ε gives a sample "
+    statement="Drawing z_n ~ Categorical(π_n) (one-hot a_n), ε ~ N(0, I) and ω_n = Σ_m a_nm(q_n + k_m) + ε gives a "
+              "sample "
               "from p_n(ω) = Σ_m π_nm N(ω; q_n + k_m, I).",
     kind="expectation",
     hypotheses="π_n from flat (logit std 0.25) to near one-hot (logit std 4, G-peaked); mean and variance along a "
@@ -837,7 +840,8 @@ RA_MSE = Claim(
           "quick": dict(S=[1, 4, 16], d=[1, 16], N=[16, 64], logit_std=[0.5, 2.0]),
           "full": dict(S=[1, 2, 4, 16, 64], d=[1, 16, 64], N=[16, 196], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0])},
     replicates={"smoke": 6_000, "quick": 6_000, "full": 60_000},
-    variants=("ra", "biased_ra"), variant_notes={"ra": "unbiased RA, ω ~ p_n", "biased_ra": "Eq 31, ω ~ N(q_n + K^Tπ_n, I)"},
+    variants=("ra", "biased_ra"),
+    variant_notes={"ra": "unbiased RA, ω ~ p_n", "biased_ra": "Eq 31, ω ~ N(q_n + K^Tπ_n, I)"},
     roles=("ra_attention", "biased_ra_attention"), plot_x="S",
 )
 
@@ -865,7 +869,8 @@ def _biased_bias_cell(ctx: CellContext) -> Evidence:
 
 BIASED_RA_BIAS = Claim(
     id="lara.eq31.biased_ra_bias", paper="lara", source="G.2 (biased variant of RA); Eq 31",
-    statement="Drawing ω' = K^Tπ_n + q_n + ε instead of the mixture sample introduces a non-negligible sampling bias in "
+    statement="Drawing ω' = K^Tπ_n + q_n + ε instead of the mixture sample introduces a non-negligible sampling bias "
+              "in "
               "estimating softmax attention.",
     kind="expectation",
     hypotheses="positive map; non-degenerate inputs (distinct keys); 'non-negligible' fixed as a bias along the pilot "
@@ -1017,7 +1022,8 @@ def _eval_search(ctx: CellContext) -> Evidence:
 
 EVAL_INDEX = Claim(
     id="lara.g2.ra_eval_index_sampling", paper="lara", source="G.2 (evaluation of biased and unbiased RA)",
-    statement="At evaluation, unbiased RA has to keep drawing random indices; replacing both the index and the noise by "
+    statement="At evaluation, unbiased RA has to keep drawing random indices; replacing both the index and the noise "
+              "by "
               "their expectations would give larger discrepancies between training and testing.",
     kind="inequality",
     hypotheses="index_only (z ~ π_n, ε := 0) against mean (ω := q_n + K^Tπ_n); training output = unbiased RA; per "
@@ -1100,7 +1106,8 @@ EQ8_MIS_UNBIASED = Claim(
     where=lambda p, v: p["C"] <= p["N"] and (p["C"] > 1 or p["weights"] == "balance"),
     plot_x="C",
     notes="Eq 37's 'own' inner reading makes α_nc depend on the other proposals' draws (not a function of ω_c), so it "
-          "is outside the hypothesis and not swept. Small D and logit scale keep E_q[w²] moderate (Monte Carlo informs).",
+          "is outside the hypothesis and not swept. Small D and logit scale keep E_q[w²] moderate (Monte Carlo "
+          "informs).",
 )
 
 
@@ -1396,7 +1403,8 @@ UNNORMALISED_VARIANCE = Claim(
     statement="With independent draws and S_c samples per proposal, unnormalised MIS has tr Var[ĝ_n] = Σ_c (1/S_c)"
               "(E_{q_c}[α²w²‖f_n‖²] - ‖E_{q_c}[αwf_n]‖²).",
     kind="moment",
-    hypotheses="G-norm inputs (norms <= 0.5; 1 at the full tier); S_c = 1; balance, constant, Eq 9 and random-softmax weights (the same random partition for reference "
+    hypotheses="G-norm inputs (norms <= 0.5; 1 at the full tier); S_c = 1; balance, constant, Eq 9 and "
+               "random-softmax weights (the same random partition for reference "
                "and test); eq34 and eq32 proposals; expectations by 4e4 draws per proposal (plug-in)",
     tolerance=0.1, units="relative error of the trace variance",
     cell=_unnormalised_variance_cell,
@@ -1486,7 +1494,8 @@ def _bh_search(ctx: CellContext) -> Evidence:
 
 BH_NEAR_OPTIMAL = Claim(
     id="lara.eq36.balance_heuristic_near_optimal", paper="lara", source="G.3.2 Eq 36 (Veach & Guibas, 1995)",
-    statement="The balance heuristic α_c(ω_c) = q_c(ω_c)/Σ_c' q_c'(ω_c) is nearly optimal: no other weighting scheme has "
+    statement="The balance heuristic α_c(ω_c) = q_c(ω_c)/Σ_c' q_c'(ω_c) is nearly optimal: no other weighting scheme "
+              "has "
               "significantly smaller variance.",
     kind="inequality",
     hypotheses="admissible weights (Σ_c α_c = 1 pointwise); D = D_v = 1 by quadrature (rfkit.theory.lara."
