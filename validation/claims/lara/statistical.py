@@ -11,9 +11,9 @@ Design notes
   queries; their replicates are batched here from the library's pieces (:func:`~rfkit.estimators.rfa.key_statistics`,
   :func:`~rfkit.estimators.mis.mis_weights`, :func:`~rfkit.estimators.lara.log_ratio_to_standard`) with one
   replicate per draw index, and ``tests/test_lara_statistical.py`` checks each batch against the estimator.
-* **Scalar tests.** Vector expectations are tested along a unit direction ``u`` drawn from the cell's rng before
-  any estimate is made (so the direction cannot be chosen by the outcome), and, for several queries, with a
-  Bonferroni combination inside the cell.
+* **Scalar tests.** Vector expectations are tested per coordinate (RA) or along a unit direction ``u`` drawn from
+  the cell's rng before any estimate is made (so the direction cannot be chosen by the outcome), with a Bonferroni
+  combination inside the cell over coordinates and queries.
 * **"Is biased", "non-negligible".** A claim that a quantity is non-zero is tested as "it is at least a stated
   size": the mean along the predicted direction is compared with ``prediction`` (alternative ``greater``); the
   claim is refuted when the measured size is significantly below ``prediction - tolerance``, supported when it is
@@ -51,8 +51,13 @@ from .inputs import attention_inputs, norm_inputs, unit_vectors
 PI = math.pi
 #: Queries whose estimates a cell tests (Bonferroni inside the cell).
 TESTED_QUERIES = 3
-#: Nelder-Mead iterations of the adversarial searches (objectives are closed forms or common-random-number MC).
-SEARCH_ITERATIONS = 150
+#: Nelder-Mead iterations of the adversarial searches per tier (objectives are closed forms or common-random-number
+#: Monte Carlo; smoke only checks that the search runs).
+SEARCH_ITERATIONS = {"smoke": 15, "quick": 80, "full": 400}
+
+
+def _iterations(ctx: CellContext, factor: float = 1.0) -> int:
+    return max(5, int(SEARCH_ITERATIONS.get(ctx.tier, 80) * factor))
 
 
 # =============================================================================== shared helpers
@@ -98,10 +103,11 @@ def _at_least(samples, claimed: float, scale: float, ctx: CellContext, extra: di
 
 
 def _queries_test(ctx: CellContext, estimates: np.ndarray, targets: np.ndarray, scale: float, extra=None) -> Evidence:
-    """``E[u·y_n] = u·target_n`` for each tested query (``estimates (R, n, D_v)``), Bonferroni inside the cell."""
-    u = _direction(ctx, estimates.shape[-1])
-    n = estimates.shape[1]
-    parts = [mean_test(estimates[:, i] @ u, float(targets[i] @ u), scale=scale, **_sub(ctx, n)) for i in range(n)]
+    """``E[y_nd] = target_nd`` for every coordinate of each tested query (``estimates (R, n, D_v)``): Bonferroni-
+    corrected per-coordinate tests inside the cell (the register's alternative to Hotelling's T²)."""
+    n, dv = estimates.shape[1:]
+    parts = [mean_test(estimates[:, i, j], float(targets[i, j]), scale=scale, **_sub(ctx, n * dv))
+             for i in range(n) for j in range(dv)]
     return combine(parts, extra=extra)
 
 
@@ -511,8 +517,8 @@ RA_UNBIASED = Claim(
     statement="RA(q_n, K, V) = (1/S)Σ_s f_n(ω_s), ω_s ~ p_n(ω) iid, is an unbiased estimate of SoftmaxAttn(q_n, K, V).",
     kind="expectation",
     hypotheses="positive map; any S >= 1; G-gauss (logit std 0.25-4), G-smooth, G-peaked and G-degenerate inputs; "
-               "three queries per cell, each along a random direction",
-    tolerance=ATTENTION_BIAS_TOL, units="bias along a random direction / max|v|",
+               "three queries per cell, every output coordinate (Bonferroni)",
+    tolerance=ATTENTION_BIAS_TOL, units="bias of each output coordinate / max|v|",
     cell=_ra_unbiased_cell,
     grid={"smoke": dict(N=[16], d=[8], S=[1], logit_std=[1.0], inputs=["gauss"]),
           "quick": dict(N=[16, 196], d=[1, 16], S=[1, 4], logit_std=[0.25, 1.0], inputs=["gauss", "smooth"]),
@@ -934,11 +940,11 @@ def _biased_variance_search(ctx: CellContext) -> Evidence:
         rng = np.random.default_rng(seed)
         q, k, v = attention_inputs("gauss", rng, int(x[1]), int(x[1]), int(x[2]), None, float(x[0]))
         sub = CellContext(ctx.claim_id, ctx.variant, {}, ctx.tier, 0, ctx.alpha, ctx.power, ctx.tolerance, rng)
-        ra, biased = _variance_reduction(sub, q, k, v, 2_000, 1)
+        ra, biased = _variance_reduction(sub, q, k, v, 500 if ctx.tier == "smoke" else 2_000, 1)
         return float(1.0 - biased.mean() / ra.mean())
 
     res = minimize_margin(margin, [(0.1, 6.0), (2, 64), (1, 16)], rng=ctx.rng, restart=ctx.restart or 0,
-                          integer=[False, True, True], maxiter=40)
+                          integer=[False, True, True], maxiter=_iterations(ctx, 0.5))
     q, k, v = attention_inputs("gauss", ctx.rng, int(res.x[1]), int(res.x[1]), int(res.x[2]), None, float(res.x[0]))
     ra, biased = _variance_reduction(ctx, q, k, v, ctx.replicates, 1)
     return mean_test(ra[:, 0] - biased[:, 0], 0.0, alternative="greater", scale=float(ra.mean()), **ctx.test,
@@ -961,7 +967,7 @@ BIASED_RA_VARIANCE = Claim(
           "quick": dict(N=[16, 196], d=[16], logit_std=[0.25, 2.0], inputs=["gauss"]),
           "full": dict(N=[16, 64, 196, 576, 784, 1568], d=[16, 64], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0],
                        inputs=["gauss", "smooth", "peaked"])},
-    replicates={"smoke": 16_000, "quick": 16_000, "full": 100_000},
+    replicates={"smoke": 4_000, "quick": 16_000, "full": 100_000},
     variants=("reduction", "grows_with_N"),
     variant_notes={"reduction": "tr Var[biased RA] < tr Var[RA] (paired-variance replicates, three queries)",
                    "grows_with_N": "ρ(N) = tr Var[biased]/tr Var[RA] falls with N = 16..576 (log-log slope <= -0.1)"},
@@ -1016,7 +1022,7 @@ def _eval_search(ctx: CellContext) -> Evidence:
         return _eval_margin(q_row, k, v, ctx.variant)
 
     bounds = [(-3.0, 3.0)] * (d + m * d) + [(-3.0, 3.0)] * m
-    res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=SEARCH_ITERATIONS * 4)
+    res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=_iterations(ctx, 3))
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(x=res.x.tolist()))
 
 
@@ -1269,7 +1275,7 @@ def _optimal_search(ctx: CellContext) -> Evidence:
         return _optimality_margin(sol, _competitors(np.random.default_rng(0), sol, n_random=2))[0]
 
     bounds = [(-3.0, 3.0)] * (1 + M) + [(-5.0, 5.0)] * M + [(-6.0, 6.0)] * C
-    res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=60)
+    res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=_iterations(ctx, 0.75))
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(x=res.x.tolist()))
 
 
@@ -1330,7 +1336,7 @@ def _delta_cell(ctx: CellContext) -> Evidence:
 
 
 NORM_INPUTS = dict(inputs=["norm"], max_norm=[0.5])
-DELTA_GRID = {"smoke": dict(weights=["balance"], proposal=["eq34"], C=[4], S_c=[16], d=[2], N=[16], inputs=["norm"],
+DELTA_GRID = {"smoke": dict(weights=["balance"], proposal=["eq34"], C=[4], S_c=[4], d=[2], N=[16], inputs=["norm"],
                             max_norm=[0.5]),
               "quick": dict(weights=["balance", "eq9_b1_queries", "constant"], proposal=["eq34", "eq33"], C=[4],
                             S_c=[1, 16], d=[2], N=[16], **NORM_INPUTS),
@@ -1351,7 +1357,7 @@ EQ20_DELTA = Claim(
                "norms <= 1 at the full tier)",
     tolerance=DELTA_TOL, units="relative error of the predicted trace variance",
     cell=_delta_cell, grid=DELTA_GRID,
-    replicates={"smoke": 6_000, "quick": 6_000, "full": 100_000},
+    replicates={"smoke": 3_000, "quick": 6_000, "full": 100_000},
     where=lambda p, v: p["C"] <= p["N"] and (p["C"] > 1 or p["weights"] == "balance"),
     plot_x="S_c",
 )
@@ -1488,7 +1494,7 @@ def _bh_search(ctx: CellContext) -> Evidence:
     bounds = [(-3.0, 3.0)] * (1 + M) + [(0.0, 5.0)] * M + [(-6.0, 6.0)] * C
     if ctx.variant == "R1":
         bounds += [(-4.0, 4.0)] * (2 * C)
-    res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=80)
+    res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=_iterations(ctx))
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(x=res.x.tolist()))
 
 
@@ -1576,7 +1582,7 @@ def _trig_search(ctx: CellContext) -> Evidence:
         return max(rels) if ctx.variant == "signed" else min(rels)
 
     bounds = [(-4.0, 4.0)] * (d + m * d) + [(-6.0, 6.0)] * d + [(0.0, 2 * PI)]
-    res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=SEARCH_ITERATIONS)
+    res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=_iterations(ctx))
     found = res.margin if ctx.variant == "nonnegative" else -res.margin
     return margin_evidence(found, tolerance=ctx.tolerance, extra=dict(x=res.x.tolist()))
 
