@@ -268,7 +268,7 @@ RA_VS_SOFTMAX = Claim(
     tolerance=0.25, units="relative shortfall of the time ratio below 2 / relative deviation of the memory ratio "
                           "from 2.5",
     cell=_ra_softmax_cell,
-    grid={"smoke": dict(N=[1024]), "quick": dict(N=[1024, 2048]), "full": dict(N=[1024, 2048, 3072, 4096, 8192])},
+    grid={"smoke": dict(N=[512]), "quick": dict(N=[1024]), "full": dict(N=[1024, 2048, 3072, 4096, 8192])},
     replicates={"smoke": 3, "quick": 3, "full": 10},
     variants=("time", "memory"),
     variant_notes={"time": "time(RA)/time(softmax) >= 2", "memory": "peak(RA)/peak(softmax) ≈ 2.5"},
@@ -303,7 +303,7 @@ LARA_VS_PERFORMER = Claim(
                "with Eq 9 weights, Performer = RFA with the positive map (softmax form)",
     tolerance=0.5, units="relative excess of the LARA/Performer ratio over 1 (time) or 1.33 (memory)",
     cell=_lara_performer_cell,
-    grid={"smoke": dict(N=[1024], S=[16]), "quick": dict(N=[1024, 4096], S=[16, 64]),
+    grid={"smoke": dict(N=[1024], S=[16]), "quick": dict(N=[2048], S=[16, 64]),
           "full": dict(N=[1024, 2048, 3072, 4096, 8192], S=[16, 64, 128])},
     replicates={"smoke": 3, "quick": 5, "full": 10},
     variants=("time", "memory"),
