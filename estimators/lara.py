@@ -44,8 +44,6 @@ import numba
 import numpy as np
 from scipy.special import softmax
 
-from rfkit.theory.lara import log_density_ratio_standard  # the closed form's one implementation
-
 from ._checks import as_float_array, check_choice, check_positive_int
 from .mis import (
     EQ37_INNER,
@@ -230,6 +228,9 @@ def log_ratio_to_standard(proposals, omega) -> np.ndarray:
     Gaussian proposals: the closed form ``-ω·μ_c + ‖μ_c‖²/2`` (register ``lara.derived.gaussian_density_ratio``);
     mixtures: the difference of log densities.
     """
+    from rfkit.theory.lara import log_density_ratio_standard  # the closed form's one implementation (lazy: the
+    # theory module imports the estimators)
+
     w = as_float_array(omega, "omega", ndim=3)
     if isinstance(proposals, GaussianProposals):
         return log_density_ratio_standard(w, proposals.means[:, None, :])

@@ -52,6 +52,7 @@ __all__ = [
     "mixture_moments",
     "log_is_weight_second_moment",
     "is_weight_second_moment",
+    "log_is_weight_moment",
     "kernel_relative_variance",
     "ra_mse",
     "snis_delta_bias_variance",
@@ -69,6 +70,8 @@ __all__ = [
     "appd_grid_solution",
     "ra_gemms",
     "lara_gemms",
+    "rfa_gemms",
+    "proposal_flops",
 ]
 
 _KERNEL_KINDS = {"positive": "positive", "trig_sincos": "trig", "hyperbolic": "hyperbolic"}
@@ -110,6 +113,33 @@ def log_is_weight_second_moment(q, k, mu) -> np.ndarray:
     a = q[:, None, :] + k[None, :, :] - np.broadcast_to(np.asarray(mu, dtype=np.float64), q.shape)[:, None, :]
     gram = np.einsum("nmd,npd->nmp", a, a)
     return logsumexp(log_pi[:, :, None] + log_pi[:, None, :] + gram, axis=(1, 2))
+
+
+def log_is_weight_moment(q, k, mu, power: int) -> np.ndarray:
+    r"""``log E_{N(μ, I)}[(p_n(ω)/q(ω))^j]`` for ``j = power`` in ``{1, ..., 6}``, shape ``(N,)``.
+
+    ``∫ Π_{i=1}^j N(ω; a_i, I) / N(ω; 0, I)^{j-1} dω = exp(Σ_{i<i'} a_i·a_{i'})`` (complete the square), with
+    ``a_i = q_n + k_{m_i} - μ``; summing over the ``M^j`` index tuples with weights ``Π π_{n m_i}`` gives
+    ``LSE_{m_1..m_j}(Σ_i log π_{n m_i} + Σ_{i<i'} a_{m_i}·a_{m_i'})``. ``j = 2`` is
+    :func:`log_is_weight_second_moment`; the fourth and sixth moments give the standard deviation and skewness
+    of squared weights. Cost ``O(N·M^j + N·M²D)``.
+    """
+    if power not in range(1, 7):
+        raise ValueError(f"power must be an integer in 1..6, got {power}")
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    log_pi = softmax_log_weights(q, k)[0]                                        # (N, M)
+    a = q[:, None, :] + k[None, :, :] - np.broadcast_to(np.asarray(mu, dtype=np.float64), q.shape)[:, None, :]
+    gram = np.einsum("nmd,npd->nmp", a, a)                                       # (N, M, M)
+    n, m = log_pi.shape
+    total = np.zeros((n,) + (m,) * power)
+    for i in range(power):
+        total = total + log_pi.reshape((n,) + (1,) * i + (m,) + (1,) * (power - 1 - i))
+        for j in range(i + 1, power):
+            shape = [n] + [1] * power
+            shape[1 + i], shape[1 + j] = m, m
+            total = total + gram.reshape(shape)
+    return logsumexp(total.reshape(n, -1), axis=-1)
 
 
 def is_weight_second_moment(q, k, mu) -> np.ndarray:
@@ -439,3 +469,29 @@ def lara_gemms(n: int, m: int, c: int, d: int, dv: int, S_c: int = 1) -> tuple:
     cross densities ``Ω μᵀ``, ``r' = Q Q̃ᵀ``, query logits ``Q Ωᵀ`` and the output ``a·F``: linear in N, M."""
     r = c * S_c
     return ((r, d, m, 1), (r, m, dv, 1), (r, d, c, 1), (n, d, c, 1), (n, d, r, 1), (n, r, dv, 1))
+
+
+def rfa_gemms(n: int, m: int, S: int, d: int, dv: int) -> tuple:
+    """RFA's matrix products (softmax form): key statistics ``ΩKᵀ`` and ``softmax·V``, query logits ``QΩᵀ`` and the
+    output ``softmax·F``: ``O(S(N + M)(D + D_v))``, linear in ``N`` and ``M`` (§2.2)."""
+    return ((S, d, m, 1), (S, m, dv, 1), (n, d, S, 1), (n, S, dv, 1))
+
+
+def proposal_flops(family: str, c: int, m: int, d: int, *, eq35_reading: str = "landmark_attention") -> int:
+    """Flops of the proposal means of G.3.1 as :func:`rfkit.estimators.lara.proposal_means` computes them (landmarks
+    given): eq33 ``Q̃Kᵀ`` and ``softmax·K`` (``4CMD``, plus ``CD``); eq34 ``q̃_c + k̃_c`` (``CD``); eq35
+    ``landmark_attention`` ``K̃K̃ᵀ`` and ``softmax·K̃`` (``4C²D + CD``); ``printed_C`` ``K̃K̃ᵀ`` and a scaled add
+    (``2C²D + 2CD``); ``printed_M`` adds ``K̃Kᵀ`` (``2CMD``). Softmax/exponential evaluations are not counted."""
+    if family == "eq33":
+        return 4 * c * m * d + c * d
+    if family == "eq34":
+        return c * d
+    if family != "eq35":
+        raise ValueError(f"unknown proposal family {family!r}")
+    if eq35_reading == "landmark_attention":
+        return 4 * c * c * d + c * d
+    if eq35_reading == "printed_C":
+        return 2 * c * c * d + 2 * c * d
+    if eq35_reading == "printed_M":
+        return 2 * c * c * d + 2 * c * m * d + 2 * c * d
+    raise ValueError(f"unknown eq35 reading {eq35_reading!r}")

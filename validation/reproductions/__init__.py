@@ -16,7 +16,7 @@ from pathlib import Path
 __all__ = ["Reproduction", "all_reproductions", "get_reproduction", "MODULES"]
 
 #: Paper modules with reproductions, in listing order.
-MODULES: tuple[str, ...] = ("performer", "macformer", "eva")
+MODULES: tuple[str, ...] = ("performer", "lara", "eva", "macformer")
 
 
 @dataclass(frozen=True)
