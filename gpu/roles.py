@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rfkit.estimators import Features
+from rfkit.estimators import ra as ra_reference
 from rfkit.estimators.rmf import RMFAResult
 from rfkit.validation.adapters import adapt
 
@@ -78,6 +79,23 @@ def _linear_attention(q_features, k_features, v, *, causal, chunk_size=None):
     return favor.linear_attention(q_features, k_features, v, causal=causal, chunk_size=chunk_size)
 
 
+def _ra_attention(device: str) -> Callable:
+    """RA on torch for the form the torch path implements (positive map, sampled evaluation, simplified
+    integrand); other forms (feature maps, evaluation modes, the literal integrand, returned samples) run on the
+    numpy reference, so claims that sweep them still compute a verdict."""
+    on_torch = _role(_numpy_rng_to_generator(lara.ra_attention, device), device)
+
+    @functools.wraps(ra_reference.ra_attention)
+    def call(q, k, v, *, feature_map="positive", eval_mode="sample", f_form="simplified", return_samples=False,
+             **kwargs):
+        if (feature_map, eval_mode, f_form, return_samples) == ("positive", "sample", "simplified", False):
+            return on_torch(q, k, v, **kwargs)
+        return ra_reference.ra_attention(q, k, v, feature_map=feature_map, eval_mode=eval_mode, f_form=f_form,
+                                         return_samples=return_samples, **kwargs)
+
+    return call
+
+
 def implementations(device: str = "cpu") -> dict[str, Callable]:
     """``{role: callable}`` for every role the torch backend covers, computing on ``device``.
 
@@ -89,5 +107,5 @@ def implementations(device: str = "cpu") -> dict[str, Callable]:
     roles["rmf_features"] = _role(rmf.rmf_features, device)
     roles["rmfa_replicates"] = _role(rmf.rmfa_replicates, device)
     roles["eva_causal"] = _role(_numpy_rng_to_generator(eva.eva_causal, device), device)
-    roles["ra_attention"] = _role(_numpy_rng_to_generator(lara.ra_attention, device), device)
+    roles["ra_attention"] = _ra_attention(device)
     return roles

@@ -120,3 +120,15 @@ def test_planted_bug_in_the_torch_path_is_refuted(monkeypatch):
     finally:
         backend_implementations.cache_clear()
     assert run.claims[0].verdict == "refuted"
+
+
+def test_ra_role_runs_the_forms_the_torch_path_lacks_on_numpy(rng):
+    """Claims sweep RA's feature maps and evaluation modes: those run on the numpy reference, the default on torch."""
+    from rfkit.estimators.ra import draw_ra, ra_attention
+
+    ra = gpu.implementations("cpu")["ra_attention"]
+    q, k, v = rng.normal(size=(3, 5, 4)) * 0.5
+    draws = draw_ra(q, k, 2, rng=np.random.default_rng(1))
+    np.testing.assert_allclose(ra(q, k, v, draws=draws), ra_attention(q, k, v, draws=draws), rtol=1e-10)
+    literal = ra(q, k, v, draws=draws, f_form="literal")
+    np.testing.assert_array_equal(literal, ra_attention(q, k, v, draws=draws, f_form="literal"))
