@@ -66,6 +66,11 @@ class CellContext:
         """Keyword arguments for :mod:`rfkit.validation.stats` procedures: ``alpha``, ``power``, ``tolerance``."""
         return dict(alpha=self.alpha, power=self.power, tolerance=self.tolerance)
 
+    def sub_test(self, parts: int) -> dict:
+        """:attr:`test` at the Bonferroni level ``alpha / parts`` of one of ``parts`` sub-tests of the cell
+        (combine them with :func:`rfkit.validation.stats.combine`)."""
+        return dict(self.test, alpha=self.alpha / parts)
+
     def impl(self, role: str, default: Callable) -> Callable:
         """The implementation of ``role`` under test: a user's adapter if given, else ``default``."""
         return self.implementations.get(role, default)

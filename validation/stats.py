@@ -59,7 +59,7 @@ step of Holm's procedure, so the power statements and bounds are conservative.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import optimize, stats
@@ -334,6 +334,12 @@ def holm(p_values, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     adjusted = np.empty_like(p)
     adjusted[order] = stepped
     return adjusted <= alpha, adjusted
+
+
+def flagged(evidence: Evidence, reason: str) -> Evidence:
+    """``evidence`` that cannot refute (``p_value = 1``) and carries ``reason`` as a flag: the cell is
+    undecidable (e.g. an expectation that need not exist), so the claim cannot be supported either."""
+    return replace(evidence, flags=evidence.flags + (reason,), p_value=1.0)
 
 
 def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict | None = None) -> Evidence:

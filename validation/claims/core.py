@@ -37,7 +37,7 @@ from rfkit.validation.harness import (
 )
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import combine, exact_test, ks_test, mean_test, required_replicates, slope_test
+from rfkit.validation.stats import combine, exact_test, flagged, ks_test, mean_test, required_replicates, slope_test
 
 # ---------------------------------------------------------------------------------------------- IS
 
@@ -94,14 +94,9 @@ def _snis_rate_cell(ctx: CellContext):
                  delta_method=[is_theory.snis_bias_constant(a, 1.0) / S for S in grid])
     ev = slope_test(np.array(grid), np.abs(bias), se, -1.0, extra=extra, **ctx.test)
     if (np.abs(bias) < 3 * se).any():
-        ev = _flag(ev, "bias not resolved from Monte Carlo noise at some S (|bias| < 3 se); add replicates")
+        ev = flagged(ev, "bias not resolved from Monte Carlo noise at some S (|bias| < 3 se); add replicates")
     return ev
 
-
-def _flag(ev, reason: str):
-    from dataclasses import replace
-
-    return replace(ev, flags=ev.flags + (reason,), p_value=1.0)
 
 
 SNIS_RATE = Claim(

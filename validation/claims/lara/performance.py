@@ -38,9 +38,6 @@ SLOPE_TOL = 0.25
 FITTED_SIZES = 3
 
 
-def _sub(ctx: CellContext, parts: int) -> dict:
-    return dict(ctx.test, alpha=ctx.alpha / parts)
-
 
 def _count_slope(sizes, counts) -> float:
     """Exact log-log slope of an operation count between the two largest sizes."""
@@ -51,7 +48,7 @@ def _timing_slope(ctx: CellContext, sizes, calls, claimed: float, parts: int, ex
     best, resolution = interleaved_best_times(calls, repeats=ctx.replicates)
     top = slice(-FITTED_SIZES, None)
     return slope_test(np.asarray(sizes)[top], best[top], resolution[top], claimed, alternative="less",
-                      **_sub(ctx, parts), extra=dict(extra or {}, sizes=list(sizes), seconds=best.tolist()))
+                      **ctx.sub_test(parts), extra=dict(extra or {}, sizes=list(sizes), seconds=best.tolist()))
 
 
 def _counts_evidence(ctx: CellContext, sizes, counts, claimed: float) -> Evidence:
@@ -345,7 +342,7 @@ def _ordering_cell(ctx: CellContext) -> Evidence:
         a = heads[low] if low == "RA" else heads[low][:, j]
         b = heads[high][:, j]
         parts.append(mean_test(b - a, 0.0, alternative="greater", scale=float(np.mean(b)),
-                               **_sub(ctx, len(samples))))
+                               **ctx.sub_test(len(samples))))
     return combine(parts, extra={k: np.asarray(v).mean(axis=0).tolist() for k, v in heads.items()})
 
 

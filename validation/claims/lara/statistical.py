@@ -43,7 +43,16 @@ from rfkit.theory import lara as theory
 from rfkit.validation.harness import chunks, controlled_pair
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, combine, exact_test, ks_test, mean_test, required_replicates, slope_test
+from rfkit.validation.stats import (
+    Evidence,
+    combine,
+    exact_test,
+    flagged,
+    ks_test,
+    mean_test,
+    required_replicates,
+    slope_test,
+)
 
 from .identities import PROPOSAL_AXIS, RESTARTS, _lara_setup, _quiet
 from .inputs import attention_inputs, norm_inputs, unit_vectors
@@ -62,10 +71,6 @@ def _iterations(ctx: CellContext, factor: float = 1.0) -> int:
 
 # =============================================================================== shared helpers
 
-
-def _sub(ctx: CellContext, parts: int) -> dict:
-    """Test keywords at the Bonferroni level of one of ``parts`` sub-tests."""
-    return dict(ctx.test, alpha=ctx.alpha / parts)
 
 
 def _cell_inputs(ctx: CellContext, n: int, m: int | None = None, d: int | None = None, dv: int | None = None):
@@ -106,7 +111,7 @@ def _queries_test(ctx: CellContext, estimates: np.ndarray, targets: np.ndarray, 
     """``E[y_nd] = target_nd`` for every coordinate of each tested query (``estimates (R, n, D_v)``): Bonferroni-
     corrected per-coordinate tests inside the cell (the register's alternative to Hotelling's T²)."""
     n, dv = estimates.shape[1:]
-    parts = [mean_test(estimates[:, i, j], float(targets[i, j]), scale=scale, **_sub(ctx, n * dv))
+    parts = [mean_test(estimates[:, i, j], float(targets[i, j]), scale=scale, **ctx.sub_test(n * dv))
              for i in range(n) for j in range(dv)]
     return combine(parts, extra=extra)
 
@@ -269,7 +274,7 @@ def _eq1_cell(ctx: CellContext) -> Evidence:
     if R is not None:
         est = _kernel_mc(ctx, x, y, fmap, S, R)
         parts = [parts[0], mean_test(est, target, scale=KERNEL_BIAS_THRESHOLD * target,
-                                     sd=math.sqrt(rel_var) * target, **_sub(ctx, 2))]
+                                     sd=math.sqrt(rel_var) * target, **ctx.sub_test(2))]
     return combine(parts, extra=extra)
 
 
@@ -326,7 +331,7 @@ def _kernel_variance_cell(ctx: CellContext) -> Evidence:
         x, y = controlled_pair(*geometry, p["d"], ctx.rng)
         est = _kernel_mc(ctx, x, y, fmap, S, ctx.replicates)
         sq = ((est - target) / target) ** 2
-        parts = [parts[0], mean_test(sq, predicted, scale=VARIANCE_THRESHOLD * predicted, **_sub(ctx, 2))]
+        parts = [parts[0], mean_test(sq, predicted, scale=VARIANCE_THRESHOLD * predicted, **ctx.sub_test(2))]
     return combine(parts, extra=dict(predicted=predicted, quadrature=quad))
 
 
@@ -386,7 +391,7 @@ def _is_cell(ctx: CellContext) -> Evidence:
     mu_q = _is_proposal_mean(ctx, q, k)
     second = float(theory.is_weight_second_moment(q[:1], k, mu_q)[0])
     R = int(min(ctx.replicates, max(MIN_REPLICATES, required_replicates(
-        math.sqrt(second / p["S"]), **dict(_sub(ctx, 2), tolerance=ATTENTION_BIAS_TOL)))))
+        math.sqrt(second / p["S"]), **dict(ctx.sub_test(2), tolerance=ATTENTION_BIAS_TOL)))))
     u = _direction(ctx, v.shape[1])
     omega = mu_q + ctx.rng.standard_normal((R * p["S"], q.shape[1]))
     log_w = _log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q)
@@ -394,8 +399,8 @@ def _is_cell(ctx: CellContext) -> Evidence:
     g, b = estimator(np.exp(log_w).reshape(R, p["S"]), (rfa_est.key_statistics(k, v, omega).F @ u).reshape(R, -1))
     target = float(_softmax_rows(q[:1], k, v)[0] @ u)
     scale = _value_scale(v)
-    parts = [mean_test(g, target, scale=scale, **_sub(ctx, 2)),
-             mean_test(b, 1.0, sd=math.sqrt((second - 1.0) / p["S"]), **_sub(ctx, 2))]
+    parts = [mean_test(g, target, scale=scale, **ctx.sub_test(2)),
+             mean_test(b, 1.0, sd=math.sqrt((second - 1.0) / p["S"]), **ctx.sub_test(2))]
     return combine(parts, extra=dict(weight_second_moment=second, replicates=R))
 
 
@@ -627,14 +632,9 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
     ev = slope_test(np.array(sizes), np.array(mse), np.array(se), CONSISTENCY_SLOPE, alternative="less", **ctx.test,
                     extra=extra)
     if pre_asymptotic:
-        ev = _flagged(ev, f"E_q[w²] = {second:.3g} exceeds S_max/4: the 1/S regime is not reached; raise S_max")
+        ev = flagged(ev, f"E_q[w²] = {second:.3g} exceeds S_max/4: the 1/S regime is not reached; raise S_max")
     return ev
 
-
-def _flagged(ev: Evidence, reason: str) -> Evidence:
-    from dataclasses import replace
-
-    return replace(ev, flags=ev.flags + (reason,), p_value=1.0)
 
 
 RFA_CONSISTENT = Claim(
@@ -676,8 +676,8 @@ def _moment_parts(ctx: CellContext, omega, mean, cov, parts: int) -> list[Eviden
     for u in (_direction(ctx, omega.shape[1]), top):
         var = float(u @ cov @ u)
         proj = (omega - mean) @ u
-        out.append(mean_test(proj, 0.0, scale=math.sqrt(var), sd=math.sqrt(var), **_sub(ctx, parts)))
-        out.append(mean_test(proj**2, var, scale=var, **_sub(ctx, parts)))
+        out.append(mean_test(proj, 0.0, scale=math.sqrt(var), sd=math.sqrt(var), **ctx.sub_test(parts)))
+        out.append(mean_test(proj**2, var, scale=var, **ctx.sub_test(parts)))
     return out
 
 
@@ -702,7 +702,7 @@ def _eq30_cell(ctx: CellContext) -> Evidence:
     centers = (q[0] + k) @ u                                                  # the projected mixture, exactly
     cdf = lambda t: sps.norm.cdf(np.subtract.outer(np.asarray(t), centers)) @ pi  # noqa: E731
     parts = _moment_parts(ctx, omega, mean[0], cov[0], 5)
-    parts.append(ks_test(omega @ u, cdf, **_sub(ctx, 5)))
+    parts.append(ks_test(omega @ u, cdf, **ctx.sub_test(5)))
     return combine(parts)
 
 
@@ -760,10 +760,10 @@ def _weight_moment_cell(ctx: CellContext) -> Evidence:
     sd = math.sqrt(max(m4 - m2**2, 0.0))
     skew = (m6 - 3 * m4 * m2 + 2 * m2**3) / sd**3 if sd > 0 else 0.0
     R = int(min(MC_MAX_REPLICATES, max(MIN_REPLICATES, required_replicates(
-        sd / predicted, skewness=skew, **_sub(ctx, 2)))))
+        sd / predicted, skewness=skew, **ctx.sub_test(2)))))
     omega = mu_q + ctx.rng.standard_normal((R, q.shape[1]))
     w2 = np.exp(2 * (_log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q)))
-    parts = [mean_test(w2, predicted, scale=predicted, sd=sd, skewness=skew, **_sub(ctx, 2))]
+    parts = [mean_test(w2, predicted, scale=predicted, sd=sd, skewness=skew, **ctx.sub_test(2))]
     if q.shape[1] == 1:
         grid = np.arange(min(mu_q[0], mean[0]) - 40, max(mu_q[0], mean[0]) + 40, 0.01)[:, None]
         log_i = 2 * _log_mixture(q[0], k, grid) - rfa_est.log_normal(grid, mu_q)
@@ -828,7 +828,7 @@ def _ra_mse_cell(ctx: CellContext) -> Evidence:
         y = _biased_replicates(ctx, q[:1], k, v, p["S"], ctx.replicates)[:, 0]
     sq = ((y - mu) ** 2).sum(-1)
     bound = float(((v - mean_f) ** 2).sum(-1).max())
-    parts = [mean_test(sq, predicted, scale=predicted, **_sub(ctx, 2)),
+    parts = [mean_test(sq, predicted, scale=predicted, **ctx.sub_test(2)),
              margin_evidence((bound - trace) / MSE_TOL, tolerance=ctx.tolerance, scale=bound)]
     return combine(parts, extra=dict(predicted=predicted, trace_cov=trace, bound=bound))
 
@@ -917,7 +917,7 @@ def _biased_variance_cell(ctx: CellContext) -> Evidence:
         q, k, v = _cell_inputs(ctx, p["N"])
         ra, biased = _variance_reduction(ctx, q, k, v, ctx.replicates, TESTED_QUERIES)
         parts = [mean_test(ra[:, i] - biased[:, i], 0.0, alternative="greater", scale=float(ra[:, i].mean()),
-                           **_sub(ctx, TESTED_QUERIES)) for i in range(TESTED_QUERIES)]
+                           **ctx.sub_test(TESTED_QUERIES)) for i in range(TESTED_QUERIES)]
         return combine(parts, extra=dict(ratio=(biased.mean(0) / ra.mean(0)).tolist()))
     sizes = [16, 64, 196, 576]
     ratio, se = [], []
@@ -1092,8 +1092,8 @@ def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evid
     mu = _softmax_rows(q[:tested], k, v)
     u = _direction(ctx, v.shape[1])
     scale = _value_scale(v)
-    parts = [mean_test(g[:, i] @ u, float(mu[i] @ u), scale=scale, **_sub(ctx, 2 * tested)) for i in range(tested)]
-    parts += [mean_test(b[:, i], 1.0, **_sub(ctx, 2 * tested)) for i in range(tested)]
+    parts = [mean_test(g[:, i] @ u, float(mu[i] @ u), scale=scale, **ctx.sub_test(2 * tested)) for i in range(tested)]
+    parts += [mean_test(b[:, i], 1.0, **ctx.sub_test(2 * tested)) for i in range(tested)]
     return combine(parts, extra=dict(frac_nonpositive_alpha=float((alpha <= 0).mean())))
 
 

@@ -19,7 +19,7 @@ from rfkit.validation.stats import (
     mean_test,
 )
 
-from .common import KERNEL_NAMES, _capped, _capped_relative, _exact, _quiet, _readings, _sub
+from .common import KERNEL_NAMES, _capped, _capped_relative, _exact, _quiet, _readings
 from .features import _chunk_sizes
 from .inputs import _ball_matrix, _ball_matrix_like, _cancelling_keys, _mask, _unit_rows
 
@@ -237,7 +237,7 @@ def _thm1_cell(ctx: CellContext) -> Evidence:
     samples = _rmfa_samples(ctx, q, k, v, keep, kernel, num_features, _feature_budget(ctx, num_features))
     scale = float(np.abs(v).max())
     entries = [(a, c) for a in range(min(q.shape[0], 3)) for c in range(v.shape[1])]
-    parts = [mean_test(samples[:, a, c], target[a, c], scale=scale, **_sub(ctx, len(entries)),
+    parts = [mean_test(samples[:, a, c], target[a, c], scale=scale, **ctx.sub_test(len(entries)),
                        extra=dict(entry=(a, c))) for a, c in entries]
     nonfinite = float((~np.isfinite(samples)).mean())
     return combine(parts, extra=dict(nonfinite_fraction=nonfinite, target=target[:3].tolist()))
@@ -316,7 +316,7 @@ def _tail_cell(ctx: CellContext) -> Evidence:
     if reading["tail_norm"] == "max":
         return binomial_test(int(exceed.any(axis=(1, 2)).sum()), samples.shape[0], bound, **ctx.test)
     counts = exceed.reshape(samples.shape[0], -1).sum(axis=0)
-    parts = [binomial_test(int(c), samples.shape[0], bound, **_sub(ctx, counts.size)) for c in counts]
+    parts = [binomial_test(int(c), samples.shape[0], bound, **ctx.sub_test(counts.size)) for c in counts]
     return combine(parts, extra=dict(counts=counts.tolist(), bound=bound))
 
 

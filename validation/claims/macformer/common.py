@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -44,13 +43,6 @@ def _exact(values, ctx: CellContext, extra: dict | None = None, tolerance: float
     return exact_test(float(violation.max(initial=0.0)), 0.0, tolerance=tol, extra=extra)
 
 
-def _sub(ctx: CellContext, parts: int) -> dict:
-    """Test keywords at the Bonferroni level of one of ``parts`` sub-tests of a cell."""
-    return dict(ctx.test, alpha=ctx.alpha / parts)
-
-
-def _flag(ev: Evidence, reason: str) -> Evidence:
-    return replace(ev, flags=ev.flags + (reason,), p_value=1.0)
 
 
 def _quiet(fn: Callable, *args, **kwargs):

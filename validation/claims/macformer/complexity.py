@@ -18,7 +18,7 @@ from rfkit.validation.stats import (
 )
 from rfkit.validation.timing import interleaved_best_times, peak_bytes, single_threaded_blas
 
-from .common import KERNEL_NAMES, _quiet, _sub
+from .common import KERNEL_NAMES, _quiet
 from .inputs import _gaussian_qkv, _mask
 
 #: Trend claims: a trend is a log-log slope of at least TREND in the claimed direction; TREND_TOLERANCE of it is
@@ -59,7 +59,7 @@ def _softmax_cost_cell(ctx: CellContext) -> Evidence:
     sizes = per_tier(SOFTMAX_SIZES[sweep], ctx.tier)
     shapes = [(s, SOFTMAX_FIXED_D) if sweep == "n" else (SOFTMAX_FIXED_N, s) for s in sizes]
     timing = _timing_slope(ctx, sizes, [_softmax_call(ctx, n, d) for n, d in shapes], 2.0 if sweep == "n" else 1.0,
-                           **_sub(ctx, 2))
+                           **ctx.sub_test(2))
     flops = [cost.gemm_flops(cost.softmax_attention_gemms(n, n, d, d)) for n, d in shapes]
     counts = exact_test(flops, [4 * n * n * d for n, d in shapes], tolerance=0.0, extra=dict(flops=flops))
     return combine([timing, counts])

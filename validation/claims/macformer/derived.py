@@ -24,7 +24,7 @@ from rfkit.validation.stats import (
 )
 
 from .attention import _feature_budget, _rmfa_samples
-from .common import KERNEL_NAMES, _capped_relative, _exact, _quiet, _replicate_cap, _sub
+from .common import KERNEL_NAMES, _capped_relative, _exact, _quiet, _replicate_cap
 from .complexity import _route_options
 from .features import LAWS, PAIRS, _kernel_replicates, _pair, _rmf_mean_evidence, _undecidable_mean
 from .inputs import _ball_matrix, _gaussian_qkv
@@ -91,7 +91,7 @@ def _structure_cell(ctx: CellContext, p: float, n_law: str) -> Evidence:
              (np.maximum(draw.degrees, 0).astype(float), mean, math.sqrt(second - mean**2))]
     if p_alive < 1:
         tests.append(((~alive).astype(float), 1 - p_alive, math.sqrt(p_alive * (1 - p_alive))))
-    return combine([mean_test(x, target, scale=target, sd=sd, **_sub(ctx, len(tests))) for x, target, sd in tests])
+    return combine([mean_test(x, target, scale=target, sd=sd, **ctx.sub_test(len(tests))) for x, target, sd in tests])
 
 
 def _divergence_cell(ctx: CellContext, p: float, n_law: str, weight: str) -> Evidence:
@@ -116,13 +116,13 @@ def _feature_moments_cell(ctx: CellContext) -> Evidence:
     x, y = _pair(ctx.params["pair"], 4, ctx.rng)
     mean, second, fourth = (theory.feature_moment(x, y, kernel, k, p=p, n_law=n_law, weight=weight)
                             for k in (1, 2, 4))
-    parts = [_rmf_mean_evidence(ctx, x, y, kernel, 1, p, n_law, weight, "derived", mean, **_sub(ctx, 2))]
+    parts = [_rmf_mean_evidence(ctx, x, y, kernel, 1, p, n_law, weight, "derived", mean, **ctx.sub_test(2))]
     if math.isfinite(fourth):
         sd_z2 = math.sqrt(fourth - second**2)
         need = required_replicates(sd_z2 / second, alpha=ctx.alpha / 2, tolerance=ctx.tolerance)
         replicates, short = _replicate_cap(ctx, need)
         z = _kernel_replicates(ctx, x, y, kernel, 1, replicates, p, n_law, weight, "derived")
-        parts.append(mean_test(z * z, second, scale=second, sd=sd_z2, **_sub(ctx, 2), extra=dict(capped=short)))
+        parts.append(mean_test(z * z, second, scale=second, sd=sd_z2, **ctx.sub_test(2), extra=dict(capped=short)))
     return combine(parts, extra=dict(mean=mean, second=second, second_tested=math.isfinite(fourth)))
 
 
@@ -225,7 +225,7 @@ def _ratio_bias_cell(ctx: CellContext) -> Evidence:
     replicates = int(max(64, min(need, ctx.replicates // large)))
     ys = [D * (_rmfa_samples(ctx, q, k, v, None, kernel, D, replicates) - delta.attn_kappa) for D in (small, large)]
     z = (large * ys[1] - small * ys[0]) / (large - small)
-    parts = [mean_test(z[:, a, c], delta.bias[a, c], scale=abs(delta.bias[a, c]), **_sub(ctx, len(entries)),
+    parts = [mean_test(z[:, a, c], delta.bias[a, c], scale=abs(delta.bias[a, c]), **ctx.sub_test(len(entries)),
                        extra=dict(entry=(a, c), at_D=[float(y[:, a, c].mean()) for y in ys]))
              for a, c in entries]
     return combine(parts, extra=dict(bias=[float(delta.bias[e]) for e in entries], replicates_needed=need))
@@ -268,7 +268,7 @@ def _ratio_mse_cell(ctx: CellContext) -> Evidence:
     for a, c in entries:
         predicted = delta.variance[a, c] + delta.bias[a, c] ** 2 / num_features
         squared = num_features * (samples[:, a, c] - delta.attn_kappa[a, c]) ** 2
-        parts.append(mean_test(squared, predicted, scale=predicted, **_sub(ctx, len(entries)),
+        parts.append(mean_test(squared, predicted, scale=predicted, **ctx.sub_test(len(entries)),
                                extra=dict(entry=(a, c))))
     return combine(parts)
 

@@ -12,11 +12,12 @@ from rfkit.theory import maclaurin as theory
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.stats import (
     Evidence,
+    flagged,
     mean_test,
     required_replicates,
 )
 
-from .common import KERNEL_NAMES, RESOLUTION, _flag, _readings, _replicate_cap
+from .common import KERNEL_NAMES, RESOLUTION, _readings, _replicate_cap
 
 #: (n_law, weight) pairs of the register (est.rmf).
 LAWS = {"geom-importance": ("geom", "importance"), "geom-printed": ("geom", "printed"),
@@ -81,7 +82,7 @@ def _chunk_sizes(total: int, size: int):
 
 
 def _undecidable_mean(ctx: CellContext, reason: str, extra: dict) -> Evidence:
-    return _flag(mean_test(np.zeros(2), 0.0, sd=math.inf, **ctx.test, extra=extra), reason)
+    return flagged(mean_test(np.zeros(2), 0.0, sd=math.inf, **ctx.test, extra=extra), reason)
 
 
 def _stratified_replicates(ctx: CellContext, x, y, kernel: str, replicates: int, strata: theory.StratifiedMoments,

@@ -20,7 +20,7 @@ from rfkit.validation.stats import (
 )
 from rfkit.validation.timing import interleaved_best_times
 
-from .common import _quiet, _readings, _sub
+from .common import _quiet, _readings
 from .complexity import TREND, TREND_TOLERANCE
 
 FIG4_SETTINGS = {"smoke": dict(batch=1, heads=1, lengths=[64, 128, 256], log2_D=[1, 3, 5, 7], repeats=4),
@@ -55,7 +55,7 @@ def _trend(x, values, errors, direction: str, ctx: CellContext, parts: int, extr
     """``slope >= TREND`` (rising) or ``<= -TREND`` (falling) in log-log, within ``TREND_TOLERANCE``."""
     rising = direction == "rising"
     return slope_test(np.asarray(x, dtype=np.float64), values, errors, TREND if rising else -TREND,
-                      alternative="greater" if rising else "less", **_sub(ctx, parts), extra=extra)
+                      alternative="greater" if rising else "less", **ctx.sub_test(parts), extra=extra)
 
 
 FIG4A_D_READINGS = _readings(avg_order=["log_of_mean", "mean_of_log"], returns=["linear", "log"])

@@ -35,7 +35,7 @@ from rfkit.theory import beautiful as bt
 from rfkit.validation.harness import chunks, controlled_pair, kernel_estimates, replicate_projections
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, ks_test, mean_test
+from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, flagged, ks_test, mean_test
 
 # ------------------------------------------------------------------------------------ shared inputs
 
@@ -102,13 +102,6 @@ def _terms(ctx: CellContext, g: Maclaurin, law: IsotropicLaw, m: int, z: np.ndar
                                       dtype=np.float64).reshape(k, m) for k in chunks(n, batch)])
 
 
-def _flag(ev: Evidence, reason: str) -> Evidence:
-    return replace(ev, flags=ev.flags + (reason,), p_value=1.0)
-
-
-def _split(ctx: CellContext, k: int) -> dict:
-    """Test keywords for one of ``k`` sub-tests combined by :func:`~rfkit.validation.stats.combine`."""
-    return dict(ctx.test, alpha=ctx.alpha / k)
 
 
 def _realisable(pair: tuple, d: int) -> tuple[float, float, float]:
@@ -168,13 +161,13 @@ def _remark1_monte_carlo(ctx: CellContext, kernel: str, x, y, log_beautiful: flo
     sd = math.sqrt(max(bt.term_variance(Maclaurin.exp(), law, zn), 0.0))
     f_hat = _terms(ctx, Maclaurin.exp(), law, 1, z, ctx.replicates, False)[:, 0]
     target = math.exp(log_kernel - log_lam)
-    part_f = mean_test(f_hat, target, scale=target, sd=sd, **_split(ctx, 2))
+    part_f = mean_test(f_hat, target, scale=target, sd=sd, **ctx.sub_test(2))
     fmap = ctx.impl("feature_map.positive", positive_features)
     kind = "iid" if kernel == "SM" else "spherical"
     est = np.concatenate([kernel_estimates(fmap, x, y, replicate_projections(kind, n, 1, d, ctx.rng), n)
                           for n in chunks(ctx.replicates)])
     beautiful = math.exp(log_beautiful)
-    part_k = mean_test(est, beautiful, scale=beautiful, sd=math.exp(log_lam) * sd, **_split(ctx, 2))
+    part_k = mean_test(est, beautiful, scale=beautiful, sd=math.exp(log_lam) * sd, **ctx.sub_test(2))
     return combine([part_f, part_k], extra=dict(z_norm=zn))
 
 
@@ -748,7 +741,7 @@ def _ort_mgf_ratio_samples(ctx: CellContext, st: MgfSetting) -> np.ndarray:
 def _decided(ev: Evidence, lo: float, hi: float, tolerance: float) -> Evidence:
     """Flag an exact margin whose quadrature error straddles the tolerance (violation in ``[lo, hi]``)."""
     if lo <= tolerance < hi:
-        return _flag(ev, f"quadrature error: the violation lies in [{lo:.3g}, {hi:.3g}], across the tolerance")
+        return flagged(ev, f"quadrature error: the violation lies in [{lo:.3g}, {hi:.3g}], across the tolerance")
     return ev
 
 
@@ -962,7 +955,7 @@ def _eq54_cell(ctx: CellContext) -> Evidence:
     z = z_norm * _unit(law.d, ctx.rng)
     omega = beautiful_projections(law, len(ks), rng=ctx.rng, orthogonal=orthogonal, size=ctx.replicates)
     y = np.prod((omega @ z) ** np.asarray(ks), axis=1)
-    mc = mean_test(y, prediction, scale=rms, sd=sd, skewness=skew, **_split(ctx, 2))
+    mc = mean_test(y, prediction, scale=rms, sd=sd, skewness=skew, **ctx.sub_test(2))
     return combine([exact, mc], extra=dict(prediction=prediction, frame_route=mean))
 
 
@@ -1068,7 +1061,7 @@ def _lemma5_cell(ctx: CellContext) -> Evidence:
         mean, sd, skew = laws[ks]
         y = np.prod(v ** np.asarray(ks), axis=1)
         parts.append(mean_test(y, bt.normalized_gaussian_moment(d, ks), scale=math.sqrt(sd * sd + mean * mean),
-                               sd=sd, skewness=skew, **_split(ctx, len(chosen) + 1)))
+                               sd=sd, skewness=skew, **ctx.sub_test(len(chosen) + 1)))
     return combine(parts, extra=dict(tuples=len(tuples), monte_carlo=[list(k) for k in chosen]))
 
 
@@ -1362,7 +1355,7 @@ def _prf_truncated(ctx: CellContext, g: Maclaurin, zn: float, theta: float) -> E
         sd = math.sqrt(max(bt.truncated_mgf_gaussian(g, zn, theta, log_cap, power=2) - mean * mean, 0.0))
         means.append(mean)
         parts.append(mean_test(np.exp(np.minimum(theta * x - log_cap, 0.0)), mean, scale=mean, sd=sd,
-                               **_split(ctx, 2)))
+                               **ctx.sub_test(2)))
     return combine(parts, extra=dict(truncated_means_over_cap=means))
 
 
@@ -1405,7 +1398,7 @@ def _smreg_mgf_cell(ctx: CellContext) -> Evidence:
     skew = (moments[2] - 3 * moments[0] * moments[1] + 2 * moments[0] ** 3) / var**1.5 if var > 0 else 0.0
     z = zn * _unit(law.d, ctx.rng)
     s = _terms(ctx, g, law, m, z, ctx.replicates, m == 2).sum(axis=1)
-    parts = [mean_test(np.exp(theta * s), target, scale=target, sd=math.sqrt(var), skewness=skew, **_split(ctx, 2))]
+    parts = [mean_test(np.exp(theta * s), target, scale=target, sd=math.sqrt(var), skewness=skew, **ctx.sub_test(2))]
     if law.d == 1:
         closed = 0.5 * (math.exp(theta * g.scale * math.exp(zn)) + math.exp(theta * g.scale * math.exp(-zn)))
         parts.append(exact_test(target, closed, tolerance=ctx.tolerance, scale=closed))
@@ -1454,7 +1447,7 @@ def _projection_law_cell(ctx: CellContext) -> Evidence:
     if m >= 2:
         checks.append((t[:, 0] / np.sqrt(r2), _beta_on_interval((m - 1) / 2, (m - 1) / 2)))
     k = len(checks) + (m == d)
-    parts = [ks_test(x, cdf, **_split(ctx, k)) for x, cdf in checks]
+    parts = [ks_test(x, cdf, **ctx.sub_test(k)) for x, cdf in checks]
     if m == d:
         parts.append(exact_test(r2, 1.0, tolerance=ctx.tolerance))
     return combine(parts, extra=dict(m=m))
@@ -1463,7 +1456,7 @@ def _projection_law_cell(ctx: CellContext) -> Evidence:
 def _two_point_law(ctx: CellContext, t: np.ndarray) -> Evidence:
     """d = 1: ``t = ±1``; the Kolmogorov distance to the fair two-point law is ``|P(t = -1) - 1/2|``."""
     support = exact_test(np.abs(t), 1.0, tolerance=ctx.tolerance)
-    balance = mean_test((t < 0).astype(np.float64), 0.5, sd=0.5, **_split(ctx, 2))
+    balance = mean_test((t < 0).astype(np.float64), 0.5, sd=0.5, **ctx.sub_test(2))
     return combine([support, balance])
 
 

@@ -495,10 +495,6 @@ def _decay(curve: _Curve, test: dict) -> Evidence:
                       extra=dict(part="decay of the p-quantile error", m=curve.m[idx].tolist()), **test)
 
 
-def _parts(ctx: CellContext, k: int) -> dict:
-    """Test keywords for one of ``k`` sub-tests of a cell (Bonferroni inside the cell, see ``combine``)."""
-    return dict(ctx.test, alpha=ctx.alpha / k)
-
 
 def _combine(parts: list[Evidence], extra: dict) -> Evidence:
     """``combine`` with a summary of every part kept in ``extra`` (reports show what each sub-test found)."""
@@ -527,7 +523,7 @@ def _ratio_trends(ctx: CellContext, data: _AxisData, reading: str, k: int) -> li
         else:
             alternative = "less" if end == "high" else "greater"
         out.append(_trend(data, end, x=data.x, divisor=data.m_pred, predicted=0.0, alternative=alternative,
-                          test=_parts(ctx, k), label=f"m*/m_pred at the {end} end of {data.axis}"))
+                          test=ctx.sub_test(k), label=f"m*/m_pred at the {end} end of {data.axis}"))
     return out
 
 
@@ -535,7 +531,7 @@ def _with_convergence(ctx: CellContext, data: _AxisData, trends: Callable[[int],
                       count: int) -> Evidence:
     """``count`` trend tests of an axis plus the convergence of its most demanding (last) curve, Bonferroni."""
     k = count + 1
-    return _combine([*trends(k), _decay(data.curves[-1], _parts(ctx, k))], data.extra())
+    return _combine([*trends(k), _decay(data.curves[-1], ctx.sub_test(k))], data.extra())
 
 
 def _ratio_evidence(ctx: CellContext, point: dict, axis: str, norm: str, reading: str,
@@ -633,7 +629,7 @@ def _growth_evidence(ctx: CellContext, data: _AxisData, *, x, predicted: float, 
 
     def trend(k: int) -> list[Evidence]:
         return [_trend(data, "high", x=x, divisor=np.ones_like(data.m), predicted=predicted, alternative="less",
-                       test=_parts(ctx, k), label=label)]
+                       test=ctx.sub_test(k), label=label)]
 
     return _with_convergence(ctx, data, trend, 1)
 
@@ -1028,7 +1024,7 @@ def _variance_cell(ctx: CellContext) -> Evidence:
     mse, se = zip(*((float(v.mean()), _batch_mean_se(v))
                     for v in (_mean_squared_errors(ctx, fmap, x, y, m, p["projection"]) for m in ms)), strict=True)
     flops = [gemm_flops(feature_map_gemms(len(x) + len(y), p["d"], m)) for m in ms]
-    test = _parts(ctx, 2)
+    test = ctx.sub_test(2)
     variance = slope_test(ms, mse, se, -1.0, alternative="less", extra=dict(part="variance against m"), **test)
     cost = exact_test(np.polyfit(np.log(ms), np.log(flops), 1)[0], 1.0, tolerance=ctx.tolerance,
                       extra=dict(part="cost against m"))

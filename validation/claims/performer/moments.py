@@ -138,10 +138,6 @@ def _worst_over_grid(ctx: CellContext, error, norms=None) -> Evidence:
     return exact_test(worst, 0.0, tolerance=ctx.tolerance, extra=dict(worst_pair=where))
 
 
-def _sub_test(ctx: CellContext, parts: int) -> dict:
-    """Test keywords at the Bonferroni level of one of ``parts`` sub-tests (combine them afterwards)."""
-    return dict(ctx.test, alpha=ctx.alpha / parts)
-
 
 #: Fewest replicates a sized cell draws.
 _MIN_REPLICATES = 2_000
@@ -455,7 +451,7 @@ def _prf_estimators_cell(ctx: CellContext) -> Evidence:
     if pair == "quadrature":
         return _unbiased_quadrature(ctx, kind)
     x, y = _named_pair(UNBIASED_PAIRS, ctx)
-    return combine([_unbiased_mc(ctx, kind, x, y, ctx.params["m"], "iid", test=_sub_test(ctx, 2)),
+    return combine([_unbiased_mc(ctx, kind, x, y, ctx.params["m"], "iid", test=ctx.sub_test(2)),
                     _positivity(ctx, kind, x, y, ctx.params["m"])])
 
 
@@ -1054,7 +1050,7 @@ def _row_laws(ctx: CellContext, m: int, rows: list[int]) -> Evidence:
     frames = np.asarray(sampler(m, d, rng=ctx.rng, size=ctx.replicates), dtype=np.float64)
     norms = np.linalg.norm(frames, axis=-1)
     coordinate = stats.beta((d - 1) / 2, (d - 1) / 2)
-    test = _sub_test(ctx, 2 * len(rows))
+    test = ctx.sub_test(2 * len(rows))
     parts = [ks_test(norms[:, i], stats.chi(d).cdf, **test) for i in rows]
     parts += [ks_test(frames[:, i, 0] / norms[:, i], lambda t: coordinate.cdf((np.asarray(t) + 1) / 2), **test)
               for i in rows]
@@ -1364,7 +1360,7 @@ def _unbiased_output_cell(ctx: CellContext) -> Evidence:
     entries = [(i, a) for i in range(length) for a in range(d)]
     if len(entries) > MAX_ENTRIES:
         entries = [entries[k] for k in ctx.rng.choice(len(entries), MAX_ENTRIES, replace=False)]
-    sub = _sub_test(ctx, len(entries))
+    sub = ctx.sub_test(len(entries))
     parts = [mean_test(out[:, i, a], exact[i, a], **sub) for i, a in entries]
     return combine(parts, extra=dict(entries=len(entries)))
 
@@ -1406,7 +1402,7 @@ def _delta_method_cell(ctx: CellContext) -> Evidence:
         err = _attention_outputs(ctx, kind, xs, ys, v, m, "iid", n) - exact
         along.append(np.einsum("nia,ia->n", err, direction))
         total.append(np.einsum("nia,nia->n", err, err))
-    sub = _sub_test(ctx, 2)
+    sub = ctx.sub_test(2)
     norm_bias, total_mse = float(np.linalg.norm(bias)), float(mse.sum())
     return combine([mean_test(np.concatenate(along), norm_bias, scale=norm_bias, **sub),
                     mean_test(np.concatenate(total), total_mse, scale=total_mse, **sub)],
