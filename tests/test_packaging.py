@@ -1,8 +1,9 @@
 """Every source folder with an ``__init__.py`` is listed as a package in pyproject.toml, so that a plain
 (non-editable) ``pip install .`` — the README's main command — installs it."""
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
