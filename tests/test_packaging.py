@@ -3,7 +3,9 @@
 
 from pathlib import Path
 
-import tomllib
+import pytest
+
+tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
 
 ROOT = Path(__file__).resolve().parents[1]
 
