@@ -61,6 +61,7 @@ from .rfa import (
     _half_sq_norm,
     _matrix,
     _qkv,
+    _shifted_key_sums,
     integrand,
     key_statistics,
     log_implied_target,
@@ -379,34 +380,15 @@ def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | 
 @numba.njit(cache=True)
 def _alg3_kernel(q, k, v, omega, alpha, log_q_own, p2, out):  # pragma: no cover - compiled
     n_q, d = q.shape
-    n_k = k.shape[0]
     n_c = omega.shape[0]
     dv = v.shape[1]
-    num_c = np.zeros((n_c, dv))
-    den_c = np.zeros(n_c)
-    log_c = np.empty(n_c)
-    logits = np.empty(n_k)
+    num_c, den_c, log_c = _shifted_key_sums(k, v, omega)  # for c = 1..C: N_c, D_c (max-shifted by log_c)
     half_w = np.empty(n_c)
-    for c in range(n_c):  # for c = 1..C: N_c, D_c (max-shifted by log_c)
-        top = -np.inf
+    for c in range(n_c):
         hw = 0.0
         for i in range(d):
             hw += 0.5 * omega[c, i] * omega[c, i]
         half_w[c] = hw
-        for m in range(n_k):
-            acc = 0.0
-            half = 0.0
-            for i in range(d):
-                acc += omega[c, i] * k[m, i]
-                half += k[m, i] * k[m, i]
-            logits[m] = acc - 0.5 * half
-            top = max(top, logits[m])
-        log_c[c] = top
-        for m in range(n_k):
-            e = math.exp(logits[m] - top)
-            den_c[c] += e
-            for j in range(dv):
-                num_c[c, j] += e * v[m, j]
     log_t = np.empty(n_c)
     log_2pi = math.log(2.0 * math.pi)
     for n in range(n_q):  # for n = 1..N: α'_nc, N = Σ_c α'_nc ξ(q_n, ω_c) N_c, D likewise, y_n = N/D

@@ -512,16 +512,18 @@ def rfa_attention(q, k, v, *, S: int | None = None, omega=None, phase=None, rng=
 
 
 @numba.njit(cache=True)
-def _alg2_kernel(q, k, v, omega, out):  # pragma: no cover - compiled
-    n_q, d = q.shape
-    n_k = k.shape[0]
+def _shifted_key_sums(k, v, omega):  # pragma: no cover - compiled
+    """Per sample ``s``: ``N_s = Σ_m ξ(k_m, ω_s) v_m`` and ``D_s = Σ_m ξ(k_m, ω_s)`` (positive map), both stored
+    divided by ``exp(c_s)``, ``c_s = max_m log ξ(k_m, ω_s)``; returns ``(N, D, c)``. The key loop of Algorithms 2
+    and 3."""
+    n_k, d = k.shape
     n_s = omega.shape[0]
     dv = v.shape[1]
     num_s = np.zeros((n_s, dv))
     den_s = np.zeros(n_s)
     log_c = np.empty(n_s)
     logits = np.empty(n_k)
-    for s in range(n_s):  # for s = 1..S: N_s, D_s (max-shifted by c_s)
+    for s in range(n_s):
         top = -np.inf
         for m in range(n_k):
             acc = 0.0
@@ -537,6 +539,15 @@ def _alg2_kernel(q, k, v, omega, out):  # pragma: no cover - compiled
             den_s[s] += e
             for j in range(dv):
                 num_s[s, j] += e * v[m, j]
+    return num_s, den_s, log_c
+
+
+@numba.njit(cache=True)
+def _alg2_kernel(q, k, v, omega, out):  # pragma: no cover - compiled
+    n_q, d = q.shape
+    n_s = omega.shape[0]
+    dv = v.shape[1]
+    num_s, den_s, log_c = _shifted_key_sums(k, v, omega)  # for s = 1..S: N_s, D_s (max-shifted by c_s)
     lq = np.empty(n_s)
     for n in range(n_q):  # for n = 1..N: N = Σ_s ξ(q_n, ω_s) N_s, D = Σ_s ξ(q_n, ω_s) D_s
         half = 0.0
