@@ -24,13 +24,17 @@ import numpy as np
 import xarray as xr
 
 from rfkit.validation.engine import ClaimResult, RunResult, _jsonable
+from rfkit.validation.model import RESULT_VARIABLES
 
 __all__ = ["to_dataset", "cell_verdict", "write_run", "load_dataset"]
 
-#: Numeric evidence fields.
-_NUMERIC = ("estimate", "prediction", "stderr", "statistic", "p_value", "mde", "effect", "upper", "n")
-#: Evidence fields stored under another name (``n`` is a common axis name: a sequence length).
-_VARIABLE = {"n": "n_samples"}
+#: Text variables, and numeric ones the engine computes; every other variable of
+#: :data:`~rfkit.validation.model.RESULT_VARIABLES` is an ``Evidence`` field.
+_TEXT = ("cell_verdict", "flags", "method", "extra")
+_COMPUTED = ("p_adjusted", "seconds")
+#: Variable name -> ``Evidence`` field (``n`` is stored as ``n_samples``: ``n`` is a common axis name).
+_FROM_EVIDENCE = {name: "n" if name == "n_samples" else name for name in RESULT_VARIABLES
+                  if name not in _TEXT + _COMPUTED}
 
 
 def cell_verdict(result: ClaimResult, i: int) -> str:
@@ -64,8 +68,8 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
     variants = list(claim.variants)
     dims = ("variant", *axes)
     shape = (len(variants), *(len(v) for v in axes.values()))
-    num = {_VARIABLE.get(k, k): np.full(shape, np.nan) for k in (*_NUMERIC, "p_adjusted", "seconds")}
-    text = {k: np.full(shape, "", dtype=object) for k in ("cell_verdict", "flags", "method", "extra")}
+    num = {k: np.full(shape, np.nan) for k in (*_FROM_EVIDENCE, *_COMPUTED)}
+    text = {k: np.full(shape, "", dtype=object) for k in _TEXT}
     text["cell_verdict"][...] = "outside-domain"
     restarts = max((o.spec.restart + 1 for o in result.outcomes if o.spec.kind == "search"), default=0)
     search_num = {k: np.full((len(variants), restarts), np.nan) for k in ("margin", "p_value", "effect")}
@@ -87,8 +91,8 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
         if ev is None:
             text["flags"][idx] = o.error or ""
             continue
-        for k in _NUMERIC:
-            num[_VARIABLE.get(k, k)][idx] = getattr(ev, k)
+        for name, field in _FROM_EVIDENCE.items():
+            num[name][idx] = getattr(ev, field)
         text["flags"][idx] = "; ".join(ev.flags)
         text["method"][idx] = ev.method
         text["extra"][idx] = json.dumps(_jsonable(ev.extra))
