@@ -1289,7 +1289,7 @@ def _practical_core(q, k, v, part: PracticalPartition, opts: _Options, rng, eps,
     return y, EvaDetails(part, stats.omega, stats.mu, stats.k_tilde, stats.q_tilde, beta, attention)
 
 
-def _coefficients(qb, stats: _ChunkStats, group, opts: _Options, want_inner: bool = True):
+def _coefficients(qb, stats: _ChunkStats, group, opts: _Options, want_inner: bool):
     """``β̂_c`` and its inner weights: query-free ``(nb, G, C, ·)`` (one sample) or ``(nb, B, bq, C, ·)``
     (multi-sample inner weights only when ``want_inner``)."""
     if opts.coefficient == "oracle":
