@@ -17,7 +17,7 @@ def test_validate_smoke_writes_every_output(tmp_path, capsys):
     assert {"rfkit_version", "seed", "tier", "created", "claims"} <= set(doc)
     assert doc["tier"] == "smoke" and doc["seed"] == 0
     for entry in doc["claims"]:
-        keys = {"id", "paper", "kind", "verdict", "variants", "witness", "mde", "cells", "seconds", "reason"}
+        keys = {"id", "paper", "kind", "verdict", "variants", "witness", "resolution", "cells", "seconds", "reason"}
         assert keys <= set(entry)
         assert entry["verdict"] in ("supported", "refuted", "inconclusive")
         assert (out / "results" / f"{entry['id']}.nc").exists()

@@ -172,7 +172,7 @@ def test_bias_twice_the_tolerance_is_refuted():
 
 def _numbers(run):
     doc = run.verdicts()
-    return [(c["id"], c["verdict"], c["mde"], c["witness"]) for c in doc["claims"]], \
+    return [(c["id"], c["verdict"], c["resolution"], c["witness"]) for c in doc["claims"]], \
         [[(o.spec.key, o.evidence.estimate, o.evidence.p_value) for o in c.outcomes] for c in run.claims]
 
 

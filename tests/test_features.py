@@ -4,7 +4,7 @@ caught, stabilisation is exact and overflow-free.
 Unbiasedness tests: R = 40000 replicates per cell (fresh projections each), z test with the exact
 variance (iid projections, rfkit.theory.softmax) or batch means (orthogonal projections), each at level
 1e-6, so the file's false-failure rate is below 3e-5. Power: each test must establish unbiasedness to
-within a relative bias of 5% (``tolerance``: mde and the upper confidence bound <= 0.05).
+within a relative bias of 5% (``tolerance``: resolution and the upper confidence bound <= 0.05).
 """
 
 import numpy as np

@@ -12,10 +12,22 @@ Verdicts (per variant, then per claim):
   across *all* cells of the claim (every variant, grid and search); the witness is the rejected cell with
   the smallest adjusted p-value (largest violation on ties).
 * **supported** — nothing rejected, and every cell is conclusive: no cell is flagged (heavy tails,
-  infinite variance, non-finite values), every cell's upper confidence bound on the violation is at most
-  the claim's tolerance, and so is every minimal detectable effect (the test could have resolved a
-  violation of that size); a universally quantified claim must also have run its adversarial search.
-* **inconclusive** — otherwise, with the reason.
+  infinite variance, non-finite values, empty evidence), every cell's upper confidence bound on the
+  violation is at most the claim's tolerance; a universally quantified claim must also have run its
+  adversarial search. The verdict states the weakest validity class of its cells (``exact``,
+  ``non-asymptotic``, ``asymptotic``) and the assumption it rests on.
+* **inconclusive** — otherwise, with the reason: ``underpowered`` when some cell's resolution (its
+  confidence radius) exceeds the tolerance, so that not even an exactly true claim could be supported
+  there; ``cannot exclude`` when the radius is fine but the bound still crosses the tolerance.
+
+Budgets. A sequential cell (:meth:`~rfkit.validation.model.CellContext.mean`) draws replicates in rounds and
+stops when decided, so most cells spend a fraction of their planned budget. After all cells ran, the
+engine gives each claim's unspent budget, plus a reserve of :data:`RESERVE` times its planned sequential
+budget, to the claim's sequential cells that spent their budget undecided (at most :data:`MAX_EXTENSION`
+times a cell's plan) and runs them again. Their rounds are seeded by the round index, so the re-run
+repeats the first rounds and continues; the extension depends only on outcomes, so results stay
+identical for a seed whatever the worker count. Stopping later is valid because confidence sequences
+cover at every time simultaneously.
 
 A claim's verdict is its variants' common verdict; when readings disagree it is *inconclusive* and the
 reason lists each reading's verdict (the claim is then true or false depending on how it is read).
@@ -24,6 +36,7 @@ Cells whose check raises are reported (the run counts as failed) and make the cl
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -40,12 +53,18 @@ from typing import Any
 import numpy as np
 
 from rfkit.validation.model import TIERS, CellContext, Claim
-from rfkit.validation.stats import Evidence, holm
+from rfkit.validation.stats import Evidence, holm, weakest_validity
 
 __all__ = ["CellSpec", "CellOutcome", "VariantVerdict", "ClaimResult", "RunResult", "plan", "run_cell",
-           "decide", "validate", "rfkit_version", "VERDICTS", "BACKENDS", "backend_implementations"]
+           "decide", "validate", "extensions", "rfkit_version", "VERDICTS", "BACKENDS", "backend_implementations",
+           "RESERVE", "MAX_EXTENSION"]
 
 VERDICTS = ("supported", "refuted", "inconclusive")
+#: Per tier, the budget a claim may add to its undecided sequential cells, as a fraction of its planned
+#: sequential budget (on top of what its decided cells left unspent).
+RESERVE = {"smoke": 0.0, "quick": 1.0, "full": 2.0}
+#: Largest multiple of its planned budget one sequential cell may be given.
+MAX_EXTENSION = 8
 
 
 def rfkit_version() -> str:
@@ -95,6 +114,12 @@ class CellSpec:
     backend: str = "numpy"
     device: str = "cpu"
     implementations: Mapping[str, Callable] = field(default_factory=dict)
+    budget: int | None = None
+
+    @property
+    def replicates(self) -> int:
+        """Replicates this cell may draw: the tier's plan, or the engine's extension of it."""
+        return self.budget if self.budget is not None else self.claim.n_replicates(self.tier)
 
     @property
     def key(self) -> str:
@@ -109,15 +134,15 @@ class CellSpec:
     def context(self) -> CellContext:
         rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=self.spawn_key))
         impls = {**backend_implementations(self.backend, self.device), **self.implementations}
-        return CellContext(self.claim.id, self.variant, dict(self.params), self.tier,
-                           self.claim.n_replicates(self.tier), self.alpha, self.power, self.claim.tolerance, rng,
-                           impls, self.backend, self.device, self.restart)
+        return CellContext(self.claim.id, self.variant, dict(self.params), self.tier, self.replicates, self.alpha,
+                           self.power, self.claim.tolerance, rng, impls, self.backend, self.device, self.restart,
+                           self.claim.n_replicates(self.tier))
 
     def describe(self) -> dict:
         """JSON-able coordinates of this cell (enough to re-run it: see :func:`spec_from_witness`)."""
         return dict(claim_id=self.claim.id, variant=self.variant, kind=self.kind, restart=self.restart,
                     params=dict(self.params), tier=self.tier, seed=self.seed, alpha_cell=self.alpha,
-                    power=self.power, replicates=self.claim.n_replicates(self.tier), backend=self.backend,
+                    power=self.power, replicates=self.replicates, budget=self.budget, backend=self.backend,
                     device=self.device, implementations=sorted(self.implementations))
 
 
@@ -162,15 +187,17 @@ class VariantVerdict:
     verdict: str
     reason: str
     witness: dict | None
-    mde: float
+    resolution: float
     cells: int
+    validity: str | None = None
 
 
 def _witness(outcome: CellOutcome, p_adj: float) -> dict:
     ev = outcome.evidence
     return dict(outcome.spec.describe(), estimate=ev.estimate, prediction=ev.prediction, stderr=ev.stderr,
                 statistic=ev.statistic, p_value=ev.p_value, p_adjusted=float(p_adj), effect=ev.effect,
-                upper=ev.upper, mde=ev.mde, method=ev.method, extra=_jsonable(ev.extra))
+                upper=ev.upper, resolution=ev.resolution, method=ev.method, validity=ev.validity,
+                assumption=ev.assumption, extra=_jsonable(ev.extra))
 
 
 def _jsonable(obj):
@@ -215,8 +242,8 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
 
 def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdict:
     cells = [outcomes[i] for i in idx]
-    mdes = [o.evidence.mde for o in cells if o.evidence is not None]
-    mde = max(mdes) if mdes else math.inf
+    resolutions = [o.evidence.resolution for o in cells if o.evidence is not None]
+    resolution = max(resolutions) if resolutions else math.inf
     errors = [o for o in cells if o.error]
     rejected = [i for i in idx if reject[i]]
     if rejected:
@@ -224,33 +251,37 @@ def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdic
         ev = outcomes[best].evidence
         return VariantVerdict("refuted", f"violation {ev.effect:.3g} (tolerance {claim.tolerance:g}) at "
                               f"{_where(outcomes[best].spec)}, adjusted p = {p_adj[best]:.3g}",
-                              _witness(outcomes[best], p_adj[best]), mde, len(cells))
+                              _witness(outcomes[best], p_adj[best]), resolution, len(cells))
     if errors:
-        return VariantVerdict("inconclusive", f"{len(errors)} cell(s) failed: {errors[0].error}", None, mde,
+        return VariantVerdict("inconclusive", f"{len(errors)} cell(s) failed: {errors[0].error}", None, resolution,
                               len(cells))
     if not cells:
         reason = claim.untestable or "no cell of this tier lies in the claim's hypothesis domain"
-        return VariantVerdict("inconclusive", reason, None, mde, 0)
+        return VariantVerdict("inconclusive", reason, None, resolution, 0)
     flagged = [o for o in cells if o.evidence.flags]
     if flagged:
         return VariantVerdict("inconclusive", f"{len(flagged)} of {len(cells)} cell(s) cannot decide: "
-                              f"{flagged[0].evidence.flags[0]} at {_where(flagged[0].spec)}", None, mde, len(cells))
-    weak = [o for o in cells if not o.evidence.mde <= claim.tolerance]
+                              f"{flagged[0].evidence.flags[0]} at {_where(flagged[0].spec)}", None, resolution, len(cells))
+    weak = [o for o in cells if not o.evidence.resolution <= claim.tolerance]
     if weak:
-        worst = max(weak, key=lambda o: o.evidence.mde)
-        return VariantVerdict("inconclusive", f"underpowered: {len(weak)} of {len(cells)} cell(s) resolve only "
-                              f"deviations >= {worst.evidence.mde:.3g} > tolerance {claim.tolerance:g} "
-                              f"(worst at {_where(worst.spec)}); use a larger tier", None, mde, len(cells))
+        worst = max(weak, key=lambda o: o.evidence.resolution)
+        return VariantVerdict("inconclusive", f"underpowered: {len(weak)} of {len(cells)} cell(s) have a confidence "
+                              f"radius {worst.evidence.resolution:.3g} > tolerance {claim.tolerance:g}, so not even "
+                              f"an exactly true claim could be supported there (worst at {_where(worst.spec)}, "
+                              f"{worst.evidence.n} replicates); use a larger tier", None, resolution, len(cells))
     edge = [o for o in cells if not o.evidence.upper <= claim.tolerance]
     if edge:
         worst = max(edge, key=lambda o: o.evidence.upper)
         return VariantVerdict("inconclusive", f"{len(edge)} of {len(cells)} cell(s) cannot exclude a violation "
                               f"beyond the tolerance: upper bound {worst.evidence.upper:.3g} > "
-                              f"{claim.tolerance:g} at {_where(worst.spec)}", None, mde, len(cells))
+                              f"{claim.tolerance:g} at {_where(worst.spec)}", None, resolution, len(cells))
     if claim.universal and not any(o.spec.kind == "search" for o in cells):
         return VariantVerdict("inconclusive", "universally quantified claim without an adversarial search",
-                              None, mde, len(cells))
-    return VariantVerdict("supported", "", None, mde, len(cells))
+                              None, resolution, len(cells))
+    validity = weakest_validity(o.evidence for o in cells)
+    basis = next(o.evidence for o in cells if o.evidence.validity == validity)
+    reason = f"validity: {validity}" + (f" ({basis.assumption})" if basis.assumption else "")
+    return VariantVerdict("supported", reason, None, resolution, len(cells), validity)
 
 
 def _where(spec: CellSpec) -> str:
@@ -285,12 +316,21 @@ class ClaimResult:
         return None
 
     @property
-    def mde(self) -> float:
-        return max((v.mde for v in self.variants.values()), default=math.inf)
+    def resolution(self) -> float:
+        return max((v.resolution for v in self.variants.values()), default=math.inf)
 
     @property
     def failed(self) -> bool:
         return any(o.error for o in self.outcomes)
+
+    @property
+    def validity(self) -> str | None:
+        """The weakest validity class a ``supported`` verdict rests on (``None`` otherwise)."""
+        if self.verdict != "supported":
+            return None
+        from rfkit.validation.stats import VALIDITY
+
+        return max((v.validity or "exact" for v in self.variants.values()), key=VALIDITY.index)
 
     @property
     def dataset(self):
@@ -301,8 +341,9 @@ class ClaimResult:
     def summary(self) -> dict:
         """The ``verdicts.json`` entry of this claim."""
         return dict(id=self.claim.id, paper=self.claim.paper, kind=self.claim.kind, verdict=self.verdict,
-                    variants={k: v.verdict for k, v in self.variants.items()}, witness=self.witness,
-                    mde=_jsonable(self.mde), tolerance=self.claim.tolerance, cells=len(self.outcomes),
+                    variants={k: v.verdict for k, v in self.variants.items()}, validity=self.validity,
+                    witness=self.witness,
+                    resolution=_jsonable(self.resolution), tolerance=self.claim.tolerance, cells=len(self.outcomes),
                     seconds=round(self.seconds, 4), reason=self.reason,
                     variant_reasons={k: v.reason for k, v in self.variants.items()})
 
@@ -332,31 +373,68 @@ class RunResult:
         import pandas as pd
 
         return pd.DataFrame([dict(id=c.claim.id, paper=c.claim.paper, kind=c.claim.kind, verdict=c.verdict,
-                                  mde=c.mde, tolerance=c.claim.tolerance, cells=len(c.outcomes),
+                                  resolution=c.resolution, tolerance=c.claim.tolerance, cells=len(c.outcomes),
                                   seconds=c.seconds, reason=c.reason) for c in self.claims])
 
 
-def _executor(specs: list[CellSpec], workers: int | None, scheduler: str | None) -> Iterator[CellOutcome]:
-    if not workers and not scheduler:
-        for spec in specs:
-            yield run_cell(spec)
-        return
-    from dask.distributed import Client, LocalCluster, as_completed
+class _Executor:
+    """Runs cells in-process, or on a dask cluster kept for the whole run (both phases)."""
 
-    cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster)
-    try:
-        futures = client.map(run_cell, specs, pure=False)
-        for future in as_completed(futures):
+    def __init__(self, workers: int | None, scheduler: str | None):
+        self.client = self.cluster = None
+        if workers or scheduler:
+            from dask.distributed import Client, LocalCluster
+
+            if scheduler:
+                self.client = Client(scheduler)
+            else:
+                self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                            dashboard_address=None)
+                self.client = Client(self.cluster)
+
+    def map(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
+        if self.client is None:
+            for spec in specs:
+                yield run_cell(spec)
+            return
+        from dask.distributed import as_completed
+
+        for future in as_completed(self.client.map(run_cell, specs, pure=False)):
             yield future.result()
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+
+    def close(self):
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def extensions(outcomes: list[CellOutcome]) -> list[CellSpec]:
+    """Cells of one claim to run again with more budget (see "Budgets" in the module docstring).
+
+    The claim's pool is its planned sequential budget times ``1 + RESERVE[tier]`` minus what its sequential
+    cells used; it is shared equally by the cells that spent their budget undecided, each capped at
+    ``MAX_EXTENSION`` times its plan. Cells that would gain less than half their plan are left as they are.
+    """
+    seq = [o for o in outcomes if o.evidence is not None and o.evidence.extra.get("sequential")]
+    if not seq:
+        return []
+    tier = seq[0].spec.tier
+    planned = sum(int(o.evidence.extra["planned"]) for o in seq)
+    used = sum(int(o.evidence.n) for o in seq)
+    pool = planned * (1.0 + RESERVE.get(tier, 0.0)) - used
+    undecided = [o for o in seq if o.evidence.extra.get("status") == "budget spent"
+                 and not any(f.startswith(("non-finite", "infinite", "degenerate")) for f in o.evidence.flags)]
+    if not undecided or pool <= 0:
+        return []
+    share = pool / len(undecided)
+    out = []
+    for o in undecided:
+        plan_i, budget_i = int(o.evidence.extra["planned"]), int(o.evidence.extra["budget"])
+        new = int(min(MAX_EXTENSION * plan_i, budget_i + share))
+        if new - budget_i >= plan_i / 2:
+            out.append(dataclasses.replace(o.spec, budget=new))
+    return out
 
 
 def _show_progress(progress: bool | None) -> bool:
@@ -417,20 +495,34 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(all_specs), desc=f"validate ({tier})", unit="cell")
+    executor = _Executor(workers, scheduler)
     try:
-        for outcome in _executor(all_specs, workers, scheduler):
+        for outcome in executor.map(all_specs):
             outcomes[index[outcome.spec.key]] = outcome
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(outcome.spec.claim.id, refresh=False)
+        spans, start = {}, 0
+        for claim in claims:
+            spans[claim.id] = (start, start + len(specs_by_claim[claim.id]))
+            start = spans[claim.id][1]
+        more = [s for c in claims for s in extensions(outcomes[slice(*spans[c.id])])]
+        if bar is not None and more:
+            bar.total += len(more)
+            bar.set_description(f"validate ({tier}, extending {len(more)} undecided)")
+        for outcome in executor.map(more):
+            i = index[outcome.spec.key]
+            outcome.seconds += outcomes[i].seconds
+            outcomes[i] = outcome
+            if bar is not None:
+                bar.update(1)
     finally:
+        executor.close()
         if bar is not None:
             bar.close()
-    results, start = [], 0
+    results = []
     for claim in claims:
-        n = len(specs_by_claim[claim.id])
-        mine = outcomes[start:start + n]
-        start += n
+        mine = outcomes[slice(*spans[claim.id])]
         verdict, reason, variants, reject, p_adj = decide(claim, mine, alpha)
         results.append(ClaimResult(claim, tier, seed, alpha, verdict, reason, variants, mine, reject, p_adj,
                                    sum(o.seconds for o in mine), created, version))
@@ -441,4 +533,4 @@ def spec_from_witness(witness: Mapping, claim: Claim) -> CellSpec:
     """Rebuild the cell that produced a witness (rfkit's own implementations)."""
     return CellSpec(claim, witness["variant"], dict(witness["params"]), witness["tier"], int(witness["seed"]),
                     witness["kind"], witness["restart"], float(witness["alpha_cell"]), float(witness["power"]),
-                    witness.get("backend", "numpy"), witness.get("device", "cpu"))
+                    witness.get("backend", "numpy"), witness.get("device", "cpu"), budget=witness.get("budget"))

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from rfkit.validation.stats import sequential_mean
+
 __all__ = ["KINDS", "TIERS", "Claim", "CellContext", "per_tier"]
 
 KINDS = ("identity", "expectation", "moment", "inequality", "tail-bound", "rate", "optimality", "complexity",
@@ -28,7 +30,7 @@ TIERS = ("smoke", "quick", "full")
 PAPERS = ("core", "performer", "lara", "eva", "macformer")
 #: Names a claim's grid axes may not take: the data variables and dimensions of its results dataset
 #: (:func:`rfkit.validation.results.to_dataset`).
-RESULT_VARIABLES = ("estimate", "prediction", "stderr", "statistic", "p_value", "mde", "effect", "upper",
+RESULT_VARIABLES = ("estimate", "prediction", "stderr", "statistic", "p_value", "resolution", "effect", "upper",
                     "n_samples", "p_adjusted", "seconds", "cell_verdict", "flags", "method", "extra")
 RESERVED_AXES = frozenset({*RESULT_VARIABLES, "variant", "restart"})
 
@@ -60,6 +62,7 @@ class CellContext:
     backend: str = "numpy"
     device: str = "cpu"
     restart: int | None = None
+    planned: int | None = None
 
     @property
     def test(self) -> dict:
@@ -70,6 +73,15 @@ class CellContext:
         """:attr:`test` at the Bonferroni level ``alpha / parts`` of one of ``parts`` sub-tests of the cell
         (combine them with :func:`rfkit.validation.stats.combine`)."""
         return dict(self.test, alpha=self.alpha / parts)
+
+    def mean(self, draw: Callable[[np.random.Generator, int], np.ndarray], prediction: float, **kwargs):
+        """A sequential mean cell (:func:`rfkit.validation.stats.sequential_mean`): ``draw(rng, n)`` gives
+        ``n`` iid replicates; rounds run until the cell is decided or its budget (``replicates``, which the
+        engine may raise for an undecided cell) is spent. Keyword arguments: ``sd``, ``bounds``, ``scale``,
+        ``alternative``, ``extra``, ``tolerance`` (default: the claim's)."""
+        kwargs.setdefault("tolerance", self.tolerance)
+        return sequential_mean(draw, prediction, rng=self.rng, budget=self.replicates,
+                               planned=self.planned or self.replicates, alpha=self.alpha, **kwargs)
 
     def impl(self, role: str, default: Callable) -> Callable:
         """The implementation of ``role`` under test: a user's adapter if given, else ``default``."""

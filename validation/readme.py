@@ -34,7 +34,7 @@ def verdict_section(doc: dict) -> str:
     lines += ["", "| claim | kind | verdict | resolution / tolerance | reason |", "|---|---|---|---|---|"]
     for c in doc["claims"]:
         reason = c["reason"].replace("|", "\\|")
-        lines.append(f"| `{c['id']}` | {c['kind']} | {c['verdict']} | {_fmt(c['mde'])} / {_fmt(c['tolerance'])} "
+        lines.append(f"| `{c['id']}` | {c['kind']} | {c['verdict']} | {_fmt(c['resolution'])} / {_fmt(c['tolerance'])} "
                      f"| {reason} |")
     return "\n".join(lines)
 

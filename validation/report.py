@@ -46,10 +46,10 @@ def _variants(c: ClaimResult) -> str:
 
 def text_table(run: RunResult) -> str:
     """The table ``rfkit validate`` prints."""
-    rows = [f"{'claim':48} {'kind':12} {'verdict':13} {'mde/tol':>14} {'cells':>5} {'seconds':>8}"]
+    rows = [f"{'claim':48} {'kind':12} {'verdict':13} {'resolution/tol':>14} {'cells':>5} {'seconds':>8}"]
     rows.append("-" * len(rows[0]))
     for c in run.claims:
-        res = f"{_fmt(c.mde)}/{c.claim.tolerance:.2g}"
+        res = f"{_fmt(c.resolution)}/{c.claim.tolerance:.2g}"
         rows.append(f"{c.claim.id:48} {c.claim.kind:12} {c.verdict:13} {res:>14} {len(c.outcomes):>5} "
                     f"{c.seconds:>8.2f}")
     rows.append("")
@@ -69,12 +69,12 @@ def _summary_rows(run: RunResult) -> list[list[str]]:
 
 
 def _verdict_rows(run: RunResult) -> list[list[str]]:
-    return [[c.claim.id, c.claim.kind, c.verdict, _variants(c), f"{_fmt(c.mde)} / {c.claim.tolerance:.3g}",
+    return [[c.claim.id, c.claim.kind, c.verdict, _variants(c), f"{_fmt(c.resolution)} / {c.claim.tolerance:.3g}",
              str(len(c.outcomes)), f"{c.seconds:.2f}", c.reason] for c in run.claims]
 
 
 _SUMMARY_HEAD = ["paper", *VERDICTS, "total"]
-_VERDICT_HEAD = ["claim", "kind", "verdict", "variants", "resolution (max mde) / tolerance", "cells", "seconds",
+_VERDICT_HEAD = ["claim", "kind", "verdict", "variants", "resolution / tolerance", "cells", "seconds",
                  "reason"]
 
 
@@ -167,7 +167,7 @@ def _tex(s: str) -> str:
 def latex_table(run: RunResult) -> str:
     """A ``table`` environment a paper can cite: version, seed and tier are in the caption."""
     rows = [rf"\texttt{{{_tex(c.claim.id)}}} & {_tex(c.claim.kind)} & {c.verdict} & "
-            rf"{_tex(_fmt(c.mde))} / {c.claim.tolerance:.3g} \\" for c in run.claims]
+            rf"{_tex(_fmt(c.resolution))} / {c.claim.tolerance:.3g} \\" for c in run.claims]
     return "\n".join([
         r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{llll}", r"\hline",
         r"Claim & Kind & Verdict & Resolution / tolerance \\", r"\hline", *rows, r"\hline", r"\end{tabular}",

@@ -5,7 +5,7 @@ Dataset layout (DESIGN "Results"):
 * dimensions ``variant`` and one per sweep axis of the tier (``d``, ``L``, ``m``, ...); cells outside the
   hypothesis domain are missing (nan, ``cell_verdict = "outside-domain"``);
 * data variables :data:`rfkit.validation.model.RESULT_VARIABLES`: ``estimate``, ``prediction``, ``stderr``,
-  ``statistic``, ``p_value``, ``p_adjusted``, ``mde``, ``effect``, ``upper``, ``n_samples`` (the evidence's
+  ``statistic``, ``p_value``, ``p_adjusted``, ``resolution``, ``effect``, ``upper``, ``n_samples`` (the evidence's
   ``n``), ``seconds``, ``cell_verdict``, ``flags``, ``method``, ``extra`` (JSON);
 * adversarial search restarts on their own dimension ``restart``: ``search_margin``,
   ``search_p_value``, ``search_effect``, ``search_point`` (JSON);
@@ -48,7 +48,7 @@ def cell_verdict(result: ClaimResult, i: int) -> str:
         return "violation"
     if ev.flags:
         return "flagged"
-    if not ev.mde <= tol:
+    if not ev.resolution <= tol:
         return "underpowered"
     if not ev.upper <= tol:
         return "undecided"
@@ -107,8 +107,8 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
                  rfkit_version=result.version, created=result.created, tolerance=claim.tolerance,
                  units=claim.units, statement=claim.statement, source=claim.source, hypotheses=claim.hypotheses,
                  variant_verdicts=json.dumps({k: v.verdict for k, v in result.variants.items()}),
-                 witness=json.dumps(_jsonable(result.witness)), mde=float(result.mde)
-                 if math.isfinite(result.mde) else "inf")
+                 witness=json.dumps(_jsonable(result.witness)), resolution=float(result.resolution)
+                 if math.isfinite(result.resolution) else "inf")
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 

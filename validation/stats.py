@@ -8,52 +8,60 @@ refutation. Each returns :class:`Evidence`:
 
 * ``p_value`` — of the interval null (small: violated by more than the tolerance);
 * ``effect`` — the observed violation; ``upper`` — its upper confidence bound at level ``1 - alpha``;
-* ``mde`` — the minimal detectable effect: the deviation from the prediction detected with probability
-  ``power`` at level ``alpha`` (``(z_α + z_β)·se`` for normal statistics), the cell's resolution.
+* ``resolution`` — what the support rule ``upper <= tolerance`` can resolve at this cell: the confidence
+  radius (``upper - effect`` for a mean). A cell whose resolution exceeds the tolerance cannot support
+  even a claim that holds exactly; one with resolution ``r`` supports a claim whose true violation is
+  below ``tolerance - r``;
+* ``validity`` and ``assumption`` — what the guarantee rests on: ``exact`` (the law of the statistic is
+  known exactly), ``non-asymptotic`` (a finite-sample guarantee under the stated assumption) or
+  ``asymptotic`` (valid in the large-sample limit).
 
 The engine calls a claim *refuted* when Holm's procedure rejects some cell at family-wise level alpha,
-and *supported* only when every cell has ``upper <= tolerance`` and ``mde <= tolerance``: with
-confidence ``1 - alpha`` every deviation it looked at is within the tolerance, and it could have
-resolved one of that size (an equivalence test, two one-sided tests in spirit).
+and *supported* only when every cell has ``upper <= tolerance`` and no flag (an equivalence test, two
+one-sided tests in spirit). A supported verdict states the weakest validity class among its cells.
 
 Design notes (what each procedure assumes, and why it was chosen)
 -----------------------------------------------------------------
-**Means** (:func:`mean_test`; expectation and moment claims, paired comparisons). The mean of ``n``
-iid replicates is compared with the prediction by a z statistic. Its standard error comes from the
-exact per-replicate standard deviation when theory provides it (``sd=``), else from *batch means*
-(``B = 32`` batches, t with ``B-1`` degrees of freedom), which stays valid for heavy-tailed replicates
-whose variance is finite. Random-feature estimators are log-normal-like, so the normal approximation of
-the mean can fail far in the tail even when the variance is finite: the first-order Edgeworth term of the
-mean's tail probability at the critical value, ``|γ₁| (z² - 1) φ(z) / (6√n)``, is compared with the
-nominal tail probability. When it is larger the normal p-value cannot be trusted: with an exact
-variance the test falls back to Chebyshev's (two-sided) or Cantelli's (one-sided) inequality, which hold
-for every distribution with that variance; without one, the cell is flagged ``skewed`` and can neither
-refute nor support. Sample skewness itself understates heavy tails, so without an exact variance a cell
-is also flagged when a single replicate carries more than 20% of the sample variance (for finite-variance
-light tails that share is ``O(log n / n)``). An infinite exact variance flags the cell
-``infinite-variance``. The Kish effective sample size ``(Σ|x|)²/Σx²`` is reported, a direct view of how
-few draws dominate.
+**Means** (:func:`mean_test` for a fixed sample, :func:`sequential_mean` for a cell that draws in rounds
+and stops when decided; expectation and moment claims, paired comparisons). Both evaluate one
+*anytime-valid confidence sequence* (:mod:`rfkit.validation.sequences`), the strongest the assumptions
+allow: values in a known range → a betting sequence (non-asymptotic); a variance bound from
+:mod:`rfkit.theory` (``sd=``) → a Catoni-style sequence (non-asymptotic: valid for every law with that
+variance, heavy tails included), run with ``max(theory variance, running sample variance)`` so a buggy
+estimator with more variance is judged with its own spread; otherwise the Gaussian-mixture asymptotic
+sequence (asymptotic). The p-value of the interval null is the sequence's anytime p-value at the nearest
+end of the null interval. Random-feature estimators are log-normal-like, so the asymptotic sequence can
+fail far in the tail: a cell without a variance bound is flagged (and cannot decide) when one replicate
+carries more than 20% of the sample variance (for light tails that share is ``O(log n / n)``) or when the
+first Edgeworth term of the mean's tail probability at the boundary, ``|γ₁|(z² - 1)φ(z)/(6√n)``, exceeds
+the nominal level. Replicates that are all equal are flagged unless the caller declares the quantity
+deterministic (``sd=0``): a frozen generator must not look like an exact answer. An infinite theory
+variance flags the cell ``infinite-variance``. The Kish effective sample size ``(Σ|x|)²/Σx²`` is reported.
 
 **Exact evaluations** (:func:`exact_test`; identities and deterministic inequalities). No randomness:
-the violation is the observed error, ``p = 0`` if it exceeds the tolerance and ``1`` otherwise.
+the violation is the observed error, ``p = 0`` if it exceeds the tolerance and ``1`` otherwise. Empty
+evidence is flagged, never a pass.
 
-**Tail bounds** (:func:`binomial_test`). Exceedance counts are binomial: the exact one-sided binomial
-test (scipy ``binomtest``) of ``P(exceed) <= bound + tolerance`` and a Clopper–Pearson interval; the
-mde is the excess probability over the bound detected with the given power, from exact binomial
-quantiles.
+**Tail bounds** (:func:`binomial_test`). Exceedance counts of a fixed number of trials are binomial: the
+exact one-sided binomial test of ``P(exceed) <= bound + tolerance`` and a Clopper–Pearson bound (exact).
 
 **Rates** (:func:`slope_test`). Weighted least squares of ``log y`` on ``log x`` with delta-method
-weights ``(y/se)²``; the slope's standard error is inflated by ``sqrt(χ²/dof)`` when the points scatter
-more than their errors (curvature, pre-asymptotic sizes), so lack of fit widens the interval rather than
-making a false refutation.
+weights ``(y/se)²``, at least 5 sizes; when the points scatter more than their errors the slope's standard
+error is inflated by ``sqrt(χ²/dof)`` and the quantile is Student t with the fit's ``dof = points - 2``
+(asymptotic: normal errors of the log points).
+
+**Timings** (:func:`ratio_test`). A timing is a random variable: claims about relative cost are tested
+on repeated paired log-ratios (t with ``repeats - 1`` dof, asymptotic) with a margin for the machine.
 
 **Laws** (:func:`ks_test`). One-sample Kolmogorov–Smirnov against an exact CDF (scipy ``kstest``). The
 violation is the sup-distance between the true and the claimed CDF; the triangle inequality bounds it by
 the observed statistic plus the statistic's noise, whose exact law (``kstwo``) gives the p-value of
-"distance <= tolerance" and the upper bound.
+"distance <= tolerance" and the upper bound (exact for continuous laws).
 
 Levels passed in by the engine are Bonferroni levels (``alpha / cells``), never less stringent than any
-step of Holm's procedure, so the power statements and bounds are conservative.
+step of Holm's procedure, so bounds are conservative. Calibration (false refutation and false support
+at most ``alpha``, heavy-tailed nulls included) is measured in ``tests/test_calibration.py`` and published
+in ``docs/statistics.md``.
 """
 
 from __future__ import annotations
@@ -62,11 +70,17 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
+
+from rfkit.validation.sequences import VALIDITY, AsymptoticCS, BettingCS, CatoniCS
 
 __all__ = [
     "Evidence",
+    "VALIDITY",
     "mean_test",
+    "sequential_mean",
+    "round_sizes",
+    "ratio_test",
     "exact_test",
     "binomial_test",
     "slope_test",
@@ -88,14 +102,15 @@ _MAX_SHARE = 0.2
 
 @dataclass(frozen=True)
 class Evidence:
-    """What one cell measured and the test it got. ``effect``, ``upper`` and ``mde`` are in tolerance units."""
+    """What one cell measured and the test it got. ``effect``, ``upper`` and ``resolution`` are in tolerance
+    units; ``validity`` is one of :data:`VALIDITY` and ``assumption`` says what it rests on."""
 
     estimate: float
     prediction: float
     stderr: float
     statistic: float
     p_value: float
-    mde: float
+    resolution: float
     effect: float
     upper: float
     n: int
@@ -103,6 +118,12 @@ class Evidence:
     flags: tuple[str, ...] = ()
     ess: float = math.nan
     extra: dict = field(default_factory=dict)
+    validity: str = "exact"
+    assumption: str = ""
+
+    def __post_init__(self):
+        if self.validity not in VALIDITY:
+            raise ValueError(f"validity must be one of {VALIDITY}, got {self.validity!r}")
 
 
 def _check_alternative(alternative: str) -> None:
@@ -133,8 +154,8 @@ class _Law:
         return stats.norm.ppf(q) if math.isinf(self.dof) else stats.t.ppf(q, self.dof)
 
 
-def _interval(diff: float, se: float, tol: float, law: _Law, alpha: float, power: float, alternative: str):
-    """``(p, upper, mde, crit)`` for the null ``violation <= tol`` given a normal/t statistic."""
+def _interval(diff: float, se: float, tol: float, law: _Law, alpha: float, alternative: str):
+    """``(p, upper, resolution)`` for the null ``violation <= tol`` given a normal/t statistic."""
     v = _signed_violation(diff, alternative)
     if alternative == "two-sided":
         p = law.sf((v - tol) / se) + law.sf((v + tol) / se)
@@ -142,14 +163,93 @@ def _interval(diff: float, se: float, tol: float, law: _Law, alpha: float, power
     else:
         p = law.sf((v - tol) / se)
         crit = law.isf(alpha)
-    upper = max(v + law.isf(alpha) * se, 0.0) if alternative != "two-sided" else v + crit * se
-    return float(min(p, 1.0)), upper, (crit + law.ppf(power)) * se, crit
+    return float(min(p, 1.0)), max(v + crit * se, 0.0), crit * se
+
+
+def _sequence(*, alpha: float, t_opt: int, sd: float | None, bounds: tuple[float, float] | None):
+    """The strongest confidence sequence the assumptions allow (see :mod:`rfkit.validation.sequences`)."""
+    if bounds is not None:
+        return BettingCS(lo=bounds[0], hi=bounds[1], alpha=alpha, t_opt=t_opt)
+    if sd is not None:
+        return CatoniCS(variance=sd * sd, alpha=alpha, t_opt=t_opt)
+    return AsymptoticCS(alpha=alpha, t_opt=t_opt)
+
+
+def _check_mean_args(alternative, scale, sd, bounds, tolerance):
+    _check_alternative(alternative)
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"scale must be finite and > 0, got {scale}")
+    if sd is not None and not sd >= 0:
+        raise ValueError(f"sd must be >= 0 (or inf), got {sd}")
+    if bounds is not None and not bounds[0] < bounds[1]:
+        raise ValueError(f"bounds must be (lo, hi) with lo < hi, got {bounds}")
+    if not tolerance >= 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+
+
+def _mean_evidence(seq, x_all: np.ndarray, prediction: float, *, alpha: float, tolerance: float,
+                   alternative: str, scale: float, sd: float | None, extra: dict) -> Evidence:
+    """Evidence of a mean from a confidence sequence after its last round (see :func:`mean_test`)."""
+    n = seq.t
+    pred = prediction / scale
+    center = seq.center
+    diff = (center - prediction) / scale
+    v = _signed_violation(diff, alternative)
+    lo_null, hi_null = prediction - tolerance * scale, prediction + tolerance * scale
+    if alternative == "two-sided":
+        p = min(1.0, 2 * min(seq.p_value(hi_null, +1), seq.p_value(lo_null, -1)))
+        low, high = seq.bounds(alpha)
+        upper = max(high - prediction, prediction - low) / scale
+        radius = (high - low) / (2 * scale)
+    elif alternative == "less":
+        p = seq.p_value(hi_null, +1)
+        high = seq.upper(alpha)
+        upper, radius = (high - prediction) / scale, (high - center) / scale
+    else:
+        p = seq.p_value(lo_null, -1)
+        low = seq.lower(alpha)
+        upper, radius = (prediction - low) / scale, (center - low) / scale
+    mean = float(x_all.mean())
+    sample_sd = float(x_all.std(ddof=1)) if n > 1 else math.nan
+    se = (max(sample_sd, sd or 0.0) if n > 1 else (sd or math.nan)) / math.sqrt(n) / scale
+    flags: list[str] = []
+    dev2 = (x_all - mean) ** 2
+    share = float(dev2.max() / dev2.sum()) if dev2.sum() > 0 else 0.0
+    degenerate = n > 1 and float(x_all.max() - x_all.min()) <= 64 * np.finfo(float).eps * float(np.abs(x_all).max())
+    theory_governs = isinstance(seq, CatoniCS) and sd is not None and sd > 0 and sample_sd <= sd
+    if degenerate and sd != 0:
+        flags.append("degenerate replicates: every replicate is equal although the quantity is random "
+                     "(a frozen generator?); pass sd=0 only for a deterministic quantity")
+    elif share > _MAX_SHARE and not theory_governs and not isinstance(seq, BettingCS):
+        flags.append(f"heavy tails (one replicate carries {share:.0%} of the sample variance)")
+    if isinstance(seq, AsymptoticCS) and not flags and n > 2 and sample_sd > 0:
+        gamma = float(stats.skew(x_all))
+        crit = radius * scale / (sample_sd / math.sqrt(n))  # the sequence's boundary in standard errors
+        nominal = alpha / 2 if alternative == "two-sided" else alpha
+        edgeworth = abs(gamma) * (crit**2 - 1) * stats.norm.pdf(crit) / (6 * math.sqrt(n))
+        if edgeworth > nominal:
+            flags.append(f"skewed (mean skewness {gamma / math.sqrt(n):.3g} too large for the asymptotic "
+                         f"sequence at level {alpha:.2g}; give theory's variance bound for a non-asymptotic one)")
+    if flags:
+        p = 1.0
+    extra.update(center=center, replicates_share=share)
+    abs_sum = float(np.abs(x_all).sum())
+    ess = abs_sum**2 / float((x_all * x_all).sum()) if abs_sum > 0 else float(n)
+    return Evidence(mean / scale, pred, se, diff / se if se > 0 else math.copysign(math.inf, diff) if diff else 0.0,
+                    float(p), max(radius, 0.0), max(v, 0.0), max(upper, 0.0), n,
+                    f"{type(seq).__name__} ({seq.assumption})", tuple(flags), ess, extra,
+                    validity=seq.validity, assumption=seq.assumption)
 
 
 def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, tolerance: float = 0.0,
               alternative: str = "two-sided", scale: float = 1.0, sd: float | None = None,
-              skewness: float | None = None, extra: dict | None = None) -> Evidence:
-    r"""Test ``E[X] = prediction`` (or ``<=``/``>=``) up to ``tolerance`` from iid replicates.
+              bounds: tuple[float, float] | None = None, skewness: float | None = None,
+              extra: dict | None = None) -> Evidence:
+    r"""Test ``E[X] = prediction`` (or ``<=``/``>=``) up to ``tolerance`` from a fixed sample of iid replicates.
+
+    The sample is one round of the confidence sequence a sequential cell would use
+    (:func:`sequential_mean`), so fixed and sequential cells share one procedure; the sequence is tuned
+    for the sample's size.
 
     Parameters
     ----------
@@ -157,121 +257,215 @@ def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, t
         Replicates; non-finite values flag the cell.
     prediction : float
         The claimed mean.
-    alpha, power : float
-        Level of this cell's test (the engine passes the Bonferroni level of the family) and the power
-        at which the minimal detectable effect is stated.
+    alpha : float
+        Level of this cell's test (the engine passes the Bonferroni level of the family).
+    power : float
+        Kept for the call signature of the other procedures; the reported ``resolution`` is the
+        sequence's radius (what the support rule ``upper <= tolerance`` can resolve).
     tolerance : float
         Violations up to this size (in units of ``scale``) are not violations.
     alternative : {"two-sided", "less", "greater"}
         See :data:`ALTERNATIVES`.
     scale : float
         Effects are reported as ``(mean - prediction)/scale``: pass ``|target|`` for relative bias.
-    sd, skewness : float, optional
-        Exact per-replicate standard deviation and skewness (from :mod:`rfkit.theory`); ``sd = inf``
-        marks an infinite variance.
+    sd : float, optional
+        Exact per-replicate standard deviation from :mod:`rfkit.theory`: a non-asymptotic Catoni-style
+        sequence with the variance bound ``max(sd², running sample variance)``; ``sd = inf`` marks an
+        infinite variance (the cell cannot decide); ``sd = 0`` declares a deterministic quantity.
+    bounds : (lo, hi), optional
+        Known range of one replicate (an indicator, a probability, a clipped quantity): a non-asymptotic
+        betting sequence.
+    skewness : float, optional
+        Ignored (kept for callers of the first version); skewness is taken from the sample.
     """
-    _check_alternative(alternative)
+    del power, skewness
+    _check_mean_args(alternative, scale, sd, bounds, tolerance)
     x = np.asarray(samples, dtype=np.float64).ravel()
-    n = x.size
-    extra = dict(extra or {})
-    pred = prediction / scale
-    if n < 2 * _BATCHES and sd is None:
-        raise ValueError(f"mean_test needs at least {2 * _BATCHES} replicates without an exact sd, got {n}")
-    if not np.isfinite(x).all():
-        return Evidence(math.nan, pred, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf, n, "mean",
-                        ("non-finite replicates",), extra=extra)
-    mean = float(x.mean())
-    abs_sum = float(np.abs(x).sum())
-    ess = abs_sum**2 / float((x * x).sum()) if abs_sum > 0 else float(n)
-    diff = (mean - prediction) / scale
-    if sd is not None and not math.isfinite(sd):
-        return Evidence(mean / scale, pred, math.inf, math.nan, 1.0, math.inf, _signed_violation(diff, alternative),
-                        math.inf, n, "mean (exact variance)", ("infinite-variance",), ess, extra)
-    if float(x.max() - x.min()) <= 64 * np.finfo(float).eps * float(np.abs(x).max()):
-        sd = 0.0  # replicates equal up to round-off: the mean is known exactly
-    if sd is not None:
-        se, law, method = sd / math.sqrt(n) / scale, _Law(), "z (exact variance)"
+    return _run_sequence([x], prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
+                         scale=scale, sd=sd, bounds=bounds, t_opt=max(x.size, 1), extra=dict(extra or {}))
+
+
+def _undecided_evidence(n, pred, flag, extra, *, effect=math.nan, estimate=math.nan, validity="asymptotic"):
+    return Evidence(estimate, pred, math.nan, math.nan, 1.0, math.inf, effect, math.inf, n, "mean", (flag,),
+                    extra=extra, validity=validity)
+
+
+def _decided(seq, prediction, tolerance, scale, alternative, alpha) -> str | None:
+    """``"violated"`` / ``"within"`` when the sequence already decides the interval null, else ``None``."""
+    lo_null, hi_null = prediction - tolerance * scale, prediction + tolerance * scale
+    if alternative == "two-sided":
+        if 2 * min(seq.p_value(hi_null, +1), seq.p_value(lo_null, -1)) <= alpha:
+            return "violated"
+        if seq.p_value(lo_null, +1) <= alpha / 2 and seq.p_value(hi_null, -1) <= alpha / 2:
+            return "within"
+    elif alternative == "less":
+        if seq.p_value(hi_null, +1) <= alpha:
+            return "violated"
+        if seq.p_value(hi_null, -1) <= alpha:
+            return "within"
     else:
-        batches = x[: n - n % _BATCHES].reshape(_BATCHES, -1).mean(axis=1)
-        se = float(batches.std(ddof=1) / math.sqrt(_BATCHES)) / scale
-        law, method = _Law(_BATCHES - 1), "batch-means t"
-    v = _signed_violation(diff, alternative)
-    if se == 0:  # degenerate replicates: the mean is known exactly
-        return Evidence(mean / scale, pred, 0.0, math.inf if v > tolerance else 0.0,
-                        0.0 if v > tolerance else 1.0, 0.0, max(v, 0.0), max(v, 0.0), n,
-                        method + " (degenerate)", (), ess, extra)
-    p, upper, mde, crit = _interval(diff, se, tolerance, law, alpha, power, alternative)
-    flags: list[str] = []
-    dev2 = (x - mean) ** 2
-    share = float(dev2.max() / dev2.sum()) if sd is None else 0.0
-    if share > _MAX_SHARE:
-        flags.append(f"heavy tails (one replicate carries {share:.0%} of the sample variance)")
-        p = 1.0
-    gamma = skewness if skewness is not None else float(stats.skew(x))
-    nominal = alpha / 2 if alternative == "two-sided" else alpha
-    edgeworth = abs(gamma) * (crit**2 - 1) * stats.norm.pdf(crit) / (6 * math.sqrt(n))
-    if edgeworth > nominal:
-        if sd is not None:
-            # distribution-free: Chebyshev (two-sided) / Cantelli (one-sided) with the exact variance
-            k = (v - tolerance) / se
-            two = alternative == "two-sided"
-            p = 1.0 if k <= 0 else float(min(1.0, 1 / k**2 if two else 1 / (1 + k**2)))
-            width = math.sqrt(1 / alpha) if two else math.sqrt(1 / alpha - 1)
-            upper, mde = max(v + width * se, 0.0), (width + stats.norm.ppf(power)) * se
-            method += ", Chebyshev (skewed mean)"
-        else:
-            flags.append(f"skewed (mean skewness {gamma / math.sqrt(n):.3g} too large for the normal "
-                         f"approximation at level {alpha:.2g})")
-            p = 1.0
-    return Evidence(mean / scale, pred, se, diff / se, p, mde, max(v, 0.0), upper, n, method, tuple(flags),
-                    ess, extra)
+        if seq.p_value(lo_null, -1) <= alpha:
+            return "violated"
+        if seq.p_value(lo_null, +1) <= alpha:
+            return "within"
+    return None
+
+
+def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, sd, bounds, t_opt, extra,
+                  stop_when_decided=False) -> Evidence:
+    """Feed ``rounds`` (an iterable of 1-D arrays) to the sequence until decided or exhausted."""
+    pred = prediction / scale
+    if sd is not None and not math.isfinite(sd):
+        return _undecided_evidence(0, pred, "infinite-variance", extra, validity="exact")
+    if sd == 0:
+        return _deterministic(next(iter(rounds), np.empty(0)), prediction, tolerance=tolerance,
+                              alternative=alternative, scale=scale, extra=extra)
+    seq = _sequence(alpha=alpha, t_opt=t_opt, sd=sd, bounds=bounds)
+    parts, status, used = [], "budget spent", 0
+    for k, x in enumerate(rounds):
+        x = np.asarray(x, dtype=np.float64).ravel()
+        used += 1
+        if not np.isfinite(x).all():
+            extra.update(rounds=k + 1)
+            bad = int((~np.isfinite(x)).sum())
+            return _undecided_evidence(seq.t + x.size, pred, f"non-finite replicates ({bad} of {x.size})", extra)
+        if bounds is not None and ((x < bounds[0]) | (x > bounds[1])).any():
+            raise ValueError(f"replicates outside the declared bounds {bounds}")
+        parts.append(x)
+        seq.update(x)
+        if stop_when_decided and seq.t > 1:
+            decision = _decided(seq, prediction, tolerance, scale, alternative, alpha)
+            if decision is not None:
+                status = f"decided ({decision})"
+                break
+    if seq.t == 0:
+        return _undecided_evidence(0, pred, "no replicates (empty evidence)", extra)
+    x_all = np.concatenate(parts)
+    if seq.t < 2 and sd is None and bounds is None:
+        return _undecided_evidence(seq.t, pred, "a single replicate and no variance bound", extra)
+    extra.update(rounds=used, status=status)
+    return _mean_evidence(seq, x_all, prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
+                          scale=scale, sd=sd, extra=extra)
+
+
+def _deterministic(x, prediction, *, tolerance, alternative, scale, extra) -> Evidence:
+    """A quantity declared deterministic (``sd = 0``): judged exactly, and flagged if its replicates differ."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    pred = prediction / scale
+    if x.size == 0:
+        return _undecided_evidence(0, pred, "no replicates (empty evidence)", extra)
+    if not np.isfinite(x).all():
+        return _undecided_evidence(x.size, pred, "non-finite replicates", extra)
+    mean = float(x.mean())
+    v = max(_signed_violation((mean - prediction) / scale, alternative), 0.0)
+    flags = ()
+    if float(x.max() - x.min()) > 64 * np.finfo(float).eps * float(np.abs(x).max()):
+        flags = ("replicates differ although the quantity was declared deterministic (sd = 0)",)
+    violated = v > tolerance and not flags
+    return Evidence(mean / scale, pred, 0.0, math.inf if violated else 0.0, 0.0 if violated else 1.0, 0.0, v, v,
+                    x.size, "exact (deterministic, sd = 0)", flags, extra=extra, validity="exact",
+                    assumption="the quantity is deterministic")
+
+
+#: Replicates of the first round of a sequential cell, as a fraction of its planned budget (then doubling).
+FIRST_ROUND = 1 / 32
+#: Smallest first round.
+MIN_ROUND = 500
+
+
+def round_sizes(budget: int, planned: int | None = None) -> list[int]:
+    """Round sizes of a sequential cell: ``planned/32`` (at least :data:`MIN_ROUND`), doubling, until
+    ``budget`` is spent. A larger ``budget`` (more given by the engine) extends the same schedule, so the
+    first rounds — and their seeds — are those of the smaller one."""
+    planned = budget if planned is None else planned
+    size, total, out = max(MIN_ROUND, int(planned * FIRST_ROUND)), 0, []
+    while total < budget:
+        n = min(size, budget - total)
+        out.append(n)
+        total += n
+        size *= 2
+    return out
+
+
+def sequential_mean(draw, prediction: float, *, rng: np.random.Generator, budget: int, alpha: float,
+                    planned: int | None = None, tolerance: float = 0.0, alternative: str = "two-sided",
+                    scale: float = 1.0, sd: float | None = None, bounds: tuple[float, float] | None = None,
+                    extra: dict | None = None, power: float = 0.8) -> Evidence:
+    r"""A sequential mean cell: draw replicates in rounds and stop as soon as the cell is decided.
+
+    ``draw(rng, n)`` returns ``n`` iid replicates. Round ``k`` draws with its own generator, seeded from
+    ``rng`` and ``k`` only, so a cell re-run with a larger ``budget`` repeats its first rounds exactly and
+    the result does not depend on scheduling. After each round the confidence sequence of
+    :func:`mean_test` (tuned for ``planned`` replicates, default ``budget``) is checked; the cell stops
+    when the interval null is rejected (``violated``) or the whole sequence lies within the tolerance
+    (``within``). Stopping there is valid because the sequence covers at every time simultaneously.
+    ``extra`` records ``rounds``, ``status`` and ``budget``; ``Evidence.n`` is the replicates used.
+    """
+    del power
+    _check_mean_args(alternative, scale, sd, bounds, tolerance)
+    if budget < 1:
+        raise ValueError(f"budget must be >= 1, got {budget}")
+    base = int(rng.integers(2**63))
+    planned = budget if planned is None else planned
+    extra = dict(extra or {}, budget=int(budget), planned=int(planned), sequential=True)
+    rounds = (draw(np.random.default_rng([base, k]), n) for k, n in enumerate(round_sizes(budget, planned)))
+    return _run_sequence(rounds, prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
+                         scale=scale, sd=sd, bounds=bounds, t_opt=planned, extra=extra, stop_when_decided=True)
 
 
 def exact_test(value, reference, *, tolerance: float, scale=1.0, extra: dict | None = None) -> Evidence:
     """Deterministic comparison: ``effect = max |value - reference| / scale`` against ``tolerance``.
 
-    ``scale`` may be an array (e.g. a condition-scaled magnitude per entry).
+    ``scale`` may be an array (e.g. a condition-scaled magnitude per entry). Non-finite values and empty
+    evidence are flagged (they can neither refute nor support).
     """
     v = np.asarray(value, dtype=np.float64)
     r = np.asarray(reference, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         err = np.abs(v - r) / np.asarray(scale, dtype=np.float64)
     extra = dict(extra or {})
+    if err.size == 0:
+        return Evidence(math.nan, 0.0, 0.0, math.nan, 1.0, math.inf, math.nan, math.inf, 0, "exact",
+                        ("no values compared (empty evidence)",), extra=extra)
     if not np.isfinite(err).all():
         return Evidence(math.nan, 0.0, 0.0, math.nan, 1.0, math.inf, math.nan, math.inf, int(err.size), "exact",
                         ("non-finite values",), extra=extra)
-    worst = float(err.max(initial=0.0))
+    worst = float(err.max())
     violated = worst > tolerance
     return Evidence(worst, 0.0, 0.0, worst, 0.0 if violated else 1.0, 0.0, worst, worst, int(err.size), "exact",
-                    extra=extra)
+                    extra=extra, validity="exact", assumption="deterministic evaluation")
 
 
 def binomial_test(exceed: int, n: int, bound: float, *, alpha: float, power: float = 0.8,
                   tolerance: float = 0.0, extra: dict | None = None) -> Evidence:
     """Exact test of ``P(exceed) <= bound`` (up to ``tolerance``) from ``exceed`` exceedances in ``n`` trials.
 
-    ``estimate`` is the exceedance frequency, ``stderr`` its binomial standard error, ``extra`` gets the
-    Clopper–Pearson interval at level ``1 - 2 alpha`` (its upper end is ``bound + upper``).
+    ``estimate`` is the exceedance frequency, ``stderr`` its binomial standard error, ``upper`` the
+    one-sided Clopper–Pearson bound at level ``1 - alpha`` minus the bound, ``resolution`` that bound
+    minus the frequency (what the support rule resolves). ``extra`` gets the two-sided interval.
     """
+    del power
     extra = dict(extra or {})
+    if n < 1:
+        return Evidence(math.nan, float(bound), math.nan, math.nan, 1.0, math.inf, math.nan, math.inf, 0,
+                        "exact binomial", ("no trials (empty evidence)",), extra=extra)
+    if not 0 <= exceed <= n:
+        raise ValueError(f"exceed must be in [0, n], got {exceed} of {n}")
     bound = float(bound)
     null = min(max(bound + tolerance, 0.0), 1.0)
     res = stats.binomtest(int(exceed), int(n), null, alternative="greater")
     ci = stats.binomtest(int(exceed), int(n)).proportion_ci(confidence_level=1 - 2 * alpha, method="exact")
     extra.update(ci_low=float(ci.low), ci_high=float(ci.high))
     freq = exceed / n
-    if bound + tolerance >= 1:
-        mde = 0.0  # no law exceeds the bound by more than the tolerance: nothing to detect
-    else:
-        c = int(stats.binom.isf(alpha, n, bound)) + 1  # reject "P <= bound" when exceed >= c
-        if stats.binom.sf(c - 1, n, 1.0) < power:
-            mde = math.inf
-        else:
-            p1 = optimize.brentq(lambda p: stats.binom.sf(c - 1, n, p) - power, bound, 1.0)
-            mde = p1 - bound
     se = math.sqrt(max(freq * (1 - freq), 1e-300) / n)
-    return Evidence(freq, bound, se, float(exceed), float(res.pvalue), mde, max(freq - bound, 0.0),
-                    max(float(ci.high) - bound, 0.0), int(n), "exact binomial (Clopper-Pearson)", extra=extra)
+    return Evidence(freq, bound, se, float(exceed), float(res.pvalue), max(float(ci.high) - freq, 0.0),
+                    max(freq - bound, 0.0), max(float(ci.high) - bound, 0.0), int(n),
+                    "exact binomial (Clopper-Pearson)", extra=extra, validity="exact",
+                    assumption="independent trials with a common exceedance probability")
+
+
+#: Fewest sizes a log-log slope is fitted on (3 points leave one degree of freedom for the scatter).
+MIN_SLOPE_POINTS = 5
 
 
 def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float = 0.8, tolerance: float = 0.0,
@@ -279,15 +473,20 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
     """Log-log slope of ``y`` against ``x`` (WLS with delta-method weights) versus ``predicted_slope``.
 
     ``y_se`` are the standard errors of ``y``. ``alternative="less"`` encodes "slope <= prediction"
-    (e.g. "grows no faster than x^s", or "decays at least as fast as x^s" with s < 0).
+    (e.g. "grows no faster than x^s", or "decays at least as fast as x^s" with s < 0). Needs at least
+    :data:`MIN_SLOPE_POINTS` distinct sizes. When the points scatter beyond their errors the standard error
+    is inflated by ``sqrt(χ²/dof)`` — an estimated variance factor — and the interval uses Student t with
+    ``points - 2`` degrees of freedom; otherwise the errors are taken as known and the quantile is normal.
     """
+    del power
     _check_alternative(alternative)
     extra = dict(extra or {})
     x, y, se = (np.asarray(a, dtype=np.float64).ravel() for a in (x, y, y_se))
-    if (y <= 0).any() or not np.isfinite(y).all() or (se <= 0).any() or x.size < 3:
+    if (y <= 0).any() or not np.isfinite(y).all() or (se <= 0).any() or np.unique(x).size < MIN_SLOPE_POINTS:
         return Evidence(math.nan, predicted_slope, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf,
                         int(x.size), "log-log WLS",
-                        ("slope undefined (non-positive values or fewer than 3 points)",), extra=extra)
+                        (f"slope undefined (non-positive values or fewer than {MIN_SLOPE_POINTS} sizes)",),
+                        extra=extra, validity="asymptotic")
     lx, ly, w = np.log(x), np.log(y), (y / se) ** 2
     design = np.column_stack([np.ones_like(lx), lx])
     cov = np.linalg.inv(design.T @ (design * w[:, None]))
@@ -295,27 +494,67 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
     resid = ly - design @ beta
     dof = x.size - 2
     chi2 = float((w * resid**2).sum())
-    inflate = max(1.0, math.sqrt(chi2 / dof)) if dof > 0 else 1.0
+    inflate = max(1.0, math.sqrt(chi2 / dof))
     slope, slope_se = float(beta[1]), math.sqrt(cov[1, 1]) * inflate
     extra.update(intercept=float(beta[0]), chi2=chi2, dof=dof, inflation=inflate)
     diff = slope - predicted_slope
-    p, upper, mde, _ = _interval(diff, slope_se, tolerance, _Law(), alpha, power, alternative)
-    return Evidence(slope, predicted_slope, slope_se, diff / slope_se, p, mde,
-                    max(_signed_violation(diff, alternative), 0.0), upper, int(x.size), "log-log WLS slope",
-                    extra=extra)
+    # errors known (the points scatter no more than their standard errors): normal; errors scaled by the
+    # scatter (an estimated variance factor): Student t with the fit's degrees of freedom
+    law = _Law(dof) if inflate > 1.0 else _Law()
+    p, upper, resolution = _interval(diff, slope_se, tolerance, law, alpha, alternative)
+    quantile = f"t, {dof} dof" if inflate > 1.0 else "normal, errors known"
+    return Evidence(slope, predicted_slope, slope_se, diff / slope_se, p, resolution,
+                    max(_signed_violation(diff, alternative), 0.0), upper, int(x.size),
+                    f"log-log WLS slope ({quantile})", extra=extra, validity="asymptotic",
+                    assumption="normal errors of the log points")
+
+
+def ratio_test(a, b, predicted_ratio: float, *, alpha: float, tolerance: float, alternative: str = "less",
+               margin: float = 0.0, extra: dict | None = None) -> Evidence:
+    r"""Repeated paired timings (or costs) ``a_i``, ``b_i``: test ``a/b`` against ``predicted_ratio``.
+
+    The statistic is the mean of ``log(a_i/b_i)`` (pairs measured back to back share the machine's state),
+    compared with ``log(predicted_ratio)`` by a t interval with ``repeats - 1`` degrees of freedom; effects
+    are in log units (``tolerance = log(1.25)``: 25%). ``margin`` (log units) widens the null for what the
+    machine can add — another CPU than the paper's, another core's load. ``alternative="less"``: the claim
+    is ``a/b <= predicted`` (a violation is a larger ratio). Asymptotic (normal log-ratios).
+    """
+    _check_alternative(alternative)
+    a, b = (np.asarray(v, dtype=np.float64).ravel() for v in (a, b))
+    extra = dict(extra or {})
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must pair up, got shapes {a.shape} and {b.shape}")
+    if a.size < 3 or (a <= 0).any() or (b <= 0).any() or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return Evidence(math.nan, math.log(predicted_ratio), math.nan, math.nan, 1.0, math.inf, math.nan, math.inf,
+                        int(a.size), "paired log-ratio t", ("need >= 3 positive finite paired measurements",),
+                        extra=extra, validity="asymptotic")
+    r = np.log(a / b)
+    mean, se = float(r.mean()), float(r.std(ddof=1) / math.sqrt(r.size))
+    se = max(se, 1e-12 * max(abs(mean), 1.0))
+    diff = mean - math.log(predicted_ratio)
+    tol = tolerance + margin
+    p, upper, resolution = _interval(diff, se, tol, _Law(r.size - 1), alpha, alternative)
+    extra.update(ratios=np.exp(r).tolist(), margin=margin)
+    return Evidence(math.exp(mean), predicted_ratio, se, diff / se, p, resolution,
+                    max(_signed_violation(diff, alternative), 0.0), max(upper - margin, 0.0), int(r.size),
+                    f"paired log-ratio t ({r.size - 1} dof, machine margin {margin:.3g})", extra=extra,
+                    validity="asymptotic", assumption="normal log-ratios of repeated paired timings")
 
 
 def ks_test(samples, cdf, *, alpha: float, power: float = 0.8, tolerance: float = 0.0,
             extra: dict | None = None) -> Evidence:
     """One-sample Kolmogorov–Smirnov test that the law of ``samples`` is within ``tolerance`` of ``cdf``."""
+    del power
     x = np.asarray(samples, dtype=np.float64).ravel()
     n = x.size
+    if n == 0:
+        return Evidence(math.nan, 0.0, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf, 0,
+                        "Kolmogorov-Smirnov", ("no samples (empty evidence)",), extra=dict(extra or {}))
     stat = float(stats.kstest(x, cdf).statistic)
     crit = float(stats.kstwo.isf(alpha, n))
     p = float(stats.kstwo.sf(stat - tolerance, n)) if stat > tolerance else 1.0
-    mde = crit + stats.norm.ppf(power) / (2 * math.sqrt(n))
-    return Evidence(stat, 0.0, 1 / (2 * math.sqrt(n)), stat, p, mde, stat, stat + crit, n, "Kolmogorov-Smirnov",
-                    extra=dict(extra or {}))
+    return Evidence(stat, 0.0, 1 / (2 * math.sqrt(n)), stat, p, crit, stat, stat + crit, n, "Kolmogorov-Smirnov",
+                    extra=dict(extra or {}), validity="exact", assumption="iid samples, continuous claimed CDF")
 
 
 def holm(p_values, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -346,8 +585,9 @@ def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict
     """One cell's evidence from several sub-tests of the same hypothesis (Bonferroni inside the cell).
 
     The sub-tests must have been run at level ``alpha / len(evidences)``; the combined p-value is
-    ``min(1, k · min p)``, the effect and mde are the worst of the parts, flags are merged. The part with
-    the smallest p-value supplies estimate, prediction and statistic.
+    ``min(1, k · min p)``, the effect and resolution are the worst of the parts, flags are merged, and the
+    validity is the weakest of the parts'. The part with the smallest p-value supplies estimate,
+    prediction and statistic.
     """
     if not evidences:
         raise ValueError("combine needs at least one Evidence")
@@ -356,11 +596,18 @@ def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict
     flags = tuple(dict.fromkeys(f for e in evidences for f in e.flags))
     parts = dict(extra or {})
     parts.setdefault("parts", k)
+    weakest = max(evidences, key=lambda e: VALIDITY.index(e.validity))
     return Evidence(worst.estimate, worst.prediction, worst.stderr, worst.statistic,
-                    min(1.0, k * worst.p_value), max(e.mde for e in evidences),
+                    min(1.0, k * worst.p_value), max(e.resolution for e in evidences),
                     max((e.effect for e in evidences if not math.isnan(e.effect)), default=math.nan),
                     max(e.upper for e in evidences), sum(e.n for e in evidences),
-                    method or f"{worst.method} (Bonferroni over {k})", flags, extra=parts)
+                    method or f"{worst.method} (Bonferroni over {k})", flags, extra=parts,
+                    validity=weakest.validity, assumption=weakest.assumption)
+
+
+def weakest_validity(evidences) -> str:
+    """The weakest validity class among ``evidences`` (``exact`` for none)."""
+    return max((e.validity for e in evidences), key=VALIDITY.index, default="exact")
 
 
 def required_replicates(rel_sd: float, *, alpha: float, tolerance: float, power: float = 0.8,
@@ -368,7 +615,7 @@ def required_replicates(rel_sd: float, *, alpha: float, tolerance: float, power:
                         resolution: float = 0.5) -> float:
     """Replicates a mean test with exact moments needs at one cell (a sample-size calculation).
 
-    Enough for a minimal detectable effect of ``resolution · tolerance``,
+    Enough for a confidence radius of about ``resolution · tolerance`` (a normal approximation),
     ``n = ((z_α + z_β) rel_sd / (resolution · tolerance))²``, and, given the exact skewness of one
     replicate, for the normal approximation to pass :func:`mean_test`'s Edgeworth check,
     ``n >= (|γ|(z² - 1)φ(z) / (6 α'))²`` (``α'`` the one-sided level). It depends only on exact moments,

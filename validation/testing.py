@@ -3,10 +3,14 @@
 Each assertion runs one of :mod:`rfkit.validation.stats`' procedures and raises ``AssertionError`` with
 the evidence (the witness) when the estimator violates the property by more than ``tolerance`` at level
 ``alpha``, when the test cannot be trusted (heavy tails), or — given a ``tolerance`` — when it cannot
-establish the property to within it (its resolution ``mde`` or its upper confidence bound on the
-violation exceeds ``tolerance``). It returns the :class:`~rfkit.validation.stats.Evidence` otherwise.
+establish the property to within it (its resolution or its upper confidence bound on the violation
+exceeds ``tolerance``). It returns the :class:`~rfkit.validation.stats.Evidence` otherwise; its
+``validity`` says what the pass rests on.
 
-A deterministic test (fixed seed) fails with probability at most ``alpha`` over seeds when the property
+The mean assertions take either a fixed array of replicates or a *sampler* ``draw(rng, n) -> n
+replicates``: with a sampler the same anytime-valid confidence sequence as ``rfkit validate`` runs in
+rounds and stops as soon as the property is decided, spending at most ``budget`` replicates. A
+deterministic test (fixed seed) fails with probability at most ``alpha`` over seeds when the property
 holds: choose ``alpha`` as the false-failure rate you accept.
 
 Example
@@ -16,13 +20,19 @@ Example
 >>> ev = assert_unbiased(rng.normal(1.0, 1.0, 10_000), 1.0, tolerance=0.1)
 >>> ev.p_value > 1e-3
 True
+>>> ev = assert_unbiased(lambda rng, n: rng.normal(1.0, 1.0, n), 1.0, tolerance=0.1, sd=1.0)
+>>> ev.validity, ev.n < 100_000
+('non-asymptotic', True)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
-from rfkit.validation.stats import Evidence, binomial_test, mean_test, slope_test
+import numpy as np
+
+from rfkit.validation.stats import Evidence, binomial_test, mean_test, sequential_mean, slope_test
 
 __all__ = ["assert_unbiased", "assert_moment_matches", "assert_tail_bound", "assert_rate"]
 
@@ -30,7 +40,14 @@ __all__ = ["assert_unbiased", "assert_moment_matches", "assert_tail_bound", "ass
 def _describe(ev: Evidence) -> str:
     return (f"estimate {ev.estimate:.6g} vs prediction {ev.prediction:.6g} (stderr {ev.stderr:.3g}, "
             f"statistic {ev.statistic:.3g}, p = {ev.p_value:.3g}, n = {ev.n}, {ev.method}; "
-            f"minimal detectable effect {ev.mde:.3g})")
+            f"resolution {ev.resolution:.3g}; validity {ev.validity})")
+
+
+def _mean(samples, target, *, alpha, tolerance, scale, sd, bounds, budget, seed, power) -> Evidence:
+    kw = dict(alpha=alpha, tolerance=tolerance or 0.0, scale=scale, sd=sd, bounds=bounds, power=power)
+    if callable(samples):
+        return sequential_mean(samples, target, rng=np.random.default_rng(seed), budget=budget, **kw)
+    return mean_test(samples, target, **kw)
 
 
 def _judge(ev: Evidence, what: str, alpha: float, tolerance: float | None) -> Evidence:
@@ -38,38 +55,45 @@ def _judge(ev: Evidence, what: str, alpha: float, tolerance: float | None) -> Ev
         raise AssertionError(f"cannot test {what}: {'; '.join(ev.flags)} — {_describe(ev)}")
     if ev.p_value < alpha:
         raise AssertionError(f"{what} violated at alpha = {alpha:g}: {_describe(ev)}")
-    if tolerance is not None and not ev.mde <= tolerance:
-        raise AssertionError(f"test of {what} underpowered: it resolves only deviations >= {ev.mde:.3g}, "
-                             f"more than tolerance {tolerance:g}; add replicates — {_describe(ev)}")
+    if tolerance is not None and not ev.resolution <= tolerance:
+        raise AssertionError(f"test of {what} underpowered: its confidence radius {ev.resolution:.3g} exceeds "
+                             f"tolerance {tolerance:g}; add replicates — {_describe(ev)}")
     if tolerance is not None and not ev.upper <= tolerance:
         raise AssertionError(f"{what} not established: a violation up to {ev.upper:.3g} (> tolerance "
                              f"{tolerance:g}) cannot be excluded — {_describe(ev)}")
     return ev
 
 
-def assert_unbiased(samples, target: float, *, alpha: float = 1e-3, tolerance: float | None = None,
-                    relative: bool = True, sd: float | None = None, power: float = 0.8) -> Evidence:
-    """Assert ``E[estimate] = target`` from iid replicates of an estimator.
+Sampler = Callable[[np.random.Generator, int], np.ndarray]
+
+
+def assert_unbiased(samples: np.ndarray | Sampler, target: float, *, alpha: float = 1e-3,
+                    tolerance: float | None = None, relative: bool = True, sd: float | None = None,
+                    bounds: tuple[float, float] | None = None, budget: int = 100_000, seed: int = 0,
+                    power: float = 0.8) -> Evidence:
+    """Assert ``E[estimate] = target`` from iid replicates of an estimator (an array, or a sampler).
 
     ``tolerance`` is the smallest bias that matters (relative to ``|target|`` when ``relative``);
-    ``sd`` the exact per-replicate standard deviation if known (a z test, else batch means).
+    ``sd`` a bound on the per-replicate standard deviation if known (a non-asymptotic Catoni-style
+    sequence; else asymptotic), ``bounds`` the range of one replicate if bounded (a betting sequence).
+    ``budget`` and ``seed`` apply to a sampler.
     """
     scale = abs(target) if relative and target != 0 else 1.0
-    ev = mean_test(samples, target, alpha=alpha, power=power, scale=scale, sd=sd, tolerance=tolerance or 0.0)
+    ev = _mean(samples, target, alpha=alpha, tolerance=tolerance, scale=scale, sd=sd, bounds=bounds,
+               budget=budget, seed=seed, power=power)
     return _judge(ev, "unbiasedness", alpha, tolerance)
 
 
-def assert_moment_matches(squared_errors, predicted: float, *, alpha: float = 1e-3,
-                          tolerance: float | None = None, sd: float | None = None,
-                          power: float = 0.8) -> Evidence:
-    """Assert ``E[(T - θ)²] = predicted`` (an MSE or variance formula) from replicates' squared errors.
-
-    Effects are relative: ``estimate = MSE_hat / predicted`` compared with 1.
+def assert_moment_matches(squared_errors: np.ndarray | Sampler, predicted: float, *, alpha: float = 1e-3,
+                          tolerance: float | None = None, sd: float | None = None, budget: int = 100_000,
+                          seed: int = 0, power: float = 0.8) -> Evidence:
+    """Assert ``E[(T - θ)²] = predicted`` (an MSE or variance formula) from replicates' squared errors
+    (an array, or a sampler of them). Effects are relative: ``estimate = MSE_hat / predicted`` against 1.
     """
     if not predicted > 0:
         raise ValueError(f"predicted must be > 0, got {predicted}")
-    ev = mean_test(squared_errors, predicted, alpha=alpha, power=power, scale=predicted, sd=sd,
-                   tolerance=tolerance or 0.0)
+    ev = _mean(squared_errors, predicted, alpha=alpha, tolerance=tolerance, scale=predicted, sd=sd, bounds=None,
+               budget=budget, seed=seed, power=power)
     return _judge(ev, "the moment formula", alpha, tolerance)
 
 

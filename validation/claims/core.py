@@ -107,7 +107,7 @@ SNIS_RATE = Claim(
     hypotheses="p = N(a, 1), q = N(0, 1), f(x) = x, a > 0 (so the bias is non-zero), S from 8 up",
     tolerance=0.25, units="slope difference",
     cell=_snis_rate_cell,
-    grid={"smoke": dict(a=[0.5], S_max=[64]), "quick": dict(a=[0.5, 1.0], S_max=[128]),
+    grid={"smoke": dict(a=[0.5], S_max=[128]), "quick": dict(a=[0.5, 1.0], S_max=[128]),
           "full": dict(a=[0.25, 0.5, 1.0], S_max=[1024])},
     replicates={"smoke": 60_000, "quick": 150_000, "full": 2_000_000},
     roles=("snis_estimate",), plot_x="a",

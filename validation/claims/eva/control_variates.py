@@ -494,7 +494,7 @@ APPB2_MEAN = Claim(
     roles=("control_variate_terms",), plot_x="mu",
     notes="sd from eva.derived.cv_moments (Var[h] = (Ω - 1)/S), skewness from importance_weight_skewness (τ = 1); "
           "τ = 0.5 has infinite variance (inconclusive by design), and the far and random means (Ω ~ e^{‖μ‖²}, "
-          "Monte Carlo hopeless at quick budgets: mde 13.7 at μ ~ N(0, I_4)) run only in the full tier.",
+          "Monte Carlo hopeless at quick budgets: resolution 13.7 at μ ~ N(0, I_4)) run only in the full tier.",
 )
 
 

@@ -498,7 +498,7 @@ def _decay(curve: _Curve, test: dict) -> Evidence:
 
 def _combine(parts: list[Evidence], extra: dict) -> Evidence:
     """``combine`` with a summary of every part kept in ``extra`` (reports show what each sub-test found)."""
-    summary = [dict(part=e.extra.get("part"), end=e.extra.get("end"), slope=e.estimate, upper=e.upper, mde=e.mde,
+    summary = [dict(part=e.extra.get("part"), end=e.extra.get("end"), slope=e.estimate, upper=e.upper, resolution=e.resolution,
                     p_value=e.p_value, flags=list(e.flags)) for e in parts]
     return combine(parts, extra={**extra, "parts": summary})
 

@@ -1,0 +1,209 @@
+"""Statistics v2: each point a referee found in the first version, as a test that failed on it.
+
+Deterministic tests (no sampling) have no false-failure rate; the seeded ones state theirs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rfkit.validation.search import margin_evidence, minimize_margin
+from rfkit.validation.stats import (
+    Evidence,
+    combine,
+    exact_test,
+    mean_test,
+    ratio_test,
+    round_sizes,
+    sequential_mean,
+    slope_test,
+)
+
+
+def _supports(ev: Evidence, tolerance: float) -> bool:
+    """The engine's support rule for one cell."""
+    return not ev.flags and ev.upper <= tolerance and ev.resolution <= tolerance
+
+
+# ------------------------------------------------------------------------------ degenerate samples
+
+
+def test_frozen_replicates_with_a_random_law_are_not_exact():
+    # v1: sd was reset to 0 for equal replicates, giving p = 1, upper 0.03: support of a frozen generator
+    ev = mean_test(np.full(1000, 1.03), 1.0, sd=2.0, tolerance=0.05, alpha=1e-3)
+    assert not _supports(ev, 0.05)
+    assert any("degenerate" in f for f in ev.flags)
+
+
+def test_frozen_replicates_without_sd_are_flagged():
+    ev = mean_test(np.full(1000, 1.0), 1.0, tolerance=0.05, alpha=1e-3)
+    assert any("degenerate" in f for f in ev.flags)
+
+
+def test_declared_deterministic_quantity_is_exact():
+    ev = mean_test(np.full(10, 1.0), 1.0, sd=0.0, tolerance=0.05, alpha=1e-3)
+    assert _supports(ev, 0.05) and ev.validity == "exact"
+    assert mean_test(np.full(10, 1.2), 1.0, sd=0.0, tolerance=0.05, alpha=1e-3).p_value == 0.0
+    noisy = mean_test(np.array([1.0, 1.1]), 1.0, sd=0.0, tolerance=0.05, alpha=1e-3)
+    assert noisy.flags  # "deterministic" replicates that differ
+
+
+# --------------------------------------------------------------------- standard error from theory
+
+
+def test_more_variance_than_theory_widens_the_bound():
+    # seed 1; a buggy estimator with sd 3 where theory says 1. v1 used sd = 1 (se 0.0032 at n = 1e5) and
+    # supported |bias| <= 0.02; with max(theory, sample) the radius grows threefold and it cannot.
+    x = np.random.default_rng(1).normal(0.0, 3.0, 100_000)
+    ev = mean_test(x, 0.0, sd=1.0, tolerance=0.02, alpha=1e-3)
+    assert ev.resolution > 0.02
+    assert not _supports(ev, 0.02)
+
+
+def test_variance_share_check_applies_with_theory_sd():
+    # one replicate dominates the sample variance and the sample variance exceeds theory: not trusted
+    x = np.concatenate([np.zeros(999), [1e4]])
+    ev = mean_test(x, 10.0, sd=1.0, tolerance=0.5, alpha=1e-3)
+    assert any("heavy tails" in f for f in ev.flags)
+
+
+def test_validity_is_stated():
+    x = np.random.default_rng(2).normal(size=5000)
+    assert mean_test(x, 0.0, sd=1.0, tolerance=0.2, alpha=1e-3).validity == "non-asymptotic"
+    assert mean_test(x, 0.0, tolerance=0.2, alpha=1e-3).validity == "asymptotic"
+    b = (x > 0).astype(float)
+    assert mean_test(b, 0.5, bounds=(0, 1), tolerance=0.1, alpha=1e-3).validity == "non-asymptotic"
+    assert exact_test([1.0], [1.0], tolerance=1e-12).validity == "exact"
+    parts = [mean_test(x, 0.0, sd=1.0, tolerance=0.2, alpha=5e-4), exact_test([1.0], [1.0], tolerance=1e-12)]
+    assert combine(parts).validity == "non-asymptotic"
+
+
+def test_infinite_variance_is_undecidable():
+    ev = mean_test(np.ones(100) + np.arange(100), 1.0, sd=math.inf, tolerance=0.1, alpha=1e-3)
+    assert ev.flags == ("infinite-variance",) and ev.p_value == 1.0
+
+
+# -------------------------------------------------------------------------------------- resolution
+
+
+def test_resolution_is_what_the_support_rule_resolves():
+    # v1 reported the point-null MDE; now: the radius, so support <=> effect + resolution <= tolerance
+    x = np.random.default_rng(3).normal(0.0, 1.0, 20_000)
+    ev = mean_test(x, 0.0, sd=1.0, tolerance=0.1, alpha=1e-3)
+    assert ev.upper == pytest.approx(ev.effect + ev.resolution, rel=0.05, abs=1e-3)
+    ev = mean_test(x, 0.0, tolerance=0.1, alpha=1e-3, alternative="less")
+    assert ev.upper == pytest.approx(max(ev.effect, 0) + ev.resolution, rel=1e-6, abs=1e-9) or \
+        ev.upper == pytest.approx(ev.resolution + (ev.estimate - ev.prediction), rel=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ slopes
+
+
+def test_slope_needs_five_sizes():
+    x = np.array([8.0, 16.0, 32.0])
+    ev = slope_test(x, 1 / x, 0.01 / x, -1.0, alpha=1e-3, tolerance=0.1)
+    assert ev.flags and ev.p_value == 1.0
+
+
+def test_slope_uses_t_with_the_fit_dof_when_the_scatter_sets_the_error():
+    # v1 inflated the standard error by sqrt(χ²/dof) but kept the normal quantile
+    from scipy import stats
+
+    x = 2.0 ** np.arange(3, 8)  # 5 sizes: 3 dof
+    rng = np.random.default_rng(4)
+    y = x**-1.0 * np.exp(rng.normal(0, 0.2, x.size))  # scatter 20x the stated errors
+    ev = slope_test(x, y, 0.01 * y, -1.0, alpha=1e-3, tolerance=0.5)
+    assert ev.extra["dof"] == 3 and ev.extra["inflation"] > 1
+    assert ev.resolution == pytest.approx(stats.t.isf(5e-4, 3) * ev.stderr)
+    exact = x**-1.0
+    known = slope_test(x, exact, 0.01 * exact, -1.0, alpha=1e-3, tolerance=0.5)  # no excess scatter
+    assert known.resolution == pytest.approx(stats.norm.isf(5e-4) * known.stderr)
+
+
+# ------------------------------------------------------------------------------------------ search
+
+
+def test_search_reports_nan_as_a_violation():
+    # v1 counted NaN as +inf and steered away from it
+    def margin(x):
+        return math.nan if x[0] > 0.7 else 1.0 - x[0]
+
+    found = minimize_margin(margin, [(0.0, 1.0)], rng=np.random.default_rng(0), restart=0)
+    assert math.isnan(found.margin) and found.x[0] > 0.7
+    ev = margin_evidence(found.margin, tolerance=1e-9)
+    assert ev.p_value == 0.0 and ev.effect == math.inf
+
+
+def test_search_reports_minus_inf_and_tolerates_plus_inf():
+    found = minimize_margin(lambda x: -math.inf if x[0] < 0.1 else x[0], [(0.0, 1.0)],
+                            rng=np.random.default_rng(0), restart=0)
+    assert found.margin == -math.inf
+    assert margin_evidence(math.inf, tolerance=1e-9).p_value == 1.0
+
+
+# ------------------------------------------------------------------------------------- empty evidence
+
+
+def test_empty_evidence_is_flagged():
+    # v1: effect 0, n = 0, no flag — support with no evidence
+    ev = exact_test(np.empty(0), np.empty(0), tolerance=1e-9)
+    assert ev.flags and ev.n == 0
+    assert mean_test(np.empty(0), 0.0, sd=1.0, tolerance=0.1, alpha=1e-3).flags
+
+
+# ------------------------------------------------------------------------------------------ timings
+
+
+def test_timings_are_random_variables():
+    # paired timings with 10% noise and a true ratio of 1.0: not significant against "<= 1.1" with margin
+    rng = np.random.default_rng(5)
+    a = np.exp(rng.normal(0, 0.1, 9))
+    b = np.exp(rng.normal(0, 0.1, 9))
+    ev = ratio_test(a, b, 1.0, alpha=1e-3, tolerance=math.log(1.25))
+    assert ev.validity == "asymptotic" and ev.p_value > 1e-3
+    slow = ratio_test(3 * a, b, 1.0, alpha=1e-3, tolerance=math.log(1.25))
+    assert slow.p_value < 1e-3
+    assert ratio_test(a[:2], b[:2], 1.0, alpha=1e-3, tolerance=0.1).flags  # two pairs are not enough
+
+
+# ----------------------------------------------------------------------------------------- sequential
+
+
+def test_round_schedule_extends_its_prefix():
+    assert sum(round_sizes(10_000)) == 10_000
+    small, large = round_sizes(10_000), round_sizes(40_000, planned=10_000)
+    assert large[: len(small) - 1] == small[:-1]
+
+
+def test_sequential_cell_stops_when_decided_and_reproduces():
+    # seed 0: a true mean 0 against tolerance 0.5 is decided within far fewer than 10^6 replicates
+    def draw(rng, n):
+        return rng.normal(0.0, 1.0, n)
+
+    ev = sequential_mean(draw, 0.0, rng=np.random.default_rng(0), budget=1_000_000, alpha=1e-4, tolerance=0.5, sd=1.0)
+    assert ev.extra["status"] == "decided (within)" and ev.n <= 1_000_000 / 32
+    again = sequential_mean(draw, 0.0, rng=np.random.default_rng(0), budget=1_000_000, alpha=1e-4, tolerance=0.5,
+                            sd=1.0)
+    assert again == ev
+    bad = sequential_mean(lambda rng, n: rng.normal(2.0, 1.0, n), 0.0, rng=np.random.default_rng(0),
+                          budget=1_000_000, alpha=1e-4, tolerance=0.5, sd=1.0)
+    assert bad.extra["status"] == "decided (violated)" and bad.p_value <= 1e-4
+
+
+def test_sequential_extension_repeats_the_first_rounds():
+    seen = []
+
+    def draw(rng, n):
+        x = rng.normal(0.0, 1.0, n)
+        seen.append(x[:3].copy())
+        return x
+
+    kw = dict(alpha=1e-4, tolerance=1e-6, sd=1.0, planned=2_000)
+    sequential_mean(draw, 0.0, rng=np.random.default_rng(7), budget=2_000, **kw)
+    first = list(seen)
+    seen.clear()
+    sequential_mean(draw, 0.0, rng=np.random.default_rng(7), budget=8_000, **kw)
+    assert all(np.array_equal(a, b) for a, b in zip(first, seen[: len(first)], strict=False))
