@@ -96,6 +96,9 @@ __all__ = [
 ALTERNATIVES = ("two-sided", "less", "greater")
 
 _BATCHES = 32
+#: A theory sd at most this fraction of ``|prediction|`` is the round-off of a zero variance: the quantity is
+#: deterministic at that cell and is judged exactly (its replicates must then agree).
+_DETERMINISTIC_SD = 1e-10
 #: Largest share of the sample variance one replicate may carry before the sample variance is distrusted.
 _MAX_SHARE = 0.2
 
@@ -271,7 +274,8 @@ def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, t
     sd : float, optional
         Exact per-replicate standard deviation from :mod:`rfkit.theory`: a non-asymptotic Catoni-style
         sequence with the variance bound ``max(sd², running sample variance)``; ``sd = inf`` marks an
-        infinite variance (the cell cannot decide); ``sd = 0`` declares a deterministic quantity.
+        infinite variance (the cell cannot decide); ``sd = 0`` (or below ``1e-10·|prediction|``, the round-off
+        of a zero closed-form variance) declares a deterministic quantity, judged exactly.
     bounds : (lo, hi), optional
         Known range of one replicate (an indicator, a probability, a clipped quantity): a non-asymptotic
         betting sequence.
@@ -317,7 +321,8 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
     pred = prediction / scale
     if sd is not None and not math.isfinite(sd):
         return _undecided_evidence(0, pred, "infinite-variance", extra, validity="exact")
-    if sd == 0:
+    if sd is not None and sd <= _DETERMINISTIC_SD * abs(prediction):
+        # theory's variance is zero (up to the round-off of its closed form): a deterministic quantity
         return _deterministic(next(iter(rounds), np.empty(0)), prediction, tolerance=tolerance,
                               alternative=alternative, scale=scale, extra=extra)
     seq = _sequence(alpha=alpha, t_opt=t_opt, sd=sd, bounds=bounds)
