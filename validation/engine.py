@@ -190,6 +190,10 @@ class VariantVerdict:
     resolution: float
     cells: int
     validity: str | None = None
+    #: Why an inconclusive verdict is one: ``power`` (the evidence could not decide: underpowered, cannot
+    #: exclude, heavy tails/skew), ``evidence`` (other flags: non-finite values, empty or degenerate evidence),
+    #: ``error`` (a cell failed), ``scope`` (untestable here, no cell or no search); ``None`` when decided.
+    cause: str | None = None
 
 
 def _witness(outcome: CellOutcome, p_adj: float) -> dict:
@@ -240,6 +244,10 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
     return verdicts.pop(), reason, variants, reject, p_adj
 
 
+#: Flags that say the evidence was too weak to decide (more or better-conditioned data would decide it).
+_POWER_FLAGS = ("heavy tails", "skewed", "slope undefined", "bias not resolved")
+
+
 def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdict:
     cells = [outcomes[i] for i in idx]
     resolutions = [o.evidence.resolution for o in cells if o.evidence is not None]
@@ -254,30 +262,34 @@ def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdic
                               _witness(outcomes[best], p_adj[best]), resolution, len(cells))
     if errors:
         return VariantVerdict("inconclusive", f"{len(errors)} cell(s) failed: {errors[0].error}", None, resolution,
-                              len(cells))
+                              len(cells), cause="error")
     if not cells:
         reason = claim.untestable or "no cell of this tier lies in the claim's hypothesis domain"
-        return VariantVerdict("inconclusive", reason, None, resolution, 0)
+        return VariantVerdict("inconclusive", reason, None, resolution, 0, cause="scope")
     flagged = [o for o in cells if o.evidence.flags]
     if flagged:
+        first = flagged[0].evidence.flags[0]
         return VariantVerdict("inconclusive", f"{len(flagged)} of {len(cells)} cell(s) cannot decide: "
-                              f"{flagged[0].evidence.flags[0]} at {_where(flagged[0].spec)}", None, resolution, len(cells))
+                              f"{first} at {_where(flagged[0].spec)}", None, resolution, len(cells),
+                              cause="power" if first.startswith(_POWER_FLAGS) else "evidence")
     weak = [o for o in cells if not o.evidence.resolution <= claim.tolerance]
     if weak:
         worst = max(weak, key=lambda o: o.evidence.resolution)
         return VariantVerdict("inconclusive", f"underpowered: {len(weak)} of {len(cells)} cell(s) have a confidence "
                               f"radius {worst.evidence.resolution:.3g} > tolerance {claim.tolerance:g}, so not even "
                               f"an exactly true claim could be supported there (worst at {_where(worst.spec)}, "
-                              f"{worst.evidence.n} replicates); use a larger tier", None, resolution, len(cells))
+                              f"{worst.evidence.n} replicates); use a larger tier", None, resolution, len(cells),
+                              cause="power")
     edge = [o for o in cells if not o.evidence.upper <= claim.tolerance]
     if edge:
         worst = max(edge, key=lambda o: o.evidence.upper)
         return VariantVerdict("inconclusive", f"{len(edge)} of {len(cells)} cell(s) cannot exclude a violation "
                               f"beyond the tolerance: upper bound {worst.evidence.upper:.3g} > "
-                              f"{claim.tolerance:g} at {_where(worst.spec)}", None, resolution, len(cells))
+                              f"{claim.tolerance:g} at {_where(worst.spec)}", None, resolution, len(cells),
+                              cause="power")
     if claim.universal and not any(o.spec.kind == "search" for o in cells):
         return VariantVerdict("inconclusive", "universally quantified claim without an adversarial search",
-                              None, resolution, len(cells))
+                              None, resolution, len(cells), cause="scope")
     validity = weakest_validity(o.evidence for o in cells)
     basis = next(o.evidence for o in cells if o.evidence.validity == validity)
     reason = f"validity: {validity}" + (f" ({basis.assumption})" if basis.assumption else "")
@@ -324,6 +336,20 @@ class ClaimResult:
         return any(o.error for o in self.outcomes)
 
     @property
+    def cause(self) -> str | None:
+        """Why an inconclusive verdict is one: ``reading`` when readings disagree, else the variants' cause
+        (``power`` first: see :attr:`VariantVerdict.cause`); ``None`` for a decided claim."""
+        if self.verdict != "inconclusive":
+            return None
+        if len({v.verdict for v in self.variants.values()}) > 1:
+            return "reading"
+        causes = [v.cause for v in self.variants.values() if v.cause]
+        for kind in ("power", "error", "evidence", "scope"):
+            if kind in causes:
+                return kind
+        return "scope"
+
+    @property
     def validity(self) -> str | None:
         """The weakest validity class a ``supported`` verdict rests on (``None`` otherwise)."""
         if self.verdict != "supported":
@@ -342,6 +368,7 @@ class ClaimResult:
         """The ``verdicts.json`` entry of this claim."""
         return dict(id=self.claim.id, paper=self.claim.paper, kind=self.claim.kind, verdict=self.verdict,
                     variants={k: v.verdict for k, v in self.variants.items()}, validity=self.validity,
+                    cause=self.cause,
                     witness=self.witness,
                     resolution=_jsonable(self.resolution), tolerance=self.claim.tolerance, cells=len(self.outcomes),
                     seconds=round(self.seconds, 4), reason=self.reason,

@@ -31,7 +31,7 @@ PAPERS = ("core", "performer", "lara", "eva", "macformer")
 #: Names a claim's grid axes may not take: the data variables and dimensions of its results dataset
 #: (:func:`rfkit.validation.results.to_dataset`).
 RESULT_VARIABLES = ("estimate", "prediction", "stderr", "statistic", "p_value", "resolution", "effect", "upper",
-                    "n_samples", "p_adjusted", "seconds", "cell_verdict", "flags", "method", "extra")
+                    "n_samples", "p_adjusted", "seconds", "cell_verdict", "flags", "method", "validity", "extra")
 RESERVED_AXES = frozenset({*RESULT_VARIABLES, "variant", "restart"})
 
 

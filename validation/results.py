@@ -6,12 +6,13 @@ Dataset layout (DESIGN "Results"):
   hypothesis domain are missing (nan, ``cell_verdict = "outside-domain"``);
 * data variables :data:`rfkit.validation.model.RESULT_VARIABLES`: ``estimate``, ``prediction``, ``stderr``,
   ``statistic``, ``p_value``, ``p_adjusted``, ``resolution``, ``effect``, ``upper``, ``n_samples`` (the evidence's
-  ``n``), ``seconds``, ``cell_verdict``, ``flags``, ``method``, ``extra`` (JSON);
+  ``n``), ``seconds``, ``cell_verdict``, ``flags``, ``method``, ``validity`` (``exact``, ``non-asymptotic``,
+  ``asymptotic``), ``extra`` (JSON);
 * adversarial search restarts on their own dimension ``restart``: ``search_margin``,
   ``search_p_value``, ``search_effect``, ``search_point`` (JSON);
 * attributes ``claim_id``, ``paper``, ``kind``, ``verdict``, ``reason``, ``alpha``, ``tier``, ``seed``,
   ``rfkit_version``, ``created``, ``tolerance``, ``units``, ``statement``, ``source``, ``hypotheses``,
-  ``variant_verdicts`` and ``witness`` (JSON).
+  ``variant_verdicts`` and ``witness`` (JSON), ``validity`` (of a supported verdict, else "").
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ __all__ = ["to_dataset", "cell_verdict", "write_run", "load_dataset"]
 
 #: Text variables, and numeric ones the engine computes; every other variable of
 #: :data:`~rfkit.validation.model.RESULT_VARIABLES` is an ``Evidence`` field.
-_TEXT = ("cell_verdict", "flags", "method", "extra")
+_TEXT = ("cell_verdict", "flags", "method", "validity", "extra")
 _COMPUTED = ("p_adjusted", "seconds")
 #: Variable name -> ``Evidence`` field (``n`` is stored as ``n_samples``: ``n`` is a common axis name).
 _FROM_EVIDENCE = {name: "n" if name == "n_samples" else name for name in RESULT_VARIABLES
@@ -95,6 +96,7 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
             num[name][idx] = getattr(ev, field)
         text["flags"][idx] = "; ".join(ev.flags)
         text["method"][idx] = ev.method
+        text["validity"][idx] = ev.validity
         text["extra"][idx] = json.dumps(_jsonable(ev.extra))
     data = {k: (dims, a) for k, a in {**num, **text}.items()}
     if restarts:
@@ -107,8 +109,8 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
                  rfkit_version=result.version, created=result.created, tolerance=claim.tolerance,
                  units=claim.units, statement=claim.statement, source=claim.source, hypotheses=claim.hypotheses,
                  variant_verdicts=json.dumps({k: v.verdict for k, v in result.variants.items()}),
-                 witness=json.dumps(_jsonable(result.witness)), resolution=float(result.resolution)
-                 if math.isfinite(result.resolution) else "inf")
+                 witness=json.dumps(_jsonable(result.witness)), validity=result.validity or "",
+                 resolution=float(result.resolution) if math.isfinite(result.resolution) else "inf")
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 

@@ -67,7 +67,7 @@ from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.reproductions.eva import FIG1_OPTIONS, efficiency_sweep, is_capped
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, slope_test
-from rfkit.validation.timing import interleaved_best_times, peak_bytes, single_threaded_blas
+from rfkit.validation.timing import peak_bytes, single_threaded_blas, timing_slope_test
 
 #: Relative excess error (of the partitioned / EVA estimator over the reference) that refutes a "reduces the
 #: error" statement: 5% of the reference error.
@@ -993,16 +993,16 @@ def _peaks(calls: list[Callable[[], object]]) -> list[int]:
 
 
 def _time_slope(ctx: CellContext, sizes, calls, claimed: float) -> Evidence:
-    """Slope of the best-of-k CPU time on the largest :data:`FITTED_SIZES` sizes (asymptotic end)."""
-    best, resolution = interleaved_best_times(calls, repeats=ctx.replicates)
-    top = slice(-FITTED_SIZES, None)
-    return slope_test(np.asarray(sizes)[top], best[top], resolution[top], claimed, alternative="less",
-                      extra=dict(sizes=list(sizes), seconds=best.tolist()), **ctx.test)
+    """"CPU time grows no faster than ``N^claimed``": :func:`~rfkit.validation.timing.timing_slope_test` on
+    every repeated measurement of the sweep (>= 5 sizes at the asymptotic end, ``ctx.replicates`` rounds)."""
+    return timing_slope_test(sizes, calls, claimed, repeats=ctx.replicates, alpha=ctx.alpha,
+                             tolerance=ctx.tolerance, alternative="less")
 
 
-#: Timing slopes are fitted on the largest sizes (fixed per-call overheads bend the curve at small sizes).
-FITTED_SIZES = 3
 COMPLEXITY_TOLERANCE = 0.25
+#: Sizes of the quick tier's timed sweeps: 5 √2-spaced lengths (multiples of 64, so every |E| and C of the grids
+#: divides them) at the asymptotic end up to 8192, where fixed per-call overheads no longer bend the curve.
+TIMED_SIZES = (2048, 2880, 4096, 5760, 8192)
 COMPLEXITY_UNITS = "log-log slope above the claimed order (exact sizes: any mismatch with rfkit.theory.cost)"
 
 
@@ -1115,15 +1115,17 @@ LINEAR_COMPLEXITY = Claim(
     kind="complexity", hypotheses="fixed |E|, C and d; numpy on this machine's CPU (single-threaded BLAS)",
     tolerance=COMPLEXITY_TOLERANCE, units=COMPLEXITY_UNITS,
     cell=functools.partial(_single_threaded, _linear_cell),
-    grid={"smoke": dict(measure=["time", "memory", "flops"], N=[[1024, 2048, 4096]], d=[16], E=[64], C=[16]),
-          "quick": dict(measure=["time", "memory", "flops"], N=[[1024, 2048, 4096, 8192]], d=[32], E=[64], C=[16]),
+    grid={"smoke": dict(measure=["time", "memory", "flops"], N=[[1024, 1472, 2048, 2880, 4096]], d=[16],
+                        E=[64], C=[16]),
+          "quick": dict(measure=["time", "memory", "flops"], N=[list(TIMED_SIZES)], d=[32], E=[64], C=[16]),
           "full": dict(measure=["time", "memory", "flops"], N=[[256, 512, 1024, 2048, 4096, 8192, 16384, 32768]],
                        d=[32, 64], E=[128, 256], C=[16, 64, 128])},
     replicates={"smoke": 3, "quick": 5, "full": 9},
     variants=tuple(LINEAR_ESTIMATORS), variant_notes=LINEAR_ESTIMATORS,
     plot_x="measure",
-    notes="Time: best-of-k CPU time of the calling thread, WLS slope on the three largest N (alternative 'less': "
-          "Big-O is an upper bound). Memory: tracemalloc peak, exact slope. Flops: GEMM counts of "
+    notes="Time: every repeated CPU time of the calling thread (timing_slope_test: OLS of log time on log N, t "
+          "with the fit's dof) over 5 √2-spaced N at the asymptotic end (alternative 'less': Big-O is an upper "
+          "bound). Memory: tracemalloc peak, exact slope. Flops: GEMM counts of "
           "rfkit.theory.eva.eva_practical_gemms / rfkit.theory.cost. RFA uses S = |E| + C samples. GPU backends "
           "are not measured here.",
 )
@@ -1164,8 +1166,8 @@ CAUSAL_EFFICIENCY = Claim(
     kind="complexity", hypotheses="parallel (training-mode) computation, forward pass, numpy on CPU",
     tolerance=COMPLEXITY_TOLERANCE, units=COMPLEXITY_UNITS,
     cell=functools.partial(_single_threaded, _causal_cell),
-    grid={"smoke": dict(N=[[1024, 2048, 4096]], d=[16], E=[128], C=[64]),
-          "quick": dict(N=[[1024, 2048, 4096, 8192]], d=[32], E=[128], C=[64]),
+    grid={"smoke": dict(N=[[1024, 1472, 2048, 2880, 4096]], d=[16], E=[128], C=[64]),
+          "quick": dict(N=[list(TIMED_SIZES)], d=[32], E=[128], C=[64]),
           "full": dict(N=[[512, 1024, 2048, 4096, 8192, 16384]], d=[64], E=[128], C=[64])},
     replicates={"smoke": 3, "quick": 5, "full": 9},
     variants=tuple(CAUSAL_READINGS), variant_notes=CAUSAL_READINGS,

@@ -1,0 +1,96 @@
+"""Sequential cells in the engine: early stopping, budget extension, stated validity, reproducibility.
+
+Each toy claim draws Gaussian replicates whose law is known, so verdicts are predictable. Seeds are fixed;
+the statistical outcomes asserted hold with probability > 1 - 1e-3 over seeds (level alpha = 1e-3 per
+claim, and the planted effects are > 10 confidence radii from the tolerance).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rfkit.validation import validate
+from rfkit.validation.engine import MAX_EXTENSION, RESERVE
+from rfkit.validation.model import Claim
+from rfkit.validation.stats import exact_test
+
+
+def _normal_cell(ctx):
+    sd = ctx.params["sd"]
+    return ctx.mean(lambda rng, n: rng.normal(ctx.params["mu"], sd, n), 0.0, sd=sd)
+
+
+def _claim(grid, replicates=20_000, **kw):
+    return Claim(id="core.toy.sequential", paper="core", source="test", statement="E X = 0", kind="expectation",
+                 hypotheses="toy", tolerance=0.05, cell=_normal_cell, grid={"smoke": grid, "quick": grid},
+                 replicates=replicates, **kw)
+
+
+def test_easy_cells_stop_early_and_hard_cells_get_the_unspent_budget():
+    # sd 0.2: decided within a few thousand replicates; sd 3.0 needs ~ (5.3 * 3 / 0.05)^2 ≈ 1e5 > 2e4 planned
+    claim = _claim(dict(mu=[0.0], sd=[0.2, 0.21, 0.22, 3.0]))
+    result = validate([claim], tier="quick", seed=0, progress=False).claims[0]
+    evs = [o.evidence for o in result.outcomes]
+    easy, hard = evs[:3], evs[3]
+    assert all(e.extra["status"].startswith("decided") and e.n < 20_000 for e in easy)
+    assert hard.extra["budget"] > 20_000  # extended by the engine
+    assert hard.extra["budget"] <= MAX_EXTENSION * 20_000
+    pool = 4 * 20_000 * (1 + RESERVE["quick"]) - sum(e.n for e in easy) - 20_000
+    assert hard.extra["budget"] <= 20_000 + pool + 1
+    assert result.verdict == "supported"
+    assert result.validity == "non-asymptotic"
+    assert "validity: non-asymptotic" in result.reason
+
+
+def test_smoke_tier_has_no_reserve_but_moves_unspent_budget():
+    claim = _claim(dict(mu=[0.0], sd=[0.2, 0.21, 0.22, 3.0]))
+    result = validate([claim], tier="smoke", seed=0, progress=False).claims[0]
+    hard = result.outcomes[3].evidence
+    assert 20_000 < hard.extra["budget"] <= 4 * 20_000
+
+
+def test_violation_is_refuted_early_with_a_witness():
+    claim = _claim(dict(mu=[0.0, 0.5], sd=[1.0]))
+    result = validate([claim], tier="quick", seed=0, progress=False).claims[0]
+    assert result.verdict == "refuted"
+    assert result.witness["params"]["mu"] == 0.5
+    assert result.outcomes[1].evidence.n < 20_000
+
+
+def test_extension_is_identical_with_workers():
+    claim = _claim(dict(mu=[0.0], sd=[0.2, 3.0]))
+    local = validate([claim], tier="quick", seed=3, progress=False).claims[0]
+    cluster = validate([claim], tier="quick", seed=3, progress=False, workers=2).claims[0]
+    assert [o.evidence for o in local.outcomes] == [o.evidence for o in cluster.outcomes]
+
+
+def test_weakest_validity_is_reported():
+    def mixed(ctx):
+        if ctx.params["kind"] == "exact":
+            return exact_test([1.0], [1.0], tolerance=ctx.tolerance)
+        return ctx.mean(lambda rng, n: rng.normal(0.0, 0.2, n), 0.0)  # no sd: asymptotic
+
+    claim = Claim(id="core.toy.mixed", paper="core", source="test", statement="s", kind="expectation",
+                  hypotheses="toy", tolerance=0.05, cell=mixed, grid={"smoke": dict(kind=["exact", "mc"])},
+                  replicates=20_000)
+    result = validate([claim], tier="smoke", seed=0, progress=False).claims[0]
+    assert result.verdict == "supported" and result.validity == "asymptotic"
+    assert result.summary()["validity"] == "asymptotic"
+
+
+def test_underpowered_cause_is_power():
+    claim = _claim(dict(mu=[0.0], sd=[50.0]), replicates=1_000)
+    result = validate([claim], tier="smoke", seed=0, progress=False).claims[0]
+    assert result.verdict == "inconclusive" and result.cause == "power"
+    assert "underpowered" in result.reason
+
+
+def test_frozen_generator_is_not_supported():
+    # a frozen generator: the same "random" replicate every time
+    def frozen(ctx):
+        return ctx.mean(lambda rng, n: np.full(n, 0.01), 0.0, sd=1.0)
+
+    claim = Claim(id="core.toy.frozen", paper="core", source="test", statement="s", kind="expectation",
+                  hypotheses="toy", tolerance=0.05, cell=frozen, grid={"smoke": dict(x=[1])}, replicates=10_000)
+    result = validate([claim], tier="smoke", seed=0, progress=False).claims[0]
+    assert result.verdict == "inconclusive" and "degenerate" in result.reason
