@@ -17,8 +17,8 @@ Design notes
   eval-mode error) over the inputs, then confirm the found point by a paired Monte Carlo test: the surrogate
   steers, the Monte Carlo decides.
 * **Complexity** claims measure: exact sizes and GEMM flop counts (:mod:`rfkit.theory.cost`), log-log slopes of
-  ``tracemalloc`` peaks (deterministic: exact margins) and of best-of-k CPU times (:func:`~rfkit.validation.
-  stats.slope_test`) with single-threaded BLAS. Big-O is an upper bound: a slope below the claimed order is no
+  ``tracemalloc`` peaks (deterministic: exact margins) and of every repeated CPU time (:func:`~rfkit.validation.
+  timing.timing_slope_test`, >= 5 sizes) with single-threaded BLAS. Big-O is an upper bound: a slope below the claimed order is no
   violation. Slope tolerance 0.25.
 * **Reproductions** of GPU training measurements (Tables 6, 7, Figure 2's FlashAttention) are ``untestable``;
   Figure 1 and App E.4 are measured on CPU for one attention layer (the quantities come from
@@ -759,15 +759,18 @@ CONSISTENCY_MEANS = {
 SNIS_SLOPE = -1.0
 SLOPE_TOLERANCE = 0.25
 #: The 1/S rate is asymptotic: it is fitted on S >= ESS_FACTOR·Ω (Kish's effective sample size S/Ω at least
-#: ESS_FACTOR), Ω = E_ρ[W²] from rfkit.theory.eva.cv_moments, known before any draw. Sizes double from there up to the
-#: tier's cap; fewer than 3 sizes under the cap leave the cell undecided.
+#: ESS_FACTOR), Ω = E_ρ[W²] from rfkit.theory.eva.cv_moments, known before any draw. RATE_POINTS sizes spaced
+#: geometrically from there over a factor RATE_SPAN, kept up to the tier's cap; fewer than 5 sizes under the cap
+#: leave the cell undecided (slope_test needs 5: a larger S_max decides it).
 ESS_FACTOR = 10
-RATE_POINTS = 4
+RATE_POINTS = 5
+RATE_SPAN = 8
 
 
 def _asymptotic_sizes(omega_sq: float, cap: int) -> list[int]:
     start = 2 ** max(math.ceil(math.log2(max(ESS_FACTOR * omega_sq, 1.0))), 4)
-    return [start * 2**j for j in range(RATE_POINTS) if start * 2**j <= cap]
+    sizes = [int(round(start * RATE_SPAN ** (j / (RATE_POINTS - 1)))) for j in range(RATE_POINTS)]
+    return [n for n in sizes if n <= cap]
 
 
 def _consistency_mean(variant: str, q: np.ndarray, problem: Problem, size: int) -> np.ndarray:
@@ -812,7 +815,7 @@ LOCAL_CONSISTENCY = Claim(
     variants=tuple(CONSISTENCY_MEANS), variant_notes=CONSISTENCY_MEANS,
     plot_x="P",
     notes="MSE of β̂_c against β*_c at each S (replicates' standard errors), WLS slope of log MSE on log S over S >= "
-          f"{ESS_FACTOR}·Ω (doubling, {RATE_POINTS} sizes at most, up to the tier's cap S_max); the large-S constant "
+          f"{ESS_FACTOR}·Ω ({RATE_POINTS} geometric sizes over a factor {RATE_SPAN}, up to the tier's cap S_max); the large-S constant "
           "σ²_c/S of rfkit.theory.eva.snis_asymptotics applied to P_c is in the cell's extra.",
 )
 

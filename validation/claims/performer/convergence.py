@@ -105,15 +105,19 @@ from rfkit.validation.timing import interleaved_best_times, peak_bytes
 
 #: Per tier: the cap on m and the axis values swept by the m* claims (``L_R``: the L axis of the (R) reading).
 _TIER = {
-    "smoke": dict(m_cap=2**11, axes=dict(delta=[0.4, 0.3, 0.2], l=[0.5, 1.0, 2.0, 4.0], d=[2, 4, 8], L=[4, 8, 16],
-                                         L_R=[2, 4, 8], d_dlogd=[2, 4, 8], L_time=[1024, 2048, 4096],
-                                         L_no_l=[4, 8, 16])),
-    "quick": dict(m_cap=2**13, axes=dict(delta=[0.3, 0.2, 0.1], l=[0.5, 1.0, 2.0, 3.0, 4.0], d=[4, 8, 16],
-                                         L=[4, 16, 64], L_R=[2, 4, 8], d_dlogd=[4, 8, 16],
-                                         L_time=[1024, 4096, 16384], L_no_l=[8, 32, 128])),
-    "full": dict(m_cap=2**17, axes=dict(delta=[0.3, 0.1, 0.03, 0.01], l=[0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0],
-                                        d=[4, 8, 16, 32, 64], L=[4, 16, 64, 256], L_R=[4, 8, 16, 32, 64],
-                                        d_dlogd=[4, 8, 16, 32, 64, 128], L_time=[1024, 4096, 16384, 65536],
+    "smoke": dict(m_cap=2**11, axes=dict(delta=[0.4, 0.35, 0.3, 0.25, 0.2], l=[0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0],
+                                         d=[2, 3, 4, 6, 8], L=[4, 6, 8, 11, 16], L_R=[2, 3, 4, 6, 8],
+                                         d_dlogd=[2, 3, 4, 6, 8], L_time=[1024, 1448, 2048, 2896, 4096],
+                                         L_no_l=[4, 6, 8, 11, 16])),
+    "quick": dict(m_cap=2**13, axes=dict(delta=[0.3, 0.23, 0.17, 0.13, 0.1],
+                                         l=[0.5, 0.7, 1.0, 1.4, 2.0, 2.4, 2.8, 3.4, 4.0], d=[4, 6, 8, 11, 16],
+                                         L=[4, 8, 16, 32, 64], L_R=[2, 3, 4, 6, 8], d_dlogd=[4, 6, 8, 11, 16],
+                                         L_time=[1024, 2048, 4096, 8192, 16384], L_no_l=[8, 16, 32, 64, 128])),
+    "full": dict(m_cap=2**17, axes=dict(delta=[0.3, 0.17, 0.1, 0.055, 0.03, 0.017, 0.01],
+                                        l=[0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0],
+                                        d=[4, 8, 16, 32, 64], L=[4, 8, 16, 32, 64, 128, 256], L_R=[4, 8, 16, 32, 64],
+                                        d_dlogd=[4, 8, 16, 32, 64, 128],
+                                        L_time=[1024, 2048, 4096, 8192, 16384, 32768, 65536],
                                         L_no_l=[4, 16, 64, 256, 1024])),
 }
 
@@ -346,7 +350,8 @@ def _hopeless(curve: _Curve, delta: float, m_cap: int) -> bool:
     return bool(slope > -0.1 or m[-1] * (lower[-1] / delta) ** 2 > 4 * m_cap)
 
 
-#: A curve reaches at least ``4d`` features, so that its convergence is tested on three points ``>= d``.
+#: A curve reaches at least ``4d`` features, so that its convergence is tested on five points ``>= d``
+#: (``√2`` apart).
 _MIN_END = 4
 
 
@@ -383,7 +388,7 @@ def _error_curve(ctx: CellContext, problem: _Problem, delta_min: float, p: float
 _ENDS = {"delta": ("high",), "l": ("low", "high"), "d": ("high",), "L": ("high",)}
 
 #: Points of an axis used for the trend at one of its ends.
-_END_POINTS = 3
+_END_POINTS = 5
 
 
 @dataclass(frozen=True)
@@ -475,12 +480,13 @@ def _trend(data: _AxisData, end: str, *, x, divisor, predicted: float, alternati
 def _decay(curve: _Curve, test: dict) -> Evidence:
     """The curve converges: its ``p``-quantile decays like ``m^{-1/2}`` (one-sided: no slower than that).
 
-    Three points a factor 4 apart (2 when the curve is short) ending at its largest ``m``, all ``>= d``;
-    nested draws make them positively correlated, which makes the WLS standard error conservative.
+    Five points (the fewest a slope is fitted on) a factor 2 apart (``√2``, then ``2^{1/4}``, when the curve
+    is short) ending at its largest ``m``, all ``>= d``; nested draws make them positively correlated, which
+    makes the WLS standard error conservative.
     """
     point, lower, upper = curve.quantiles()
     picks: list[int] = []
-    for factor in (4, 2):
+    for factor in (2.0, math.sqrt(2.0), 2.0**0.25):
         target = curve.m[-1]
         picks = []
         while target >= curve.d and len(picks) < _END_POINTS:
@@ -493,7 +499,6 @@ def _decay(curve: _Curve, test: dict) -> Evidence:
     se = np.maximum((upper - lower[idx]) / 2, 1e-12 * point[idx])
     return slope_test(curve.m[idx], point[idx], se, -0.5, alternative="less",
                       extra=dict(part="decay of the p-quantile error", m=curve.m[idx].tolist()), **test)
-
 
 
 def _combine(parts: list[Evidence], extra: dict) -> Evidence:
