@@ -25,7 +25,7 @@ from rfkit.validation.stats import (
 
 def _supports(ev: Evidence, tolerance: float) -> bool:
     """The engine's support rule for one cell."""
-    return not ev.flags and ev.upper <= tolerance and ev.resolution <= tolerance
+    return not ev.flags and ev.upper <= tolerance
 
 
 # ------------------------------------------------------------------------------ degenerate samples

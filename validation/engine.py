@@ -13,12 +13,13 @@ Verdicts (per variant, then per claim):
   the smallest adjusted p-value (largest violation on ties).
 * **supported** — nothing rejected, and every cell is conclusive: no cell is flagged (heavy tails,
   infinite variance, non-finite values, empty evidence), every cell's upper confidence bound on the
-  violation is at most the claim's tolerance; a universally quantified claim must also have run its
-  adversarial search. The verdict states the weakest validity class of its cells (``exact``,
+  violation is at most the claim's tolerance (an equivalence test: nothing else is needed); a universally
+  quantified claim must also have run its adversarial search. The verdict states the weakest validity class of its cells (``exact``,
   ``non-asymptotic``, ``asymptotic``) and the assumption it rests on.
-* **inconclusive** — otherwise, with the reason: ``underpowered`` when some cell's resolution (its
-  confidence radius) exceeds the tolerance, so that not even an exactly true claim could be supported
-  there; ``cannot exclude`` when the radius is fine but the bound still crosses the tolerance.
+* **inconclusive** — otherwise, with the reason: among the cells whose bound crosses the tolerance,
+  ``underpowered`` when one's resolution (its confidence radius) exceeds the tolerance, so that not even an
+  exactly true claim could be supported there; ``cannot exclude`` when the radius is fine but the bound
+  still crosses the tolerance.
 
 Budgets. A sequential cell (:meth:`~rfkit.validation.model.CellContext.mean`) draws replicates in rounds and
 stops when decided, so most cells spend a fraction of their planned budget. After all cells ran, the
@@ -272,7 +273,8 @@ def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdic
         return VariantVerdict("inconclusive", f"{len(flagged)} of {len(cells)} cell(s) cannot decide: "
                               f"{first} at {_where(flagged[0].spec)}", None, resolution, len(cells),
                               cause="power" if first.startswith(_POWER_FLAGS) else "evidence")
-    weak = [o for o in cells if not o.evidence.resolution <= claim.tolerance]
+    edge = [o for o in cells if not o.evidence.upper <= claim.tolerance]
+    weak = [o for o in edge if not o.evidence.resolution <= claim.tolerance]
     if weak:
         worst = max(weak, key=lambda o: o.evidence.resolution)
         return VariantVerdict("inconclusive", f"underpowered: {len(weak)} of {len(cells)} cell(s) have a confidence "
@@ -280,7 +282,6 @@ def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdic
                               f"an exactly true claim could be supported there (worst at {_where(worst.spec)}, "
                               f"{worst.evidence.n} replicates); use a larger tier", None, resolution, len(cells),
                               cause="power")
-    edge = [o for o in cells if not o.evidence.upper <= claim.tolerance]
     if edge:
         worst = max(edge, key=lambda o: o.evidence.upper)
         return VariantVerdict("inconclusive", f"{len(edge)} of {len(cells)} cell(s) cannot exclude a violation "

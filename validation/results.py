@@ -49,11 +49,9 @@ def cell_verdict(result: ClaimResult, i: int) -> str:
         return "violation"
     if ev.flags:
         return "flagged"
-    if not ev.resolution <= tol:
-        return "underpowered"
-    if not ev.upper <= tol:
-        return "undecided"
-    return "ok"
+    if ev.upper <= tol:
+        return "ok"
+    return "underpowered" if not ev.resolution <= tol else "undecided"
 
 
 def _coord(values: list) -> np.ndarray:

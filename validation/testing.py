@@ -55,10 +55,10 @@ def _judge(ev: Evidence, what: str, alpha: float, tolerance: float | None) -> Ev
         raise AssertionError(f"cannot test {what}: {'; '.join(ev.flags)} — {_describe(ev)}")
     if ev.p_value < alpha:
         raise AssertionError(f"{what} violated at alpha = {alpha:g}: {_describe(ev)}")
-    if tolerance is not None and not ev.resolution <= tolerance:
-        raise AssertionError(f"test of {what} underpowered: its confidence radius {ev.resolution:.3g} exceeds "
-                             f"tolerance {tolerance:g}; add replicates — {_describe(ev)}")
     if tolerance is not None and not ev.upper <= tolerance:
+        if not ev.resolution <= tolerance:
+            raise AssertionError(f"test of {what} underpowered: its confidence radius {ev.resolution:.3g} exceeds "
+                                 f"tolerance {tolerance:g}; add replicates — {_describe(ev)}")
         raise AssertionError(f"{what} not established: a violation up to {ev.upper:.3g} (> tolerance "
                              f"{tolerance:g}) cannot be excluded — {_describe(ev)}")
     return ev
