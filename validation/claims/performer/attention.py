@@ -15,8 +15,9 @@ Design notes
   term, mask or scale gives errors of order ``1/L`` of the condition magnitude, ``10¹⁰ u`` and more.
 * **Complexity** claims are measured, never asserted: exact operation counts and stored sizes from
   :mod:`rfkit.theory.cost` (checked equal to what the code does), log-log slopes of peak memory
-  (``tracemalloc``: deterministic, so the slope is an exact margin) and of the best-of-k wall time
-  (:func:`~rfkit.validation.stats.slope_test`). Big-O is an upper bound, so a slope *below* the claimed
+  (``tracemalloc``: deterministic, so the slope is an exact margin) and of CPU time, fitted on every repeated
+  measurement over at least 5 geometrically spaced sizes (:func:`~rfkit.validation.timing.timing_slope_test`:
+  a timing is a random variable). Big-O is an upper bound, so a slope *below* the claimed
   order is no violation (``alternative="less"``); the claimed slope of a sum of terms is the largest local
   slope of its terms over the measured sizes (e.g. ``d log d`` has slope ``1 + 1/ln d``). Θ statements
   (the baseline's ``Θ(L² + Ld)``) are two-sided. Sizes are small at smoke/quick; ``full`` follows the
@@ -70,8 +71,8 @@ from rfkit.validation.harness import (
 )
 from rfkit.validation.model import CellContext, Claim, per_tier
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, mean_test, slope_test
-from rfkit.validation.timing import interleaved_best_times, peak_bytes, single_threaded_blas
+from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, mean_test
+from rfkit.validation.timing import peak_bytes, single_threaded_blas, timing_slope_test
 
 PI = math.pi
 
@@ -728,7 +729,10 @@ TRIG_NONPOSITIVE_RENORMALIZER = Claim(
     where=lambda p, v: p["scale"] <= 2.0 if p["regime"] == "i1" else p["scale"] >= 2.0,
     roles=("favor_features",), plot_x="scale",
     notes="Frequencies of every estimator (trig included in I1) are in each cell's extra. Underflow zeros in "
-          "float32 are not measured (float64 only).",
+          "float32 are not measured (float64 only). Power: trig's frequency of D̂ <= 0 is about 1/2 in I3 at norm "
+          "3, where the exact binomial radius is ~0.5·z/√n: at the quick tier's level about 41 000 rows per trig "
+          "estimator and cell (about 58 000 at full) bring it within the tolerance; the claim's budgets (6 000 / "
+          "20 000) leave those cells underpowered although their upper bounds lie far below the tolerance.",
 )
 
 # ======================================================================= H/G-ORF bias (B.2(2), rate)
@@ -814,7 +818,7 @@ HG_ORF_BIAS = Claim(
 class Sweep:
     """One complexity measurement: a quantity against one size, and the order the paper claims for it.
 
-    ``measure`` is ``time`` (best-of-k wall time), ``memory`` (tracemalloc peak) or ``count``.
+    ``measure`` is ``time`` (repeated CPU time), ``memory`` (tracemalloc peak) or ``count``.
     ``order(size)`` lists the terms of the claimed big-O bound (the claimed log-log slope is the largest
     local slope among them over the measured sizes). ``setup(ctx, size)`` prepares inputs and returns the
     call whose time or peak memory is measured; ``count(ctx, size)`` measures an exact quantity (bytes
@@ -848,9 +852,16 @@ def _slope_margin(ctx: CellContext, sizes, values, claimed: float, two_sided: bo
     return margin_evidence(claimed - slope, tolerance=ctx.tolerance, extra=extra)
 
 
-#: Timing slopes are fitted on the largest sizes of a sweep (the asymptotic end: fixed per-call overheads and
-#: cache transitions bend the curve at small sizes); every measured size is reported in the cell's extra.
-FITTED_SIZES = 3
+def _geometric(lo: int, hi: int, count: int = 5) -> list[int]:
+    """``count`` sizes from ``lo`` to ``hi``, geometrically spaced, rounded to multiples of 16 (of 1 below 64).
+
+    Timing sweeps span the asymptotic end of a size range (fixed per-call overheads and cache transitions
+    bend the curve at small sizes): ``lo..hi`` is a factor 4 (√2 steps) or 16 (steps of 2, powers of two
+    where a construction pads to them), with the 5 sizes a slope test needs. Multiples of 16 keep BLAS on
+    its aligned kernels (an odd size such as 181 can take longer than 256, a curvature that is no growth).
+    """
+    step = 16 if lo >= 64 else 1
+    return [int(round(lo * (hi / lo) ** (k / (count - 1)) / step)) * step for k in range(count)]
 
 
 def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
@@ -858,11 +869,11 @@ def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
     sizes = list(per_tier(sweep.sizes, ctx.tier))
     claimed = _claimed_slope(sweep.order, sizes)
     if sweep.measure == "time":
-        best, se = interleaved_best_times([sweep.setup(ctx, s) for s in sizes], repeats=ctx.replicates)
-        top = slice(-FITTED_SIZES, None)
-        return slope_test(sizes[top], best[top], se[top], _claimed_slope(sweep.order, sizes[top]),
-                          alternative="two-sided" if sweep.two_sided else "less",
-                          extra=dict(sizes=sizes, seconds=best.tolist(), fitted_sizes=sizes[top]), **ctx.test)
+        # every repeated CPU time is a point of the fit (a timing is a random variable), every size is fitted
+        return timing_slope_test(sizes, [sweep.setup(ctx, s) for s in sizes], claimed, repeats=ctx.replicates,
+                                 alpha=ctx.alpha, tolerance=ctx.tolerance,
+                                 alternative="two-sided" if sweep.two_sided else "less",
+                                 extra=dict(claimed_slope=claimed))
     if sweep.measure == "memory":
         calls = [sweep.setup(ctx, s) for s in sizes]
         calls[0]()  # warm-up outside the trace: JIT compilation and lazy imports allocate once
@@ -877,6 +888,12 @@ def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
     exact = exact_test(counts, reference, tolerance=0.0, scale=reference,
                        extra=dict(reference=reference.tolist()))
     return combine([evidence, exact], extra=dict(evidence.extra, reference=reference.tolist()))
+
+
+#: Repeated CPU-time measurements per size of a timing sweep (every one a point of the fit: 5 sizes × 8 repeats =
+#: 40 points, 38 dof at quick). 6 repeats left slopes over a 4× size range with radii up to ~0.3 > 0.25 on a
+#: loaded machine; 8 cost about 1.3× the 9 best-of-k rounds of 3 fitted sizes before (more sizes near the top).
+TIMING_REPEATS = {"smoke": 4, "quick": 8, "full": 12}
 
 
 def _complexity_claim(sweeps: Mapping[str, Sweep], smoke: Sequence[str] | None = None,
@@ -908,11 +925,15 @@ EXACT_SIZES = {"L": {"smoke": [256, 512, 1024], "quick": [512, 1024, 2048],
                      "full": [512, 1024, 2048, 4096, 8192]},
                "d": {"smoke": [64, 128, 256, 512], "quick": [64, 128, 256, 512], "full": [16, 32, 64, 128, 256, 512]}}
 EXACT_FIXED_L, EXACT_FIXED_D = 256, 64
+#: Timed sizes (the top of each memory/count range above, filled in to 5 sizes).
+EXACT_TIME_SIZES = {"L": {"smoke": _geometric(256, 1024), "quick": _geometric(512, 2048),
+                          "full": _geometric(2048, 8192)},
+                    "d": {"smoke": _geometric(128, 512)}}
 
 EXACT_SWEEPS = {
-    "time_vs_L": Sweep("time", EXACT_SIZES["L"], lambda n: [n * n * EXACT_FIXED_D],
+    "time_vs_L": Sweep("time", EXACT_TIME_SIZES["L"], lambda n: [n * n * EXACT_FIXED_D],
                        setup=lambda ctx, n: _exact_call(ctx, n, EXACT_FIXED_D)),
-    "time_vs_d": Sweep("time", EXACT_SIZES["d"], lambda d: [EXACT_FIXED_L ** 2 * d],
+    "time_vs_d": Sweep("time", EXACT_TIME_SIZES["d"], lambda d: [EXACT_FIXED_L ** 2 * d],
                        setup=lambda ctx, d: _exact_call(ctx, EXACT_FIXED_L, d)),
     "memory_vs_L": Sweep("memory", EXACT_SIZES["L"], lambda n: [n * n, n * EXACT_FIXED_D],
                          setup=lambda ctx, n: _exact_call(ctx, n, EXACT_FIXED_D)),
@@ -932,10 +953,11 @@ EXACT_COST = _complexity_claim(
     statement="Computing Eq 1 takes time O(L²d) and space O(L² + Ld), because A is stored explicitly.",
     hypotheses="dense computation that stores A (rfkit.estimators.softmax_attention, not blocked); d_v = d; "
                "float64, numpy, this machine's BLAS",
-    replicates={"smoke": 5, "quick": 9, "full": 15},
+    replicates=TIMING_REPEATS,
     roles=("softmax_attention",),
-    notes="Time: best-of-k CPU time, slopes against L at d = 64 and against d at L = 256. Memory: tracemalloc "
-          "peak (deterministic). Counts: the GEMM flops of rfkit.theory.cost. The Torch backend is not run.",
+    notes="Time: repeated CPU times (every repeat fitted), slopes against L at d = 64 and against d at L = 256. "
+          "Memory: tracemalloc peak (deterministic). Counts: the GEMM flops of rfkit.theory.cost. The Torch backend "
+          "is not run.",
 )
 
 
@@ -959,13 +981,17 @@ FA_SIZES = {"L": {"smoke": [1024, 2048, 4096], "quick": [2048, 4096, 8192, 16384
                   "full": [2048, 8192, 32768, 131072]},
             "r": {"smoke": [32, 64, 128, 256], "quick": [64, 128, 256, 512], "full": [64, 256, 1024, 4096]},
             "d": {"smoke": [64, 128, 256, 512], "quick": [64, 128, 256, 512], "full": [16, 64, 256, 1024]}}
+FA_TIME_SIZES = {"L": {"smoke": _geometric(1024, 4096), "quick": _geometric(4096, 16384),
+                       "full": _geometric(8192, 131072)},
+                 "r": {"smoke": _geometric(64, 256), "quick": _geometric(128, 512), "full": _geometric(256, 4096)},
+                 "d": {"smoke": _geometric(128, 512), "full": _geometric(64, 1024)}}
 
 FA_SWEEPS = {
-    "time_vs_L": Sweep("time", FA_SIZES["L"], lambda n: [n * FA_R * FA_D],
+    "time_vs_L": Sweep("time", FA_TIME_SIZES["L"], lambda n: [n * FA_R * FA_D],
                        setup=lambda ctx, n: _fa_call(ctx, n, FA_R, FA_D)),
-    "time_vs_r": Sweep("time", FA_SIZES["r"], lambda r: [FA_L * r * FA_D],
+    "time_vs_r": Sweep("time", FA_TIME_SIZES["r"], lambda r: [FA_L * r * FA_D],
                        setup=lambda ctx, r: _fa_call(ctx, FA_L, r, FA_D)),
-    "time_vs_d": Sweep("time", FA_SIZES["d"], lambda d: [FA_L * FA_R * d],
+    "time_vs_d": Sweep("time", FA_TIME_SIZES["d"], lambda d: [FA_L * FA_R * d],
                        setup=lambda ctx, d: _fa_call(ctx, FA_L, FA_R, d)),
     "memory_vs_L": Sweep("memory", FA_SIZES["L"], lambda n: [n * FA_R, n * FA_D, FA_R * FA_D],
                          setup=lambda ctx, n: _fa_call(ctx, n, FA_R, FA_D)),
@@ -985,7 +1011,7 @@ FA_COST = _complexity_claim(
     statement="Eq 4 has space complexity O(Lr + Ld + rd) and time complexity O(Lrd), against O(L² + Ld) and "
               "O(L²d) for Eq 1.",
     hypotheses="features Q', K' given (L×r, positive); the computation order of Eq 4; d_v = d; float64, numpy",
-    replicates={"smoke": 5, "quick": 9, "full": 15},
+    replicates=TIMING_REPEATS,
     roles=("favor_from_features",),
     notes="Fixed sizes: L = 1024, r = 64, d = 64 while another varies. The Eq 1 side of the comparison is "
           "performer.eq1.exact_cost. Numba and Torch backends are not run.",
@@ -1172,17 +1198,14 @@ SPACE_STRUCTURED = _complexity_claim(
 # ---- B.3: time ----------------------------------------------------------------------------------
 
 TIME_L, TIME_M, TIME_D = 1024, 64, 64
-TIME_SIZES = {"L": {"smoke": [1024, 2048, 4096], "quick": [1024, 2048, 4096, 8192, 16384],
-                    "full": [512, 2048, 8192, 32768, 131072]},
-              "m": {"smoke": [64, 128, 256, 512], "quick": [64, 128, 256, 512], "full": [64, 256, 1024, 4096]},
-              "d": {"smoke": [32, 64, 128, 256], "quick": [64, 128, 256], "full": [64, 128, 256, 512]},
-              "orf_d": {"smoke": [128, 256, 512], "quick": [128, 256, 512],
-                        "full": [128, 256, 512, 1024, 2048]},
-              "orf_m": {"smoke": [256, 1024, 4096], "quick": [1024, 4096, 16384],
-                        "full": [64, 256, 1024, 4096, 16384]},
-              "struct_m": {"smoke": [256, 1024, 4096], "quick": [1024, 4096, 16384],
-                           "full": [64, 256, 1024, 4096, 16384]},
-              "struct_d": {"smoke": [16, 64, 256, 1024], "quick": [16, 64, 256, 1024], "full": [16, 64, 256, 1024]}}
+TIME_SIZES = {"L": {"smoke": _geometric(1024, 4096), "quick": _geometric(4096, 16384),
+                    "full": _geometric(8192, 131072)},
+              "m": {"smoke": _geometric(128, 512), "full": _geometric(256, 4096)},
+              "d": {"smoke": _geometric(64, 256), "full": _geometric(128, 512)},
+              "orf_d": {"smoke": _geometric(128, 512), "full": _geometric(512, 2048)},
+              "orf_m": {"smoke": _geometric(256, 4096), "quick": _geometric(1024, 16384)},
+              "struct_m": {"smoke": _geometric(256, 4096), "quick": _geometric(1024, 16384)},
+              "struct_d": {"smoke": _geometric(64, 1024)}}
 STRUCT_TIME_L, STRUCT_TIME_M = 64, 1024
 
 
@@ -1241,7 +1264,7 @@ def _time_reading(p: dict, variant: str) -> bool:
     return variant == "b2_reading"
 
 
-# Heavy (~3 s quick): 12 timing sweeps, each the best of 9 round-robin CPU-time runs per size.
+# Heavy (~3 s quick): 12 timing sweeps, each 8 round-robin CPU-time runs of 5 sizes.
 TIME = _complexity_claim(
     _time_sweeps(), smoke=["favor_vs_L", "r_orf_sampling_vs_m", "hadamard_features_vs_m_b2",
                            "hadamard_features_vs_m_b3"],
@@ -1256,7 +1279,7 @@ TIME = _complexity_claim(
                                  "cost O(L·m·log d)",
                    "b3_reading": "B.3 as written: Q' and K' cost O(L log(m) d)"},
     where=_time_reading,
-    replicates={"smoke": 5, "quick": 9, "full": 15},
+    replicates=TIMING_REPEATS,
     roles=("favor_attention", "orthogonal_projection", "hadamard_projection", "givens_projection"),
     notes="Cells that do not depend on the reading (Algorithm 1's O(Lmd), R-ORF's O(md²)) run under "
           "b2_reading only; R-ORF sampling against d (slow: QR up to d = 1024) runs at full here and at quick in "
@@ -1276,6 +1299,11 @@ ORF_SIZES = {"m": {"smoke": [256, 1024, 4096], "quick": [256, 1024, 4096, 16384]
              "struct_d": {"smoke": [64, 256, 1024, 4096], "quick": [16, 64, 256, 1024, 4096],
                           "full": [16, 64, 256, 1024, 4096]}}
 ORF_D = 64
+ORF_TIME_SIZES = {"m": {"smoke": _geometric(256, 4096), "quick": _geometric(1024, 16384)},
+                  "d": {"smoke": _geometric(128, 512), "full": _geometric(256, 1024)},
+                  "sampling_d": {"smoke": _geometric(128, 512), "quick": _geometric(256, 1024),
+                                 "full": _geometric(512, 2048)},
+                  "struct_d": {"smoke": _geometric(256, 4096)}}
 
 
 def _dense_apply(ctx: CellContext, m: int, d: int):
@@ -1295,13 +1323,13 @@ R_ORF_SWEEPS = {
     "storage_vs_d": Sweep("count", ORF_SIZES["d"], lambda d: [4 * d * d],
                           count=lambda ctx, d: _orf_bytes(ctx, 4 * d, d),
                           reference=lambda d: cost.projection_bytes("dense", 4 * d, d)),
-    "apply_vs_m": Sweep("time", ORF_SIZES["m"], lambda m: [m * ORF_D],
+    "apply_vs_m": Sweep("time", ORF_TIME_SIZES["m"], lambda m: [m * ORF_D],
                         setup=lambda ctx, m: _dense_apply(ctx, m, ORF_D)),
-    "apply_vs_d": Sweep("time", ORF_SIZES["d"], lambda d: [4 * d * d],
+    "apply_vs_d": Sweep("time", ORF_TIME_SIZES["d"], lambda d: [4 * d * d],
                         setup=lambda ctx, d: _dense_apply(ctx, 4 * d, d)),
-    "sampling_vs_m": Sweep("time", ORF_SIZES["m"], lambda m: [m * ORF_D * ORF_D],
+    "sampling_vs_m": Sweep("time", ORF_TIME_SIZES["m"], lambda m: [m * ORF_D * ORF_D],
                            setup=lambda ctx, m: _orf_sampling(ctx, m, ORF_D)),
-    "sampling_vs_d": Sweep("time", ORF_SIZES["sampling_d"], lambda d: [d * d * d],
+    "sampling_vs_d": Sweep("time", ORF_TIME_SIZES["sampling_d"], lambda d: [d * d * d],
                            setup=lambda ctx, d: _orf_sampling(ctx, d, d)),
 }
 
@@ -1314,7 +1342,7 @@ R_ORF_COST = _complexity_claim(
     hypotheses="dense block construction (rfkit.estimators.orthogonal_projection: sign-fixed QR, the same "
                "O(md²) as Gram–Schmidt); Wx for 64 vectors at once; m = 4d along d for storage and Wx, m = d for "
                "sampling",
-    replicates={"smoke": 5, "quick": 9, "full": 15},
+    replicates=TIMING_REPEATS,
     roles=("orthogonal_projection",),
     notes="'Gives unbiased estimation' is measured by core.features.unbiased (ORF rows) and the ORF claims of "
           "the moments module, in bias units; here only the costs.",
@@ -1340,10 +1368,10 @@ def _hg_cost_sweeps() -> dict[str, Sweep]:
             count=lambda ctx, d, c=c: _structured_op(ctx, c, 4 * d, d).nbytes,
             reference=lambda d, c=c: _storage_reference(c, 4 * d, d))
         sweeps[f"{c}_apply_vs_m"] = Sweep(
-            "time", ORF_SIZES["m"], lambda m: [m * _log2(ORF_D)],
+            "time", ORF_TIME_SIZES["m"], lambda m: [m * _log2(ORF_D)],
             setup=lambda ctx, m, c=c: _structured_apply(ctx, c, m, ORF_D))
         sweeps[f"{c}_apply_vs_d"] = Sweep(
-            "time", ORF_SIZES["struct_d"], lambda d: [4 * d * _log2(d)],
+            "time", ORF_TIME_SIZES["struct_d"], lambda d: [4 * d * _log2(d)],
             setup=lambda ctx, d, c=c: _structured_apply(ctx, c, 4 * d, d))
     return sweeps
 
@@ -1356,7 +1384,7 @@ HG_ORF_COST = _complexity_claim(
     hypotheses="the constructions of rfkit.estimators.structured (H-ORF: k = 3 sign diagonals per block, O(m); "
                "G-ORF: K = ⌈d log₂ d⌉ rotations per block, O(m log d)); chi norms; Wx for 64 vectors; m = 4d "
                "along d",
-    replicates={"smoke": 5, "quick": 9, "full": 15},
+    replicates=TIMING_REPEATS,
     roles=("hadamard_projection", "givens_projection"),
     notes="Storage is checked exactly against rfkit.theory.cost.projection_bytes; dense O(md) costs of the "
           "same sizes are performer.b2.r_orf_cost's sweeps.",
