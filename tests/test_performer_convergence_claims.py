@@ -74,9 +74,9 @@ def test_repeated_orf_blocks_are_refuted():
 
 def test_quadratic_favor_is_refuted_by_its_memory_slope(monkeypatch):
     # FAVOR+ computed through the materialised L×L matrix: traced memory grows like L² (deterministic); the
-    # lengths are shortened to keep the quadratic implementation cheap
+    # lengths are shortened to keep the quadratic implementation cheap (five: the fewest a slope is fitted on)
     monkeypatch.setattr(conv, "linear_attention", linear_attention_quadratic)
-    monkeypatch.setitem(conv._ATTENTION_L, "favor", {"smoke": [256, 512, 1024]})
+    monkeypatch.setitem(conv._ATTENTION_L, "favor", {"smoke": [256, 362, 512, 724, 1024]})
     claim = get_claim("performer.appe.attention_only")
     result = validate([claim], tier="smoke", progress=False).claims[0]
     assert result.verdict == "refuted"

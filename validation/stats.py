@@ -46,8 +46,9 @@ evidence is flagged, never a pass.
 exact one-sided binomial test of ``P(exceed) <= bound + tolerance`` and a Clopper–Pearson bound (exact).
 
 **Rates** (:func:`slope_test`). Weighted least squares of ``log y`` on ``log x`` with delta-method
-weights ``(y/se)²``, at least 5 sizes; when the points scatter more than their errors the slope's standard
-error is inflated by ``sqrt(χ²/dof)`` and the quantile is Student t with the fit's ``dof = points - 2``
+weights ``(y/se)²``, at least 5 sizes; when a χ² lack-of-fit test (level 0.05) finds the points scattering
+more than their errors, the slope's standard error is inflated by ``sqrt(χ²/dof)`` and the quantile is
+Student t with the fit's ``dof = points - 2``; otherwise the errors are known and the quantile is normal
 (asymptotic: normal errors of the log points).
 
 **Timings** (:func:`ratio_test`). A timing is a random variable: claims about relative cost are tested
@@ -471,6 +472,8 @@ def binomial_test(exceed: int, n: int, bound: float, *, alpha: float, power: flo
 
 #: Fewest sizes a log-log slope is fitted on (3 points leave one degree of freedom for the scatter).
 MIN_SLOPE_POINTS = 5
+#: Level of the χ² lack-of-fit test that decides whether a slope's stated errors explain its scatter.
+LACK_OF_FIT_LEVEL = 0.05
 
 
 def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float = 0.8, tolerance: float = 0.0,
@@ -479,9 +482,10 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
 
     ``y_se`` are the standard errors of ``y``. ``alternative="less"`` encodes "slope <= prediction"
     (e.g. "grows no faster than x^s", or "decays at least as fast as x^s" with s < 0). Needs at least
-    :data:`MIN_SLOPE_POINTS` distinct sizes. When the points scatter beyond their errors the standard error
-    is inflated by ``sqrt(χ²/dof)`` — an estimated variance factor — and the interval uses Student t with
-    ``points - 2`` degrees of freedom; otherwise the errors are taken as known and the quantile is normal.
+    :data:`MIN_SLOPE_POINTS` distinct sizes. When a χ² lack-of-fit test (level :data:`LACK_OF_FIT_LEVEL`)
+    finds the points scattering beyond their errors, the standard error is inflated by ``sqrt(χ²/dof)`` — an
+    estimated variance factor — and the interval uses Student t with ``points - 2`` degrees of freedom;
+    otherwise the errors are taken as known and the quantile is normal.
     """
     del power
     _check_alternative(alternative)
@@ -499,15 +503,18 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
     resid = ly - design @ beta
     dof = x.size - 2
     chi2 = float((w * resid**2).sum())
-    inflate = max(1.0, math.sqrt(chi2 / dof))
+    # A lack-of-fit test decides whether the stated errors explain the scatter. If they do, the errors are
+    # known and the quantile is normal (under the model the slope is independent of χ², so this is exact
+    # conditionally on passing); if not, the error is scaled by sqrt(χ²/dof), an estimated variance factor,
+    # and the quantile is Student t with the fit's degrees of freedom.
+    misfit = chi2 > stats.chi2.isf(LACK_OF_FIT_LEVEL, dof)
+    inflate = math.sqrt(chi2 / dof) if misfit else 1.0
     slope, slope_se = float(beta[1]), math.sqrt(cov[1, 1]) * inflate
     extra.update(intercept=float(beta[0]), chi2=chi2, dof=dof, inflation=inflate)
     diff = slope - predicted_slope
-    # errors known (the points scatter no more than their standard errors): normal; errors scaled by the
-    # scatter (an estimated variance factor): Student t with the fit's degrees of freedom
-    law = _Law(dof) if inflate > 1.0 else _Law()
+    law = _Law(dof) if misfit else _Law()
     p, upper, resolution = _interval(diff, slope_se, tolerance, law, alpha, alternative)
-    quantile = f"t, {dof} dof" if inflate > 1.0 else "normal, errors known"
+    quantile = f"t, {dof} dof, errors scaled by the scatter" if misfit else "normal, errors explain the scatter"
     return Evidence(slope, predicted_slope, slope_se, diff / slope_se, p, resolution,
                     max(_signed_violation(diff, alternative), 0.0), upper, int(x.size),
                     f"log-log WLS slope ({quantile})", extra=extra, validity="asymptotic",

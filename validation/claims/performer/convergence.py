@@ -38,7 +38,9 @@ Turning asymptotic statements into finite tests
 inflated by lack of fit). A constant ratio has slope 0; a ratio that drifts like ``X^{±0.25}`` changes the
 "constant" by 2x over a 16-fold range of ``X``: that is the tolerance (exponent units).
 
-Each axis is tested at its *asymptotic ends*, the three points nearest an end the statement is about: the high
+Each axis is tested at its *asymptotic ends*, the five points nearest an end the statement is about (five: the
+fewest a log-log slope is fitted on; the axes are sampled about ``√2`` apart, ``2^{1/4}`` at the high end of
+``l``, so that an end spans the same range as before the fit needed five points): the high
 end of every axis (``X -> ∞``; for δ, ``1/δ -> ∞``) and the low end of ``l`` (``l -> 0``; ``d`` and ``L`` have a
 smallest value). In between, trends are pre-asymptotic: e.g. the error variance ``(1 - e^{-‖x-y‖²})²/2m`` of
 trigonometric features saturates only for ``l >~ 2``, so ``m*/m_pred`` rises steeply at ``l <= 2`` and is flat
@@ -98,8 +100,8 @@ from rfkit.theory.cost import feature_map_gemms, gemm_flops, linear_attention_ge
 from rfkit.validation.harness import as_features, chunks, controlled_pair
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence
-from rfkit.validation.stats import Evidence, combine, exact_test, slope_test
-from rfkit.validation.timing import interleaved_best_times, peak_bytes
+from rfkit.validation.stats import MIN_SLOPE_POINTS, Evidence, combine, exact_test, slope_test
+from rfkit.validation.timing import peak_bytes, timing_slope_test
 
 # ------------------------------------------------------------------------------------------ tier settings
 
@@ -503,8 +505,8 @@ def _decay(curve: _Curve, test: dict) -> Evidence:
 
 def _combine(parts: list[Evidence], extra: dict) -> Evidence:
     """``combine`` with a summary of every part kept in ``extra`` (reports show what each sub-test found)."""
-    summary = [dict(part=e.extra.get("part"), end=e.extra.get("end"), slope=e.estimate, upper=e.upper, resolution=e.resolution,
-                    p_value=e.p_value, flags=list(e.flags)) for e in parts]
+    summary = [dict(part=e.extra.get("part"), end=e.extra.get("end"), slope=e.estimate, upper=e.upper,
+                    resolution=e.resolution, p_value=e.p_value, flags=list(e.flags)) for e in parts]
     return combine(parts, extra={**extra, "parts": summary})
 
 
@@ -595,8 +597,8 @@ def _thm4_search(ctx: CellContext) -> Evidence:
     return _with_point(_ratio_evidence(ctx, point, axis, norm, reading, _thm4_setup(norm)), point)
 
 
-# Budget: about 3 s at quick (26 cells of one to five nested curves each, 200 redraws): four readings, each
-# needing its own axes; the slowest cells are the L axes (L² entries per redraw).
+# Budget: about 3 s at quick (26 cells of one to nine nested curves each, five per axis end; 200 redraws): four
+# readings, each needing its own axes; the slowest cells are the L axes (L² entries per redraw).
 THM4_UNIFORM = Claim(
     id="performer.thm4.uniform_convergence", paper="performer", source="Theorem 4; Theorem 7; App F.5",
     statement="If ‖q_i‖, ‖k_j‖ <= R, l = R d^{-1/4}, h* = exp(l²/2), then for any ε > 0, with δ = ε/(h*)² and "
@@ -731,16 +733,15 @@ M_DLOGD = Claim(
 # ------------------------------------------------------------------------- Sec 2.1: any precision in time
 
 
-def _timing_evidence(lengths: list[int], calls: list[Callable[[], object]], runs: int, predicted: float,
-                     test: dict, extra: dict) -> Evidence:
-    """CPU time of ``calls`` (:func:`~rfkit.validation.timing.interleaved_best_times`) against L: slope at most
-    ``predicted`` (one-sided)."""
-    best, se = interleaved_best_times(calls, repeats=runs)
-    return slope_test(lengths, best, se, predicted, alternative="less",
-                      extra={**extra, "L": lengths, "seconds": best.tolist()}, **test)
+def _timing_evidence(ctx: CellContext, lengths: list[int], calls: list[Callable[[], object]], predicted: float,
+                     extra: dict) -> Evidence:
+    """CPU time of ``calls`` against L: slope at most ``predicted`` (one-sided), fitted on every repeated
+    measurement (:func:`~rfkit.validation.timing.timing_slope_test`, >= 5 lengths, Student t)."""
+    return timing_slope_test(lengths, calls, predicted, repeats=_RUNS[ctx.tier], alpha=ctx.alpha,
+                             tolerance=ctx.tolerance, alternative="less", extra={**extra, "L": list(lengths)})
 
 
-#: Timed runs per point (best of) at each tier.
+#: Timed rounds of every length at each tier (each measurement is a point of the fit).
 _RUNS = {"smoke": 3, "quick": 3, "full": 7}
 
 
@@ -761,8 +762,7 @@ def _time_evidence(ctx: CellContext, point: dict, norm: str) -> Evidence:
         return _undecided(1.0, "m* beyond the tier's cap: nothing to time", dict(part="time"))
     m = math.ceil(m_star)
     calls = [_favor_trig_call(n, point["d"], m, ctx.rng) for n in lengths]
-    return _timing_evidence(lengths, calls, _RUNS[ctx.tier], 1.0, ctx.test,
-                            dict(part="time of features + Algorithm 1", m=m))
+    return _timing_evidence(ctx, lengths, calls, 1.0, dict(part="time of features + Algorithm 1", m=m))
 
 
 def _any_precision_cell(ctx: CellContext) -> Evidence:
@@ -973,8 +973,9 @@ _VARIANCE_M = {"smoke": [1, 4, 16, 32, 64], "quick": [1, 4, 16, 32, 64],
 #: Floats per batch of replicate projections in the variance claim.
 _VARIANCE_BATCH = 2**21
 
-#: Batches of the batch-means standard error (as in ``stats.mean_test``).
-_BATCHES = 32
+#: Independent batches of redraws per ``m`` in the variance claim: each batch's mean squared error is one point
+#: of the slope fit (16 batches of 128 redraws at quick keep the log of a batch mean nearly unbiased).
+_BATCHES = 16
 
 
 def _variance_inputs(kind: str, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -995,11 +996,11 @@ def _projections(ctx: CellContext, kind: str, m: int, d: int, n: int) -> np.ndar
     return np.asarray(sampler(m, d, rng=ctx.rng, size=n), dtype=np.float64).reshape(n, m, d)
 
 
-def _mean_squared_errors(ctx: CellContext, fmap, x, y, m: int, proj: str) -> np.ndarray:
-    """Per redraw, the mean over entries of ``(Â_ij - A_ij)²`` for ``m`` features (``ctx.replicates`` redraws)."""
+def _mean_squared_errors(ctx: CellContext, fmap, x, y, m: int, proj: str, redraws: int) -> np.ndarray:
+    """Per redraw, the mean over entries of ``(Â_ij - A_ij)²`` for ``m`` features (``redraws`` redraws)."""
     target = softmax_kernel(x, y)
     d, out = x.shape[-1], []
-    for n in chunks(ctx.replicates, max(1, _VARIANCE_BATCH // (m * d))):
+    for n in chunks(redraws, max(1, _VARIANCE_BATCH // (m * d))):
         omega = _projections(ctx, proj, m, d, n).reshape(n * m, d)
         fx, fy = as_features(fmap(x, omega)), as_features(fmap(y, omega))
         est = (n * np.exp(fx.log_scale[:, None] + fy.log_scale[None, :])
@@ -1008,9 +1009,9 @@ def _mean_squared_errors(ctx: CellContext, fmap, x, y, m: int, proj: str) -> np.
     return np.concatenate(out)
 
 
-def _batch_mean_se(values: np.ndarray) -> float:
-    batches = values[: values.size - values.size % _BATCHES].reshape(_BATCHES, -1).mean(axis=1)
-    return float(batches.std(ddof=1) / math.sqrt(_BATCHES))
+def _batch_means(values: np.ndarray) -> np.ndarray:
+    """Means of :data:`_BATCHES` consecutive batches of the per-redraw values (a remainder is dropped)."""
+    return values[: values.size - values.size % _BATCHES].reshape(_BATCHES, -1).mean(axis=1)
 
 
 def _variance_cell(ctx: CellContext) -> Evidence:
@@ -1020,20 +1021,35 @@ def _variance_cell(ctx: CellContext) -> Evidence:
 
     Block ORFs are measured at multiples of ``d``: there the estimate is the mean of ``m/d`` independent
     block estimates, so ``m^{-1}`` is exact; inside one block the decay is faster (negative correlations) and
-    a single line through both regimes would only measure the bend.
+    a single line through both regimes would only measure the bend. When the tier's sizes hold fewer than five
+    multiples of ``d`` (the fewest a slope is fitted on), ``m = d, 2d, ..., 5d`` with half the redraws.
+    The slope is fitted on every batch mean (:data:`_BATCHES` independent batches per ``m``).
     """
     p = ctx.params
     fmap = ctx.impl(f"feature_map.{p['feature']}", FEATURE_MAPS[p["feature"]])
     x, y = _variance_inputs(p["inputs"], p["d"], ctx.rng)
     ms = [m for m in _VARIANCE_M[ctx.tier] if p["projection"] == "iid" or m % p["d"] == 0]
-    mse, se = zip(*((float(v.mean()), _batch_mean_se(v))
-                    for v in (_mean_squared_errors(ctx, fmap, x, y, m, p["projection"]) for m in ms)), strict=True)
+    redraws = ctx.replicates
+    if len(ms) < MIN_SLOPE_POINTS:
+        # d, ..., 5d: twice the features of the tier's sizes, so half the redraws per m keep the cell's cost
+        ms = [p["d"] * k for k in range(1, MIN_SLOPE_POINTS + 1)]
+        redraws = ctx.replicates // 2
+    # every batch mean is a point of the fit (as timing slopes fit every repeated measurement): the draws of
+    # different m and different batches are independent, so the fit's lack-of-fit inflation has many degrees
+    # of freedom, and each point's standard error is the spread of its m's batch means
+    batches = [_batch_means(_mean_squared_errors(ctx, fmap, x, y, m, p["projection"], redraws)) for m in ms]
+    mse = [float(b.mean()) for b in batches]
+    se = [float(b.std(ddof=1) / math.sqrt(b.size)) for b in batches]
     flops = [gemm_flops(feature_map_gemms(len(x) + len(y), p["d"], m)) for m in ms]
     test = ctx.sub_test(2)
-    variance = slope_test(ms, mse, se, -1.0, alternative="less", extra=dict(part="variance against m"), **test)
+    points = np.repeat(ms, _BATCHES)
+    values = np.concatenate(batches)
+    spread = np.repeat([float(b.std(ddof=1)) for b in batches], _BATCHES)
+    variance = slope_test(points, values, spread, -1.0, alternative="less",
+                          extra=dict(part="variance against m", batches=_BATCHES), **test)
     cost = exact_test(np.polyfit(np.log(ms), np.log(flops), 1)[0], 1.0, tolerance=ctx.tolerance,
                       extra=dict(part="cost against m"))
-    return _combine([variance, cost], dict(m=ms, mse=list(mse), mse_se=list(se), flops=flops))
+    return _combine([variance, cost], dict(m=ms, mse=mse, mse_se=se, flops=flops))
 
 
 VARIANCE_VS_M = Claim(
@@ -1059,10 +1075,11 @@ VARIANCE_VS_M = Claim(
 #: Per algorithm and tier: sequence lengths of the attention-only benchmark (d = 64, m = 256 as in the register).
 #: Exact attention is in its L² regime from L = 512 on (its L×L matrices leave the caches); FAVOR+'s arrays are
 #: L×m, and below L ~ 1024 they still fit in cache, which bends time slopes upward: it is timed from 1024 on.
-_ATTENTION_L = {"exact": {"smoke": [256, 512, 1024], "quick": [512, 1024, 2048],
+#: Five lengths at least (a slope is fitted on no fewer), geometric up to the same largest length as with three.
+_ATTENTION_L = {"exact": {"smoke": [256, 362, 512, 724, 1024], "quick": [512, 724, 1024, 1448, 2048],
                           "full": [512, 1024, 2048, 4096, 8192, 16384]},
-                "favor": {"smoke": [1024, 2048, 4096], "quick": [1024, 2048, 8192],
-                          "full": [1024, 4096, 16384, 65536]}}
+                "favor": {"smoke": [1024, 1448, 2048, 2896, 4096], "quick": [1024, 1448, 2048, 2896, 4096, 5793, 8192],
+                          "full": [1024, 2048, 4096, 8192, 16384, 32768, 65536]}}
 _ATTENTION_D, _ATTENTION_M = 64, 256
 
 #: Relative standard error of a traced peak allocation (allocation granularity; the measurement is exact).
@@ -1106,14 +1123,15 @@ def _attention_only_cell(ctx: CellContext) -> Evidence:
         return margin_evidence(predicted - slope, tolerance=ctx.tolerance, extra={**extra, "flops": flops})
     calls = [_attention_call(p["algorithm"], causal, n, ctx.rng) for n in lengths]
     if p["measure"] == "time":
-        return _timing_evidence(lengths, calls, _RUNS[ctx.tier], predicted, ctx.test, extra)
+        return _timing_evidence(ctx, lengths, calls, predicted, extra)
     peaks = [float(peak_bytes(fn)) for fn in calls]
     return slope_test(lengths, peaks, [_MEMORY_SE * v for v in peaks], predicted, alternative="less",
                       extra={**extra, "peak_bytes": peaks}, **ctx.test)
 
 
-# Budget: about 2.5 s at quick: exact attention is timed and traced at L = 2048 (a 32 MB score matrix) and
-# FAVOR+ at L = 8192, each size three times after a warm-up.
+# Budget: about 4 s at quick: exact attention is timed and traced at five L up to 2048 (a 32 MB score matrix) and
+# FAVOR+ at seven L up to 8192 (seven: the chunked causal form's peak memory bends at small L, and a fit with
+# lack of fit needs the degrees of freedom), each size timed three times after a warm-up.
 ATTENTION_ONLY = Claim(
     id="performer.appe.attention_only", paper="performer", source="App E item (2); Fig 20",
     statement="For the attention operation alone, standard attention and FAVOR have the time complexities "
