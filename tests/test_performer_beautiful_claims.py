@@ -225,3 +225,39 @@ def test_gaussian_prf_domain_excludes_z_zero():
     cells = BY_ID["derived.gaussian_prf_mgf"].cells("quick", "default")
     assert not [c for c in cells if c["d"] == 1 and c["pair"] == "opposite"]
     assert [c for c in cells if c["d"] == 2 and c["pair"] == "opposite"]
+
+
+# ------------------------------------------------------------------- deterministic cells (sd = 0)
+
+def _cell_context(claim, params, *, replicates=4_000, implementations=None):
+    from rfkit.validation.model import CellContext
+
+    return CellContext(claim_id=claim.id, variant="default", params=params, tier="quick", replicates=replicates,
+                       alpha=1e-4, power=0.8, tolerance=claim.tolerance, rng=np.random.default_rng(7),
+                       implementations=implementations or {}, planned=replicates)
+
+
+def test_eq39_full_reg_frame_with_u2_is_deterministic_and_judged_exactly():
+    # Ω_reg, a full orthogonal frame, g = u²: Σ_i (ω_iᵀz)² = d‖z‖² for every frame, so the estimate is exact
+    params = dict(omega="reg", g="u2", d=3, m="d", z=0.5, estimator="ort")
+    ev = BY_ID["eq39.ort_estimator_unbiased"].cell(_cell_context(BY_ID["eq39.ort_estimator_unbiased"], params))
+    assert ev.flags == () and ev.method.startswith("exact (deterministic") and ev.upper <= 1e-12
+
+
+def test_eq39_frozen_generator_on_a_random_cell_is_flagged_not_exact():
+    frozen = beautiful_terms(np.full(3, 0.5 / math.sqrt(3)), Maclaurin.exp(), IsotropicLaw(3, "chi"), 3,
+                             rng=np.random.default_rng(0), orthogonal=True)
+
+    def frozen_terms(z, g, law, m, *, rng, orthogonal=False, size=None):
+        return np.broadcast_to(frozen, (size, m)).copy()
+
+    claim = BY_ID["eq39.ort_estimator_unbiased"]
+    params = dict(omega="gaussian", g="exp", d=3, m="d", z=0.5, estimator="ort")
+    ev = claim.cell(_cell_context(claim, params, implementations={"beautiful.terms": frozen_terms}))
+    assert any(f.startswith("degenerate") for f in ev.flags)
+
+
+def test_smreg_term_mgf_at_z_zero_is_deterministic():
+    claim = BY_ID["derived.smreg_term_mgf"]
+    ev = claim.cell(_cell_context(claim, dict(pair="opposite", d=1, kappa=1.0, part="single")))
+    assert ev.flags == () and ev.upper <= claim.tolerance

@@ -241,3 +241,21 @@ def test_smreg_target_against_quadrature_over_the_sphere(d):
     val, _ = integrate.quad(lambda u: math.exp(math.sqrt(d) * z * u) * c_d * (1 - u * u) ** ((d - 3) / 2), -1, 1,
                             epsrel=1e-12)
     np.testing.assert_allclose(smreg_theory.smreg(x, y), math.exp(-(x @ x + y @ y) / 2) * val, rtol=1e-8)
+
+
+def test_relu_orf_variance_is_below_the_single_term_bound():
+    """sec2_4.orf_unbiased gives ReLU-ORF cells sd = one term's sd (Cauchy–Schwarz: the rows share the N(0, I)
+    marginal); the sampled variance of the m-term ORF mean must not exceed it."""
+    from rfkit.estimators import orthogonal_projection
+    from rfkit.theory import generalized
+
+    rng = np.random.default_rng(3)
+    d = 8
+    x, y = moments.controlled_pair(*moments.ORF_PAIRS["small"], d, rng)
+    bound = generalized.term_variance("relu", float(np.linalg.norm(x)), float(np.linalg.norm(y)),
+                                      moments._angle_between(x, y))
+    for m in (2, d):
+        omega = orthogonal_projection(m, d, rng=rng, size=20_000).reshape(-1, d)
+        est = moments._generalized_estimates(moments.GENERALIZED["relu"], x, y, omega, 20_000)
+        assert est.var() <= 1.05 * bound
+        assert abs(est.mean() - moments._relu_kernel(x, y)) <= 5 * math.sqrt(bound / 20_000)

@@ -278,3 +278,15 @@ def test_smreg_below_sm_by_monte_carlo_and_in_dimension_one():
     sd = math.sqrt(S.smreg_mse(4, 2.0, 1, log_lam=-1.0))
     assert terms.mean() + 5 * sd / math.sqrt(terms.size) < 1.0
     assert terms.mean() == pytest.approx(S.smreg(x, y), abs=5 * sd / math.sqrt(terms.size))
+
+
+def test_smreg_unbiased_opposite_pair_is_judged_exactly():
+    # x + y = 0: every feature product is Λ = SMREG, so the cell declares sd = 0 and is decided exactly
+    from rfkit.validation.model import CellContext
+
+    params = dict(d=8, norm_x=0.5, norm_y=0.5, angle=math.pi, m=16)
+    ctx = CellContext(claim_id=M.SMREG_UNBIASED.id, variant="default", params=params, tier="quick",
+                      replicates=20_000, alpha=1e-4, power=0.8, tolerance=0.05, rng=np.random.default_rng(1),
+                      planned=20_000)
+    ev = M.SMREG_UNBIASED.cell(ctx)
+    assert ev.flags == () and ev.method.startswith("exact (deterministic") and ev.upper <= 1e-12

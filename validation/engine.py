@@ -14,8 +14,8 @@ Verdicts (per variant, then per claim):
 * **supported** — nothing rejected, and every cell is conclusive: no cell is flagged (heavy tails,
   infinite variance, non-finite values, empty evidence), every cell's upper confidence bound on the
   violation is at most the claim's tolerance (an equivalence test: nothing else is needed); a universally
-  quantified claim must also have run its adversarial search. The verdict states the weakest validity class of its cells (``exact``,
-  ``non-asymptotic``, ``asymptotic``) and the assumption it rests on.
+  quantified claim must also have run its adversarial search. The verdict states the weakest validity
+  class of its cells (``exact``, ``non-asymptotic``, ``asymptotic``) and the assumption it rests on.
 * **inconclusive** — otherwise, with the reason: among the cells whose bound crosses the tolerance,
   ``underpowered`` when one's resolution (its confidence radius) exceeds the tolerance, so that not even an
   exactly true claim could be supported there; ``cannot exclude`` when the radius is fine but the bound

@@ -97,9 +97,10 @@ __all__ = [
 ALTERNATIVES = ("two-sided", "less", "greater")
 
 _BATCHES = 32
-#: A theory sd at most this fraction of ``|prediction|`` is the round-off of a zero variance: the quantity is
-#: deterministic at that cell and is judged exactly (its replicates must then agree).
-_DETERMINISTIC_SD = 1e-10
+#: A theory sd at most this fraction of ``|prediction|`` is the round-off of a zero variance (a variance
+#: computed as ``E X² - (E X)²`` carries an error of order ``eps·E X²``): the quantity is deterministic at
+#: that cell and is judged exactly — its replicates must then agree, or the cell is flagged.
+_DETERMINISTIC_SD = math.sqrt(64 * np.finfo(float).eps)
 #: Largest share of the sample variance one replicate may carry before the sample variance is distrusted.
 _MAX_SHARE = 0.2
 
@@ -275,7 +276,7 @@ def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, t
     sd : float, optional
         Exact per-replicate standard deviation from :mod:`rfkit.theory`: a non-asymptotic Catoni-style
         sequence with the variance bound ``max(sd², running sample variance)``; ``sd = inf`` marks an
-        infinite variance (the cell cannot decide); ``sd = 0`` (or below ``1e-10·|prediction|``, the round-off
+        infinite variance (the cell cannot decide); ``sd = 0`` (or below ``1.2e-7·|prediction|``, the round-off
         of a zero closed-form variance) declares a deterministic quantity, judged exactly.
     bounds : (lo, hi), optional
         Known range of one replicate (an indicator, a probability, a clipped quantity): a non-asymptotic
@@ -342,8 +343,13 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
         if stop_when_decided and seq.t > 1:
             decision = _decided(seq, prediction, tolerance, scale, alternative, alpha)
             if decision is not None:
-                status = f"decided ({decision})"
-                break
+                # stop only if the sample can be trusted: a flag that more rounds may lift (heavy tails,
+                # skew seen in a short sample) means draw on
+                ev = _mean_evidence(seq, np.concatenate(parts), prediction, alpha=alpha, tolerance=tolerance,
+                                    alternative=alternative, scale=scale, sd=sd,
+                                    extra=dict(extra, rounds=used, status=f"decided ({decision})"))
+                if not any(f.startswith(("heavy tails", "skewed")) for f in ev.flags):
+                    return ev
     if seq.t == 0:
         return _undecided_evidence(0, pred, "no replicates (empty evidence)", extra)
     x_all = np.concatenate(parts)

@@ -35,7 +35,16 @@ from rfkit.theory import beautiful as bt
 from rfkit.validation.harness import chunks, controlled_pair, kernel_estimates, replicate_projections
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, flagged, ks_test, mean_test
+from rfkit.validation.stats import (
+    Evidence,
+    binomial_test,
+    combine,
+    exact_test,
+    flagged,
+    ks_test,
+    mean_test,
+    sequential_mean,
+)
 
 # ------------------------------------------------------------------------------------ shared inputs
 
@@ -94,11 +103,13 @@ def _unit(d: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _terms(ctx: CellContext, g: Maclaurin, law: IsotropicLaw, m: int, z: np.ndarray, n: int,
-           orthogonal: bool) -> np.ndarray:
-    """``(n, m)`` terms ``g(ω_iᵀz)`` from the implementation under test, in memory-bounded batches."""
+           orthogonal: bool, rng: np.random.Generator | None = None) -> np.ndarray:
+    """``(n, m)`` terms ``g(ω_iᵀz)`` from the implementation under test, in memory-bounded batches (``rng``:
+    the generator of a sequential cell's round; default the cell's)."""
     fn = ctx.impl("beautiful.terms", beautiful_terms)
+    rng = ctx.rng if rng is None else rng
     batch = max(1, 2_000_000 // (m * law.d))
-    return np.concatenate([np.asarray(fn(z, g, law, m, rng=ctx.rng, orthogonal=orthogonal, size=k),
+    return np.concatenate([np.asarray(fn(z, g, law, m, rng=rng, orthogonal=orthogonal, size=k),
                                       dtype=np.float64).reshape(k, m) for k in chunks(n, batch)])
 
 
@@ -207,11 +218,18 @@ def _unbiased_cell(ctx: CellContext):
     m, law, g = _m(p["m"], d), _law(p["omega"], d), G_FAMILIES[p["g"]]
     orthogonal = p["estimator"] == "ort"
     z = p["z"] * _unit(d, ctx.rng)
-    n = max(64, ctx.replicates // m)  # replicates counts terms g(ω_iᵀz): the estimate's variance falls as 1/m
-    est = _terms(ctx, g, law, m, z, n, orthogonal).mean(axis=1)
     target = bt.beautiful_value(g, law, p["z"])
-    sd = math.sqrt(max(bt.mse(g, law, p["z"], m, orthogonal=orthogonal), 0.0))
-    return mean_test(est, target, scale=_scale(target), sd=sd, **ctx.test)
+    # A variance at the round-off of E F̂² - F² is zero, which the sequential test judges exactly (e.g. Ω_reg
+    # with a full orthogonal frame and g = u²: Σ_i (ω_iᵀz)² = d‖z‖² for every frame).
+    variance = max(bt.mse(g, law, p["z"], m, orthogonal=orthogonal), 0.0)
+
+    def draw(rng, n):
+        return _terms(ctx, g, law, m, z, n, orthogonal, rng).mean(axis=1)
+
+    # Budget: replicates counts terms g(ω_iᵀz) (the estimate's variance falls as 1/m), as a sequential cell.
+    return sequential_mean(draw, target, rng=ctx.rng, budget=max(64, ctx.replicates // m),
+                           planned=max(64, (ctx.planned or ctx.replicates) // m), alpha=ctx.alpha,
+                           tolerance=ctx.tolerance, scale=_scale(target), sd=math.sqrt(variance))
 
 
 EQ39 = Claim(
@@ -1397,8 +1415,14 @@ def _smreg_mgf_cell(ctx: CellContext) -> Evidence:
     target, var = moments[0], max(moments[1] - moments[0] ** 2, 0.0)
     skew = (moments[2] - 3 * moments[0] * moments[1] + 2 * moments[0] ** 3) / var**1.5 if var > 0 else 0.0
     z = zn * _unit(law.d, ctx.rng)
-    s = _terms(ctx, g, law, m, z, ctx.replicates, m == 2).sum(axis=1)
-    parts = [mean_test(np.exp(theta * s), target, scale=target, sd=math.sqrt(var), skewness=skew, **ctx.sub_test(2))]
+    if zn == 0.0:
+        var = 0.0  # z = 0: every term is g(0) = Λ, so exp(θ Σ X_i) is deterministic (judged exactly)
+
+    def draw(rng, n):
+        return np.exp(theta * _terms(ctx, g, law, m, z, n, m == 2, rng).sum(axis=1))
+
+    parts = [sequential_mean(draw, target, rng=ctx.rng, budget=ctx.replicates, planned=ctx.planned or ctx.replicates,
+                             scale=target, sd=math.sqrt(var), extra=dict(skewness=skew), **ctx.sub_test(2))]
     if law.d == 1:
         closed = 0.5 * (math.exp(theta * g.scale * math.exp(zn)) + math.exp(theta * g.scale * math.exp(-zn)))
         parts.append(exact_test(target, closed, tolerance=ctx.tolerance, scale=closed))

@@ -44,7 +44,7 @@ from rfkit.theory import sphere
 from rfkit.validation.harness import as_features, chunks, controlled_pair, kernel_estimates, replicate_projections
 from rfkit.validation.model import CellContext, Claim, per_tier
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, required_replicates
+from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, required_replicates, sequential_mean
 
 PAPER = "performer"
 #: Most standard normals one Monte Carlo cell draws (bounds its time at about 0.3 s).
@@ -83,10 +83,13 @@ def _replicates_for_power(ctx: CellContext, relative_sd: float, normals_per_repl
     return int(max(_MIN_REPLICATES, min(math.ceil(need) if math.isfinite(need) else cap, cap)))
 
 
-def _smreg_estimates(ctx: CellContext, x, y, m: int, n: int, projection: str) -> np.ndarray:
-    """``n`` independent ``SMREGhat^+_m(x, y)`` (``projection`` ``spherical`` or ``orthogonal_sqrt_d``)."""
+def _smreg_estimates(ctx: CellContext, x, y, m: int, n: int, projection: str,
+                     rng: np.random.Generator | None = None) -> np.ndarray:
+    """``n`` independent ``SMREGhat^+_m(x, y)`` (``projection`` ``spherical`` or ``orthogonal_sqrt_d``; ``rng``:
+    a sequential round's generator, default the cell's)."""
     fmap = ctx.impl("feature_map.positive", positive_features)
-    est = [kernel_estimates(fmap, x, y, replicate_projections(projection, k, m, x.size, ctx.rng), k)
+    rng = ctx.rng if rng is None else rng
+    est = [kernel_estimates(fmap, x, y, replicate_projections(projection, k, m, x.size, rng), k)
            for k in chunks(n, max(1, 400_000 // m))]
     return np.concatenate(est)
 
@@ -102,13 +105,23 @@ def _unbiased_cell(ctx: CellContext):
     d, m = p["d"], p["m"]
     x, y = controlled_pair(p["norm_x"], p["norm_y"], p["angle"], d, ctx.rng)
     s = float((x + y) @ (x + y))
-    n = _replicates_for_power(ctx, math.sqrt(_relative_variance(d, s, m)), m * d)
-    est = _smreg_estimates(ctx, x, y, m, n, "spherical")
     log_lam = -float(x @ x + y @ y) / 2
     target = theory.smreg(x, y)
     sd = math.sqrt(theory.smreg_mse(d, s, m, log_lam=log_lam))  # the variance of an unbiased estimator
+    if _pair_s(p["norm_x"], p["norm_y"], p["angle"]) == 0.0:
+        sd = 0.0  # x + y = 0 (up to round-off): every feature product is Λ = SMREG, a deterministic estimate
     series = math.exp(log_lam + s / 2 + float(theory.log_smreg_ratio_eq30(d, s / 2)))
-    return mean_test(est, target, scale=target, sd=sd, extra=dict(s=s, eq30_value=series), **ctx.test)
+    # Budget: the tier's replicates, scaled down so the planned budget draws at most _CELL_NORMALS normals
+    # (an engine extension scales the same way).
+    planned = ctx.planned or ctx.replicates
+    share = min(1.0, _CELL_NORMALS / (m * d) / planned)
+
+    def draw(rng, n):
+        return _smreg_estimates(ctx, x, y, m, n, "spherical", rng)
+
+    return sequential_mean(draw, target, rng=ctx.rng, budget=max(1, int(ctx.replicates * share)),
+                           planned=max(1, int(planned * share)), scale=target, sd=sd,
+                           extra=dict(s=s, eq30_value=series), **ctx.test)
 
 
 def _unbiased_domain(p: dict, variant: str) -> bool:
