@@ -246,7 +246,7 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
 
 
 #: Flags that say the evidence was too weak to decide (more or better-conditioned data would decide it).
-_POWER_FLAGS = ("heavy tails", "skewed", "slope undefined", "bias not resolved")
+_POWER_FLAGS = ("heavy tails", "skewed", "slope undefined", "bias not resolved", "pre-asymptotic")
 
 
 def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdict:

@@ -18,8 +18,8 @@ Design notes
   steers, the Monte Carlo decides.
 * **Complexity** claims measure: exact sizes and GEMM flop counts (:mod:`rfkit.theory.cost`), log-log slopes of
   ``tracemalloc`` peaks (deterministic: exact margins) and of every repeated CPU time (:func:`~rfkit.validation.
-  timing.timing_slope_test`, >= 5 sizes) with single-threaded BLAS. Big-O is an upper bound: a slope below the claimed order is no
-  violation. Slope tolerance 0.25.
+  timing.timing_slope_test`, >= 5 sizes) with single-threaded BLAS. Big-O is an upper bound: a slope below the
+  claimed order is no violation. Slope tolerance 0.25.
 * **Reproductions** of GPU training measurements (Tables 6, 7, Figure 2's FlashAttention) are ``untestable``;
   Figure 1 and App E.4 are measured on CPU for one attention layer (the quantities come from
   :mod:`rfkit.validation.reproductions.eva`, one source for the claims and ``rfkit reproduce eva.fig1``);
@@ -61,6 +61,7 @@ from rfkit.theory.cost import (
     vit_macs,
     vit_parameters,
 )
+from rfkit.validation.claims.eva.control_variates import sequential_coordinates
 from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
 from rfkit.validation.harness import chunks
 from rfkit.validation.model import CellContext, Claim
@@ -711,6 +712,10 @@ def _local_subset(ctx: CellContext) -> tuple[Problem, np.ndarray, np.ndarray]:
     return problem, problem.k[:size], problem.v[:size]
 
 
+#: A theory bound on a replicate's sd below this fraction of the claim's unit is round-off: deterministic.
+NEGLIGIBLE_SD = 1e-10
+
+
 def _local_target_cell(ctx: CellContext) -> Evidence:
     """Exact draws from ``p_c`` (mixture form: ``m ~`` local softmax, ``ω ~ N(q + k_m, I)``) and the mean of
     ``f_c(ω)`` against the local softmax ``β*_c``, one mean test per value coordinate."""
@@ -718,15 +723,25 @@ def _local_target_cell(ctx: CellContext) -> Evidence:
     q = problem.q[0]
     log_pi, beta = theory.local_softmax(q, keys, values, np.zeros(keys.shape[0], np.int64))
     weights = np.exp(theory.log_softmax_weights(q, keys))
-    picks = ctx.rng.choice(keys.shape[0], size=ctx.replicates, p=weights / weights.sum())
-    omega = q + keys[picks] + ctx.rng.standard_normal((ctx.replicates, q.size))
-    log_pair = log_xi(q[None], omega)[0][:, None] + log_xi(keys, omega).T          # (R, P)
-    f = np.exp(log_pair - logsumexp(log_pair, axis=1, keepdims=True)) @ values     # f_c(ω), (R, d_v)
+
+    def draw(rng, n):
+        picks = rng.choice(keys.shape[0], size=n, p=weights / weights.sum())
+        omega = q + keys[picks] + rng.standard_normal((n, q.size))
+        log_pair = log_xi(q[None], omega)[0][:, None] + log_xi(keys, omega).T          # (n, P)
+        return np.exp(log_pair - logsumexp(log_pair, axis=1, keepdims=True)) @ values  # f_c(ω), (n, d_v)
+
     scale = math.sqrt(float(np.mean(values**2)))
-    k = values.shape[1]
-    parts = [mean_test(f[:, j], float(beta[0, j]), scale=scale, **dict(ctx.test, alpha=ctx.alpha / k))
-             for j in range(k)]
-    return combine(parts, extra=dict(target=beta[0].tolist(), mass=float(np.exp(log_pi[0]))))
+    # f_c = Σ_m π_m(ω) v_m is a convex combination of the subset's values: each coordinate lies in their range
+    # (betting sequence). Its sd is at most range·sqrt(1 - w_top): |f_c - v_top| <= range·(1 - π_top(ω)) and
+    # E_{p_c}[π_m(ω)] = w_m exactly (p_c π_m = w_m N(q + k_m, I)). A bound below round-off of the claim's unit (a
+    # local softmax that is one-hot in floating point, e.g. outlier keys: the sampler never sees another key)
+    # makes the quantity deterministic at double precision: judged exactly (replicates that differ are flagged).
+    lo, hi = values.min(axis=0), values.max(axis=0)
+    w_local = np.exp(theory.log_softmax_weights(q, keys))
+    sd = (hi - lo) * math.sqrt(float(np.delete(w_local, np.argmax(w_local)).sum()))
+    sd = np.where(sd <= NEGLIGIBLE_SD * scale, 0.0, sd)
+    return sequential_coordinates(ctx, draw, beta[0], scale=scale, bounds=(lo, hi), sd=sd,
+                                  extra=dict(target=beta[0].tolist(), mass=float(np.exp(log_pi[0]))))
 
 
 LOCAL_TARGET = Claim(
@@ -744,7 +759,8 @@ LOCAL_TARGET = Claim(
     replicates={"smoke": 6_000, "quick": 40_000, "full": 400_000},
     where=lambda p, variant: p.get("values", "iid") != "keys" or p.get("dv", 2) == p["d"],
     plot_x="P",
-    notes="f_c is a convex combination of the subset's values, so its mean has finite variance; batch-means t.",
+    notes="f_c is a convex combination of the subset's values, so each coordinate lies in their range: sequential "
+          "betting confidence sequences per coordinate (non-asymptotic, Bonferroni over coordinates).",
 )
 
 
@@ -763,14 +779,29 @@ SLOPE_TOLERANCE = 0.25
 #: geometrically from there over a factor RATE_SPAN, kept up to the tier's cap; fewer than 5 sizes under the cap
 #: leave the cell undecided (slope_test needs 5: a larger S_max decides it).
 ESS_FACTOR = 10
-RATE_POINTS = 5
+RATE_POINTS = 7
 RATE_SPAN = 8
+#: Fewest sizes of a rate fit (slope_test's minimum).
+MIN_RATE_SIZES = 5
 
 
 def _asymptotic_sizes(omega_sq: float, cap: int) -> list[int]:
     start = 2 ** max(math.ceil(math.log2(max(ESS_FACTOR * omega_sq, 1.0))), 4)
     sizes = [int(round(start * RATE_SPAN ** (j / (RATE_POINTS - 1)))) for j in range(RATE_POINTS)]
     return [n for n in sizes if n <= cap]
+
+
+def _beyond_cap(sizes: list[int], omega_sq: float, cap: int, extra: dict) -> Evidence | None:
+    """Undecided evidence (saying what would decide it) when fewer than :data:`MIN_RATE_SIZES` asymptotic sizes
+    fit under the tier's cap, else ``None``."""
+    if len(sizes) >= MIN_RATE_SIZES:
+        return None
+    start = 2 ** max(math.ceil(math.log2(max(ESS_FACTOR * omega_sq, 1.0))), 4)
+    need = int(round(start * RATE_SPAN ** ((MIN_RATE_SIZES - 1) / (RATE_POINTS - 1))))
+    reason = (f"asymptotic regime beyond the sweep: S >= {ESS_FACTOR}·Ω = {ESS_FACTOR * omega_sq:.3g} leaves "
+              f"{len(sizes)} of {MIN_RATE_SIZES} sizes under S_max = {cap}; S_max >= {need} would decide it")
+    return Evidence(math.nan, SNIS_SLOPE, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf, len(sizes),
+                    "log-log WLS", (reason,), extra=extra, validity="asymptotic")
 
 
 def _consistency_mean(variant: str, q: np.ndarray, problem: Problem, size: int) -> np.ndarray:
@@ -788,6 +819,9 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
     _, beta = theory.local_softmax(q, keys, values, np.zeros(keys.shape[0], np.int64))
     omega_sq = theory.cv_moments(q, keys, values, mu, 1).omega_sq
     sizes = _asymptotic_sizes(omega_sq, ctx.params["S_max"])
+    undecided = _beyond_cap(sizes, omega_sq, ctx.params["S_max"], dict(S=sizes, omega_sq=omega_sq))
+    if undecided is not None:
+        return undecided
     mse, se = [], []
     for size in sizes:
         omega, log_ratio = _draw(ctx, mu, (ctx.replicates, size))
@@ -815,7 +849,8 @@ LOCAL_CONSISTENCY = Claim(
     variants=tuple(CONSISTENCY_MEANS), variant_notes=CONSISTENCY_MEANS,
     plot_x="P",
     notes="MSE of β̂_c against β*_c at each S (replicates' standard errors), WLS slope of log MSE on log S over S >= "
-          f"{ESS_FACTOR}·Ω ({RATE_POINTS} geometric sizes over a factor {RATE_SPAN}, up to the tier's cap S_max); the large-S constant "
+          f"{ESS_FACTOR}·Ω ({RATE_POINTS} geometric sizes over a factor {RATE_SPAN}, up to the tier's cap S_max); the "
+          "large-S constant "
           "σ²_c/S of rfkit.theory.eva.snis_asymptotics applied to P_c is in the cell's extra.",
 )
 
@@ -834,6 +869,9 @@ def _eq16_cell(ctx: CellContext) -> Evidence:
     limit = theory.eq16_large_s_limit(problem.q, problem.k, problem.v, **options)
     omega_sq = _largest_omega_sq(problem, options)
     sizes = _asymptotic_sizes(omega_sq, p["S_max"])
+    undecided = _beyond_cap(sizes, omega_sq, p["S_max"], dict(S=sizes, omega_sq=omega_sq))
+    if undecided is not None:
+        return undecided
     q = np.broadcast_to(problem.q, (ctx.replicates,) + problem.q.shape)
     mse, se = [], []
     for size in sizes:
@@ -867,7 +905,7 @@ EQ16_LARGE_S_LIMIT = Claim(
           "quick": dict(gen=["iid", "clustered"], M=[16], N=[16], d=[4], E=[4], C=[4], s=[0.25], S_max=[4096]),
           "full": dict(gen=["iid", "clustered", "transformer"], M=[64, 256], N=[64, 256], d=[4, 16], E=[16],
                        C=[4, 16], S_max=[2**15])},
-    replicates={"smoke": 30, "quick": 40, "full": 1_000},
+    replicates={"smoke": 30, "quick": 60, "full": 1_000},
     variants=tuple(EQ16_MEANS), variant_notes=EQ16_MEANS,
     where=lambda p, variant: p["N"] == p["M"],
     plot_x="C",
