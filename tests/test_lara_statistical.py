@@ -106,6 +106,27 @@ def test_weight_moment_two_is_the_second_moment():
         theory.log_is_weight_moment(q, k, mu, 7)
 
 
+def test_second_moment_as_a_mixture_expectation():
+    """lara.derived.is_weight_second_moment draws ω ~ p_n and averages w = p_n/q: E_p[w] = E_q[w²], with variance
+    E_q[w³] - E_q[w²]² (the sd its Catoni sequence uses). Seeded, 4e5 draws: the mean is checked to 5 standard
+    errors, the variance to 10% (its own relative error is ~2% here)."""
+    q, k, _ = _inputs(n=4, d=2, logit_std=1.0)
+    q = q[:1]
+    mu = ra_est.attention_mixture(q, k).mean()[0] + np.array([0.5, -0.3])
+    m2, m3 = (float(np.exp(theory.log_is_weight_moment(q, k, mu, j)[0])) for j in (2, 3))
+    omega = ra_est.attention_mixture(q, k).draw(400_000, np.random.default_rng(5))[0]
+    w = np.exp(st._log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu))
+    assert abs(w.mean() - m2) < 5 * math.sqrt((m3 - m2**2) / w.size)
+    assert w.var() == pytest.approx(m3 - m2**2, rel=0.1)
+
+
+def test_consistency_sizes_are_five_and_root_two_spaced():
+    sizes, pre_asymptotic = st._asymptotic_sizes(20.0, 512)
+    assert sizes == [32, 45, 64, 91, 128] and not pre_asymptotic
+    sizes, pre_asymptotic = st._asymptotic_sizes(1e4, 512)
+    assert sizes[-1] == 512 and len(set(sizes)) == 5 and pre_asymptotic
+
+
 def test_cost_models_count_the_products():
     from rfkit.theory.cost import gemm_flops
 

@@ -449,7 +449,7 @@ def extensions(outcomes: list[CellOutcome]) -> list[CellSpec]:
         return []
     tier = seq[0].spec.tier
     planned = sum(int(o.evidence.extra["planned"]) for o in seq)
-    used = sum(int(o.evidence.n) for o in seq)
+    used = sum(int(o.evidence.extra.get("used", o.evidence.n)) for o in seq)
     pool = planned * (1.0 + RESERVE.get(tier, 0.0)) - used
     undecided = [o for o in seq if o.evidence.extra.get("status") == "budget spent"
                  and not any(f.startswith(("non-finite", "infinite", "degenerate")) for f in o.evidence.flags)]

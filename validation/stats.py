@@ -605,7 +605,8 @@ def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict
     The sub-tests must have been run at level ``alpha / len(evidences)``; the combined p-value is
     ``min(1, k · min p)``, the effect and resolution are the worst of the parts, flags are merged, and the
     validity is the weakest of the parts'. The part with the smallest p-value supplies estimate,
-    prediction and statistic.
+    prediction and statistic. Sequential parts' budget bookkeeping is kept, so the engine extends a cell
+    whose sequential part spent its budget undecided.
     """
     if not evidences:
         raise ValueError("combine needs at least one Evidence")
@@ -615,6 +616,14 @@ def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict
     parts = dict(extra or {})
     parts.setdefault("parts", k)
     weakest = max(evidences, key=lambda e: VALIDITY.index(e.validity))
+    sequential = [e for e in evidences if e.extra.get("sequential")]
+    if sequential:
+        # the engine's budget bookkeeping: the cell is undecided if any sequential part spent its budget
+        # undecided; each part drew up to the cell's budget, so the cell used the most any part used
+        spent = any(e.extra.get("status") == "budget spent" for e in sequential)
+        parts.update(sequential=True, planned=max(e.extra["planned"] for e in sequential),
+                     budget=max(e.extra["budget"] for e in sequential), used=max(e.n for e in sequential),
+                     status="budget spent" if spent else "decided (all parts)")
     return Evidence(worst.estimate, worst.prediction, worst.stderr, worst.statistic,
                     min(1.0, k * worst.p_value), max(e.resolution for e in evidences),
                     max((e.effect for e in evidences if not math.isnan(e.effect)), default=math.nan),

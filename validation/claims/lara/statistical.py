@@ -51,6 +51,7 @@ from rfkit.validation.stats import (
     ks_test,
     mean_test,
     required_replicates,
+    sequential_mean,
     slope_test,
 )
 
@@ -123,16 +124,17 @@ def _rfa_replicates(q, k, v, omega) -> np.ndarray:
     return np.einsum("rns,rsd->rnd", softmax(logits, axis=-1), stats.F)
 
 
-def _ra_replicates(ctx: CellContext, q_tested, k, v, S: int, R: int, **options) -> np.ndarray:
-    """``R`` independent RA estimates of each tested query: ``(R, n, D_v)`` (RA draws per query row)."""
+def _ra_replicates(ctx: CellContext, q_tested, k, v, S: int, R: int, rng=None, **options) -> np.ndarray:
+    """``R`` independent RA estimates of each tested query: ``(R, n, D_v)`` (RA draws per query row; ``rng``
+    defaults to the cell's)."""
     ra = ctx.impl("ra_attention", ra_est.ra_attention)
-    y = np.asarray(ra(np.repeat(q_tested, R, axis=0), k, v, S=S, rng=ctx.rng, **options))
+    y = np.asarray(ra(np.repeat(q_tested, R, axis=0), k, v, S=S, rng=ctx.rng if rng is None else rng, **options))
     return y.reshape(q_tested.shape[0], R, -1).transpose(1, 0, 2)
 
 
-def _biased_replicates(ctx: CellContext, q_tested, k, v, S: int, R: int) -> np.ndarray:
+def _biased_replicates(ctx: CellContext, q_tested, k, v, S: int, R: int, rng=None) -> np.ndarray:
     biased = ctx.impl("biased_ra_attention", ra_est.biased_ra_attention)
-    y = np.asarray(biased(np.repeat(q_tested, R, axis=0), k, v, S=S, rng=ctx.rng))
+    y = np.asarray(biased(np.repeat(q_tested, R, axis=0), k, v, S=S, rng=ctx.rng if rng is None else rng))
     return y.reshape(q_tested.shape[0], R, -1).transpose(1, 0, 2)
 
 
@@ -236,22 +238,33 @@ def _kernel_moments_quadrature(x2, y2, feature_map: str) -> tuple[float, float, 
     return float(first), float(second), float(magnitude)
 
 
-def _kernel_mc(ctx: CellContext, x, y, feature_map: str, S: int, R: int) -> np.ndarray:
+def _kernel_mc(rng: np.random.Generator, x, y, feature_map: str, S: int, R: int) -> np.ndarray:
     """``R`` replicates of the ``S``-sample kernel estimate ``(1/S)Σ_s ξ(x,ω_s)ᵀξ(y,ω_s)``."""
     out = []
     for n in chunks(R, max(1, 2_000_000 // S)):
-        omega, phase = rfa_est.draw_rfa_samples(n * S, x.size, rng=ctx.rng, feature_map=feature_map)
+        omega, phase = rfa_est.draw_rfa_samples(n * S, x.size, rng=rng, feature_map=feature_map)
         sign, log_abs = rfa_est.pair_log_kernel(x[None], y[None], omega, feature_map=feature_map, phase=phase)
         out.append((sign * np.exp(log_abs))[0, :, 0].reshape(n, S).mean(axis=1))
     return np.concatenate(out)
 
 
-def _mc_replicates(ctx: CellContext, rel_sd: float, tolerance: float) -> int | None:
-    """Replicates for a mean test of relative resolution ``tolerance`` (None when unaffordable)."""
+def _mc_affordable(ctx: CellContext, rel_sd: float, tolerance: float) -> bool:
+    """Whether a mean test of relative resolution ``tolerance`` needs at most :data:`MC_MAX_REPLICATES`."""
     need = required_replicates(rel_sd, **dict(ctx.test, tolerance=tolerance))
-    if not math.isfinite(need) or need > MC_MAX_REPLICATES:
-        return None
-    return int(min(max(math.ceil(need), 4_000), ctx.replicates))
+    return math.isfinite(need) and need <= MC_MAX_REPLICATES
+
+
+def _padded(lo: float, hi: float) -> tuple[float, float]:
+    """``(lo, hi)`` widened by 1e-9 of its width and its magnitude: the round-off of a weighted average of values."""
+    pad = 1e-9 * (hi - lo + max(abs(lo), abs(hi)))
+    return lo - pad, hi + pad
+
+
+def _sequential(ctx: CellContext, draw, prediction: float, parts: int = 1, **kwargs) -> Evidence:
+    """A sequential mean cell (:func:`~rfkit.validation.stats.sequential_mean`) at the level of one of ``parts``
+    sub-tests (Bonferroni inside the cell), with the cell's budget; ``kwargs`` as for ``ctx.mean``."""
+    return sequential_mean(draw, prediction, rng=ctx.rng, budget=ctx.replicates, planned=ctx.planned or ctx.replicates,
+                           **dict(ctx.sub_test(parts), **kwargs))
 
 
 #: Relative bias of the S-sample kernel estimate that matters (Monte Carlo part of Eq 1).
@@ -269,12 +282,13 @@ def _eq1_cell(ctx: CellContext) -> Evidence:
                         scale=max(target, magnitude))]
     x, y = controlled_pair(*geometry, p["d"], ctx.rng)
     rel_var = theory.kernel_relative_variance(x, y, fmap, S)
-    R = _mc_replicates(ctx, math.sqrt(rel_var), KERNEL_BIAS_THRESHOLD)
-    extra = dict(quadrature=first, target=target, relative_variance=rel_var, monte_carlo=R is not None)
-    if R is not None:
-        est = _kernel_mc(ctx, x, y, fmap, S, R)
-        parts = [parts[0], mean_test(est, target, scale=KERNEL_BIAS_THRESHOLD * target,
-                                     sd=math.sqrt(rel_var) * target, **ctx.sub_test(2))]
+    monte_carlo = _mc_affordable(ctx, math.sqrt(rel_var), KERNEL_BIAS_THRESHOLD)
+    extra = dict(quadrature=first, target=target, relative_variance=rel_var, monte_carlo=monte_carlo)
+    if monte_carlo:
+        # the exact sd (Catoni, non-asymptotic); a zero relative variance (the positive map at x = -y, where
+        # ξ(x,ω)ᵀξ(y,ω) = exp(-‖x‖²) for every ω) makes the estimate deterministic, judged exactly
+        parts = [parts[0], _sequential(ctx, lambda rng, n: _kernel_mc(rng, x, y, fmap, S, n), target, 2,
+                                       scale=KERNEL_BIAS_THRESHOLD * target, sd=math.sqrt(rel_var) * target)]
     return combine(parts, extra=extra)
 
 
@@ -329,7 +343,7 @@ def _kernel_variance_cell(ctx: CellContext) -> Evidence:
     exponent = float(max(np.sum((x2 + y2) ** 2), np.sum((x2 - y2) ** 2)))
     if exponent <= MC_VARIANCE_MAX_EXPONENT and predicted > MIN_RELATIVE_VARIANCE:
         x, y = controlled_pair(*geometry, p["d"], ctx.rng)
-        est = _kernel_mc(ctx, x, y, fmap, S, ctx.replicates)
+        est = _kernel_mc(ctx.rng, x, y, fmap, S, ctx.replicates)
         sq = ((est - target) / target) ** 2
         parts = [parts[0], mean_test(sq, predicted, scale=VARIANCE_THRESHOLD * predicted, **ctx.sub_test(2))]
     return combine(parts, extra=dict(predicted=predicted, quadrature=quad))
@@ -470,12 +484,22 @@ def _prop32_cell(ctx: CellContext) -> Evidence:
         return exact_test(expectation / QUADRATURE_THRESHOLD, mu / QUADRATURE_THRESHOLD, tolerance=ctx.tolerance,
                           scale=scale, extra=dict(method="Gauss-Hermite per component"))
     u = _direction(ctx, v.shape[1])
-    est = []
-    for n in chunks(ctx.replicates, max(1, 2_000_000 // (p["M"] * p["M"]))):
-        omega = centers[None] + ctx.rng.standard_normal((n, p["M"], p["d"]))       # one draw per component
-        est.append(rfa_est.key_statistics(k, v, omega).F @ u @ pi)
-    return mean_test(np.concatenate(est), float(mu @ u), scale=PROP32_BIAS_THRESHOLD * scale, **ctx.test,
-                     extra=dict(method="stratified Monte Carlo"))
+
+    def draw(rng, R):
+        est = []
+        for n in chunks(R, max(1, 2_000_000 // (p["M"] * p["M"]))):
+            omega = centers[None] + rng.standard_normal((n, p["M"], p["d"]))       # one draw per component
+            est.append(rfa_est.key_statistics(k, v, omega).F @ u @ pi)
+        return np.concatenate(est)
+
+    # f_n(ω) is an average of the values with positive weights, so each replicate lies in [min_m v_m·u, max_m v_m·u]:
+    # a betting confidence sequence (non-asymptotic). With one key f_n ≡ v_1: the estimate is v_1·u whatever ω, a
+    # deterministic quantity (sd = 0, judged exactly)
+    vu = v @ u
+    lo, hi = float(vu.min()), float(vu.max())
+    law = dict(sd=0.0) if p["M"] == 1 or hi <= lo else dict(bounds=_padded(lo, hi))
+    return _sequential(ctx, draw, float(mu @ u), scale=PROP32_BIAS_THRESHOLD * scale,
+                       extra=dict(method="stratified Monte Carlo"), **law)
 
 
 #: Bias of the stratified Monte Carlo estimate of E_{p_n}[f_n] that matters, in units of max|v|.
@@ -605,12 +629,13 @@ CONSISTENCY_SLOPE = -0.5
 
 
 def _asymptotic_sizes(second_moment: float, s_max: int) -> tuple[list[int], bool]:
-    """Three doublings of ``S`` from the first power of two >= ``E_q[w²]`` (where the delta-method regime starts;
-    register), clipped to ``[16, S_max/4]``; the flag says whether the clip cut the regime short."""
+    """Five √2-spaced ``S`` over two doublings from the first power of two >= ``E_q[w²]`` (where the delta-method
+    regime starts; register), clipped to ``[16, S_max/4]``; the flag says whether the clip cut the regime short.
+    (A slope needs >= 5 sizes; the largest size is that of the three doublings used before.)"""
     start = 2 ** math.ceil(math.log2(max(second_moment, 16.0)))
     pre_asymptotic = start > s_max // 4
     start = min(start, s_max // 4)
-    return [start, 2 * start, 4 * start], pre_asymptotic
+    return [round(start * 2 ** (i / 2)) for i in range(5)], pre_asymptotic
 
 
 def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
@@ -619,15 +644,24 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
     mu = _softmax_rows(q[:1], k, v)[0]
     second = float(theory.is_weight_second_moment(q[:1], k, np.zeros(p["d"]))[0])
     sizes, pre_asymptotic = _asymptotic_sizes(second, p["S_max"])
-    mse, se = [], []
-    for S in sizes:
-        sq = []
-        for n in chunks(ctx.replicates, max(1, 400_000 // S)):
-            y = _rfa_replicates(q[:1], k, v, ctx.rng.standard_normal((n, S, p["d"])))[:, 0]
-            sq.append(((y - mu) ** 2).sum(-1))
-        sq = np.concatenate(sq)
-        mse.append(sq.mean())
-        se.append(sq.std(ddof=1) / math.sqrt(sq.size))
+    # common random numbers: replicate r's estimate at size S uses the first S of its draws, so the MSE points
+    # move together and the slope is resolved better (positively correlated points: the independent-error
+    # standard error of the fit is conservative); the per-draw key statistics are computed once, at the largest S
+    # (RFA at size S is the softmax of the first S logits: what _rfa_replicates computes on omega[:, :S])
+    # a fixed budget of draws per cell: `replicates` replicates at the smallest possible largest size (64), fewer
+    # where E_q[w²] pushes the sizes up (sized from theory before any draw; the MSE's relative noise falls with S)
+    R = max(1_000, ctx.replicates * 64 // sizes[-1])
+    sq = [[] for _ in sizes]
+    for n in chunks(R, max(1, 400_000 // sizes[-1])):
+        omega = ctx.rng.standard_normal((n, sizes[-1], p["d"]))
+        stats = rfa_est.key_statistics(k, v, omega)
+        logits = omega @ q[0] + stats.log_den                                   # (n, S_max)
+        for i, S in enumerate(sizes):
+            y = np.einsum("rs,rsd->rd", softmax(logits[:, :S], axis=-1), stats.F[:, :S])
+            sq[i].append(((y - mu) ** 2).sum(-1))
+    sq = [np.concatenate(x) for x in sq]
+    mse = [float(x.mean()) for x in sq]
+    se = [float(x.std(ddof=1) / math.sqrt(x.size)) for x in sq]
     extra = dict(S=sizes, mse=mse, mse_se=se, weight_second_moment=second)
     ev = slope_test(np.array(sizes), np.array(mse), np.array(se), CONSISTENCY_SLOPE, alternative="less", **ctx.test,
                     extra=extra)
@@ -642,14 +676,15 @@ RFA_CONSISTENT = Claim(
     statement="RFA(q_n, K, V) → SoftmaxAttn(q_n, K, V) as S → ∞ (RFA is consistent).",
     kind="rate",
     hypotheses="positive map; iid N(0, I) samples; consistency read as MSE(S) → 0: the log-log slope of the MSE over "
-               "three doublings of S from E_q[w²] (where the asymptotic regime starts) is at most -1/2 (the delta "
-               "method's -1 is reached only far beyond E_q[w²] for log-normal-like weights)",
+               "two doublings of S (five √2-spaced sizes) from E_q[w²] (where the asymptotic regime starts) is at "
+               "most -1/2 (the delta method's -1 is reached only far beyond E_q[w²] for log-normal-like weights); "
+               "common random numbers across the sizes",
     tolerance=0.25, units="log-log slope of the MSE above -1/2",
     cell=_rfa_consistent_cell,
     grid={"smoke": dict(S_max=[64], d=[4], N=[16], logit_std=[1.0]),
           "quick": dict(S_max=[512], d=[1, 16], N=[16], logit_std=[0.25, 0.5]),
           "full": dict(S_max=[65536], d=[1, 4, 16, 64], N=[2, 16, 196], logit_std=[0.25, 1.0, 2.0, 4.0])},
-    replicates={"smoke": 2_000, "quick": 2_000, "full": 20_000},
+    replicates={"smoke": 2_000, "quick": 8_000, "full": 20_000},
     plot_x="S_max",
     notes="Cells whose E_q[w²] exceeds S_max/4 are flagged pre-asymptotic (inconclusive), not judged; S extends to "
           "2^16 at the full tier (the register's range).",
@@ -662,22 +697,28 @@ RFA_CONSISTENT = Claim(
 SAMPLER_TOL = 0.05
 
 
-def _mixture_draws(ctx: CellContext, q_row, k, R: int) -> np.ndarray:
+def _mixture_draws(ctx: CellContext, q_row, k, R: int, rng=None) -> np.ndarray:
     """``R`` draws of Eq 30 for one query (``z ~ π_n``, ``ε ~ N(0, I)``, ``ω = q_n + k_z + ε``): ``(R, D)``."""
     draw = ctx.impl("draw_ra", ra_est.draw_ra)
-    draws = draw(q_row[None], k, R, rng=ctx.rng)
+    draws = draw(q_row[None], k, R, rng=ctx.rng if rng is None else rng)
     return ra_est.ra_samples(q_row[None], k, draws)[0]
 
 
-def _moment_parts(ctx: CellContext, omega, mean, cov, parts: int) -> list[Evidence]:
-    """Mean and variance along a random direction and along the top principal axis of the predicted covariance."""
+def _moment_parts(ctx: CellContext, q, k, mean, cov, parts: int) -> list[Evidence]:
+    """Mean and variance along a random direction and along the top principal axis of the predicted covariance, as
+    sequential cells: the mean with the exact sd of the projection (Catoni, non-asymptotic); the variance with the
+    asymptotic sequence (the exact fourth moment Σ π_m (c_m⁴ + 6c_m² + 3) is dominated, for near one-hot π_n, by
+    components of probability ~1e-10 far out that no affordable sample reaches, so it would decide nothing)."""
     top = np.linalg.eigh(cov)[1][:, -1]
     out = []
-    for u in (_direction(ctx, omega.shape[1]), top):
+    for u in (_direction(ctx, q.shape[1]), top):
         var = float(u @ cov @ u)
-        proj = (omega - mean) @ u
-        out.append(mean_test(proj, 0.0, scale=math.sqrt(var), sd=math.sqrt(var), **ctx.sub_test(parts)))
-        out.append(mean_test(proj**2, var, scale=var, **ctx.sub_test(parts)))
+
+        def draw(rng, n, u=u, power=1):
+            return ((_mixture_draws(ctx, q[0], k, n, rng=rng) - mean) @ u) ** power
+
+        out.append(_sequential(ctx, draw, 0.0, parts, scale=math.sqrt(var), sd=math.sqrt(var)))
+        out.append(_sequential(ctx, functools.partial(draw, power=2), var, parts, scale=var))
     return out
 
 
@@ -689,19 +730,19 @@ def _sampler_inputs(ctx: CellContext):
 def _mixture_moments_cell(ctx: CellContext) -> Evidence:
     q, k, _ = _sampler_inputs(ctx)
     mean, cov = theory.mixture_moments(q, k)
-    omega = _mixture_draws(ctx, q[0], k, ctx.replicates)
-    return combine(_moment_parts(ctx, omega, mean[0], cov[0], 4))
+    return combine(_moment_parts(ctx, q, k, mean[0], cov[0], 4))
 
 
 def _eq30_cell(ctx: CellContext) -> Evidence:
     q, k, _ = _sampler_inputs(ctx)
     mean, cov = theory.mixture_moments(q, k)
-    omega = _mixture_draws(ctx, q[0], k, ctx.replicates)
+    # the law by one fixed sample of the planned size (Kolmogorov-Smirnov is not sequential)
+    omega = _mixture_draws(ctx, q[0], k, ctx.planned or ctx.replicates)
     u = _direction(ctx, q.shape[1])
     pi = np.exp(ra_est.softmax_log_weights(q, k)[0][0])
     centers = (q[0] + k) @ u                                                  # the projected mixture, exactly
     cdf = lambda t: sps.norm.cdf(np.subtract.outer(np.asarray(t), centers)) @ pi  # noqa: E731
-    parts = _moment_parts(ctx, omega, mean[0], cov[0], 5)
+    parts = _moment_parts(ctx, q, k, mean[0], cov[0], 5)
     parts.append(ks_test(omega @ u, cdf, **ctx.sub_test(5)))
     return combine(parts)
 
@@ -755,22 +796,33 @@ def _weight_moment_cell(ctx: CellContext) -> Evidence:
     q, k, _ = _cell_inputs(ctx, 1, p["M"])
     mean = ra_est.attention_mixture(q, k).mean()[0]
     mu_q = mean + p["distance"] * unit_vectors(ctx.rng, 1, q.shape[1])[0]
-    m2, m4, m6 = (float(np.exp(theory.log_is_weight_moment(q, k, mu_q, j)[0])) for j in (2, 4, 6))
+    m2, m3 = (float(np.exp(theory.log_is_weight_moment(q, k, mu_q, j)[0])) for j in (2, 3))
     predicted = float(theory.is_weight_second_moment(q, k, mu_q)[0])
-    sd = math.sqrt(max(m4 - m2**2, 0.0))
-    skew = (m6 - 3 * m4 * m2 + 2 * m2**3) / sd**3 if sd > 0 else 0.0
-    R = int(min(MC_MAX_REPLICATES, max(MIN_REPLICATES, required_replicates(
-        sd / predicted, skewness=skew, **ctx.sub_test(2)))))
-    omega = mu_q + ctx.rng.standard_normal((R, q.shape[1]))
-    w2 = np.exp(2 * (_log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q)))
-    parts = [mean_test(w2, predicted, scale=predicted, sd=sd, skewness=skew, **ctx.sub_test(2))]
+    # E_q[w²] = ∫ p_n²/q = E_{p_n}[w]: the Monte Carlo draws ω ~ p_n (the Eq 5 mixture, exact sampler) and averages
+    # w = p_n/q, whose exact variance is E_{p_n}[w²] - E_q[w²]² = E_q[w³] - E_q[w²]² (third moment, closed form):
+    # far lighter tails than w² under q (variance E_q[w⁴] - E_q[w²]²), so the cell resolves where the plain
+    # estimate cannot
+    sd = math.sqrt(max(m3 - m2**2, 0.0))
+    mixture = ra_est.attention_mixture(q, k)
+
+    def draw(rng, n):
+        omega = mixture.draw(n, rng)[0]
+        return np.exp(_log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q))
+
+    if sd <= 1e-10 * predicted:
+        # zero variance (one key and the proposal at the mixture mean: q = p_n, so w ≡ 1): every replicate must
+        # equal the prediction; judged exactly, up to the round-off of the two log densities
+        parts = [exact_test(draw(ctx.rng, MIN_REPLICATES) / predicted, 1.0, tolerance=ctx.tolerance)]
+    else:
+        # the exact sd: Catoni, non-asymptotic, sequential
+        parts = [_sequential(ctx, draw, predicted, 2, scale=predicted, sd=sd)]
     if q.shape[1] == 1:
         grid = np.arange(min(mu_q[0], mean[0]) - 40, max(mu_q[0], mean[0]) + 40, 0.01)[:, None]
         log_i = 2 * _log_mixture(q[0], k, grid) - rfa_est.log_normal(grid, mu_q)
         quad = float(np.exp(log_i).sum() * 0.01)
         parts.append(exact_test(quad / QUADRATURE_THRESHOLD * SECOND_MOMENT_TOL, predicted / QUADRATURE_THRESHOLD
                                 * SECOND_MOMENT_TOL, tolerance=ctx.tolerance, scale=predicted))
-    return combine(parts, extra=dict(predicted=predicted, fourth_moment=m4, skewness=skew, replicates=R))
+    return combine(parts, extra=dict(predicted=predicted, third_moment=m3))
 
 
 IS_WEIGHT_SECOND_MOMENT = Claim(
@@ -778,16 +830,17 @@ IS_WEIGHT_SECOND_MOMENT = Claim(
     statement="For q = N(μ, I) and the target p_n (Eq 5), E_q[(p_n/q)²] = Σ_m Σ_m' π_nm π_nm' exp((q_n + k_m - μ)·"
               "(q_n + k_m' - μ)).",
     kind="moment",
-    hypotheses="proposals at distance 0-2 from the mixture mean (where the Monte Carlo estimate is informative: its "
-               "exact sd from the fourth moment exp(Σ_{i<j} a_i·a_j) sizes the test); quadrature for D = 1",
+    hypotheses="proposals at distance 0-2 from the mixture mean; Monte Carlo as E_{p_n}[p_n/q] (draws from the "
+               "mixture) with the exact sd from the third moment exp(Σ_{i<j} a_i·a_j); quadrature for D = 1",
     tolerance=SECOND_MOMENT_TOL, units="relative error (quadrature part: relative error / 1e-8, rescaled)",
-    cell=_weight_moment_cell,
+    cell=_weight_moment_cell, replicates={"smoke": 40_000, "quick": 100_000, "full": 400_000},
     grid={"smoke": dict(d=[1, 4], M=[4], distance=[1.0], logit_std=[0.5]),
           "quick": dict(d=[1, 4], M=[1, 4], distance=[0.0, 1.0], logit_std=[0.5, 1.0]),
           "full": dict(d=[1, 2, 8], M=[1, 4, 8], distance=[0.0, 0.5, 1.0, 2.0], logit_std=[0.25, 0.5, 1.0])},
     plot_x="distance",
-    notes="Replicates sized from the exact sd and skewness of w² (fourth and sixth moments, rfkit.theory.lara."
-          "log_is_weight_moment), capped at 4e5; cells beyond the cap report themselves underpowered.",
+    notes="Monte Carlo of E_q[w²] = E_{p_n}[w] with ω ~ p_n (variance E_q[w³] - E_q[w²]², closed form from "
+          "rfkit.theory.lara.log_is_weight_moment): a sequential Catoni confidence sequence with that exact sd; "
+          "cells beyond the budget report themselves underpowered.",
 )
 
 
@@ -822,13 +875,16 @@ def _ra_mse_cell(ctx: CellContext) -> Evidence:
     mu = _softmax_rows(q[:1], k, v)[0]
     mean_f, trace = _reference_moments(ctx, q[0], k, v, ctx.variant)
     predicted = theory.ra_mse(mean_f, trace, mu, p["S"])
-    if ctx.variant == "ra":
-        y = _ra_replicates(ctx, q[:1], k, v, p["S"], ctx.replicates)[:, 0]
-    else:
-        y = _biased_replicates(ctx, q[:1], k, v, p["S"], ctx.replicates)[:, 0]
-    sq = ((y - mu) ** 2).sum(-1)
+    replicates = _ra_replicates if ctx.variant == "ra" else _biased_replicates
+
+    def draw(rng, n):
+        y = replicates(ctx, q[:1], k, v, p["S"], n, rng=rng)[:, 0]
+        return ((y - mu) ** 2).sum(-1)
+
     bound = float(((v - mean_f) ** 2).sum(-1).max())
-    parts = [mean_test(sq, predicted, scale=predicted, **ctx.sub_test(2)),
+    # sequential (asymptotic sequence): the range bound ‖y - μ_n‖² <= max_m ‖v_m - μ_n‖² (the convex hull of the
+    # values) is far above the typical squared error at S = 16, where a betting sequence resolves far less
+    parts = [_sequential(ctx, draw, predicted, 2, scale=predicted),
              margin_evidence((bound - trace) / MSE_TOL, tolerance=ctx.tolerance, scale=bound)]
     return combine(parts, extra=dict(predicted=predicted, trace_cov=trace, bound=bound))
 
@@ -919,7 +975,7 @@ def _biased_variance_cell(ctx: CellContext) -> Evidence:
         parts = [mean_test(ra[:, i] - biased[:, i], 0.0, alternative="greater", scale=float(ra[:, i].mean()),
                            **ctx.sub_test(TESTED_QUERIES)) for i in range(TESTED_QUERIES)]
         return combine(parts, extra=dict(ratio=(biased.mean(0) / ra.mean(0)).tolist()))
-    sizes = [16, 64, 196, 576]
+    sizes = [16, 36, 96, 196, 576]  # five sizes (a slope needs >= 5) over the range of the four used before
     ratio, se = [], []
     for n in sizes:
         q, k, v = _cell_inputs(ctx, n)
@@ -970,7 +1026,8 @@ BIASED_RA_VARIANCE = Claim(
     replicates={"smoke": 4_000, "quick": 8_000, "full": 100_000},
     variants=("reduction", "grows_with_N"),
     variant_notes={"reduction": "tr Var[biased RA] < tr Var[RA] (paired-variance replicates, three queries)",
-                   "grows_with_N": "ρ(N) = tr Var[biased]/tr Var[RA] falls with N = 16..576 (log-log slope <= -0.1)"},
+                   "grows_with_N": "ρ(N) = tr Var[biased]/tr Var[RA] falls with N = 16, 36, 96, 196, 576 (log-log "
+                                   "slope <= -0.1)"},
     where=lambda p, v: v == "reduction" or p["N"] == 16,
     roles=("ra_attention", "biased_ra_attention"), plot_x="N",
 )
@@ -1154,7 +1211,11 @@ EQ9_UNBIASED_OR_CONSISTENT = Claim(
 
 # ======================================================================== Eq 10: LARA is consistent
 
-LARA_SC = (1, 4, 16, 64)
+#: Samples per proposal (L1), proposal counts (L2) and sequence lengths (L3) of the consistency slopes: five
+#: roughly geometric sizes each (a slope needs >= 5), spanning the same range as the three or four used before.
+LARA_SC = (1, 3, 8, 23, 64)
+LARA_C = (2, 3, 6, 10, 16)
+LARA_N = (64, 96, 128, 176, 256)
 
 
 def _lara_mse(ctx: CellContext, q, k, v, lp, S_c: int, R: int, weight_name: str) -> tuple[float, float]:
@@ -1175,14 +1236,14 @@ def _lara_consistency(ctx: CellContext, *, weight_name: str, reading: str) -> Ev
         q, k, v = _cell_inputs(ctx, p["N"])
         lp = _mis_setup(ctx, q, k)
         xs = list(LARA_SC)
-        points = [_lara_mse(ctx, q, k, v, lp, s, max(200, ctx.replicates // (4 * s)), weight_name) for s in xs]
+        points = [_lara_mse(ctx, q, k, v, lp, s, max(200, ctx.replicates // (5 * s)), weight_name) for s in xs]
     elif reading == "L2":
         q, k, v = _cell_inputs(ctx, p["N"])
-        xs = [c for c in (2, 4, 8, 16) if c <= p["N"]]
+        xs = [c for c in LARA_C if c <= p["N"]]
         points = [_lara_mse(ctx, q, k, v, _lara_setup(q, k, c, p["proposal"]), 1, ctx.replicates // 8, weight_name)
                   for c in xs]
     else:
-        xs = [64, 128, 256]
+        xs = list(LARA_N)
         points = []
         for n in xs:
             q, k, v = attention_inputs("smooth", ctx.rng, n, n, p["d"], None, p.get("logit_std", 1.0))
@@ -1209,9 +1270,9 @@ LARA_CONSISTENT = Claim(
                        C=[4, 16], d=[8, 64], N=[64, 196], logit_std=[0.5, 1.0])},
     replicates={"smoke": 8_000, "quick": 8_000, "full": 200_000},
     variants=("L1", "L2", "L3"),
-    variant_notes={"L1": "S_c ∈ {1, 4, 16, 64} samples per proposal, proposals and weights fixed",
-                   "L2": "C ∈ {2, 4, 8, 16} proposals (one sample each) for fixed inputs",
-                   "L3": "N ∈ {64, 128, 256} with C = N/16 (segment length 16), G-smooth inputs"},
+    variant_notes={"L1": "S_c ∈ {1, 3, 8, 23, 64} samples per proposal, proposals and weights fixed",
+                   "L2": "C ∈ {2, 3, 6, 10, 16} proposals (one sample each) for fixed inputs",
+                   "L3": "N ∈ {64, 96, 128, 176, 256} with C = N//16 (segment length 16), G-smooth inputs"},
     where=lambda p, v: p["C"] <= p["N"] and (v == "L1" or p["weights"] != "balance" or p["proposal"] == "eq34"),
     plot_x="C",
 )
