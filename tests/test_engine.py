@@ -123,10 +123,12 @@ def _boundary_rejections(seeds, alpha, tol=0.05, n=400):
 
 def test_mean_test_level_at_the_tolerance_boundary():
     # 2000 seeds at alpha = 0.05: the rejection count is Binomial(2000, <= 0.05); fail only if it exceeds
-    # the 0.9999 quantile of Binomial(2000, 0.05) (false-failure rate 1e-4).
+    # the 0.9999 quantile of Binomial(2000, 0.05) (false-failure rate 1e-4). The sequence is time-uniform,
+    # so at one fixed n it is conservative (about 5 rejections of 2000 here): the test can have power only
+    # against a violation, which test_bias_twice_the_tolerance_is_refuted checks. The full calibration table
+    # (docs/statistics.md, tests/test_calibration.py) measures the level for every procedure and law.
     count = _boundary_rejections(range(2000), 0.05)
     assert count <= stats.binom.ppf(0.9999, 2000, 0.05)
-    assert count >= stats.binom.ppf(0.0001, 2000, 0.05)  # exact at the boundary: not grossly conservative
 
 
 def _claim_refutations(seeds, alpha):
@@ -227,7 +229,8 @@ def test_failing_check_is_reported_and_inconclusive():
 
 def test_readings_that_disagree_make_the_claim_inconclusive():
     def by_variant(ctx):
-        return mean_test(np.full(100, 1.0 if ctx.variant == "a" else 2.0), 1.0, **ctx.test)
+        # a deterministic quantity (sd=0): reading a equals the prediction, reading b misses it by 1
+        return mean_test(np.full(100, 1.0 if ctx.variant == "a" else 2.0), 1.0, sd=0.0, **ctx.test)
 
     result = validate([_toy_claim(by_variant, variants=("a", "b"))], tier="smoke", progress=False).claims[0]
     assert {k: v.verdict for k, v in result.variants.items()} == {"a": "supported", "b": "refuted"}

@@ -193,7 +193,8 @@ def _check_mean_args(alternative, scale, sd, bounds, tolerance):
 
 
 def _mean_evidence(seq, x_all: np.ndarray, prediction: float, *, alpha: float, tolerance: float,
-                   alternative: str, scale: float, sd: float | None, extra: dict) -> Evidence:
+                   alternative: str, scale: float, sd: float | None, extra: dict,
+                   bounds: tuple[float, float] | None = None) -> Evidence:
     """Evidence of a mean from a confidence sequence after its last round (see :func:`mean_test`)."""
     n = seq.t
     pred = prediction / scale
@@ -222,7 +223,8 @@ def _mean_evidence(seq, x_all: np.ndarray, prediction: float, *, alpha: float, t
     share = float(dev2.max() / dev2.sum()) if dev2.sum() > 0 else 0.0
     degenerate = n > 1 and float(x_all.max() - x_all.min()) <= 64 * np.finfo(float).eps * float(np.abs(x_all).max())
     theory_governs = isinstance(seq, CatoniCS) and sd is not None and sd > 0 and sample_sd <= sd
-    if degenerate and sd != 0:
+    saturated = bounds is not None and degenerate and float(x_all[0]) in (float(bounds[0]), float(bounds[1]))
+    if degenerate and sd != 0 and not saturated:
         flags.append("degenerate replicates: every replicate is equal although the quantity is random "
                      "(a frozen generator?); pass sd=0 only for a deterministic quantity")
     elif share > _MAX_SHARE and not theory_governs and not isinstance(seq, BettingCS):
@@ -346,7 +348,7 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
                 # stop only if the sample can be trusted: a flag that more rounds may lift (heavy tails,
                 # skew seen in a short sample) means draw on
                 ev = _mean_evidence(seq, np.concatenate(parts), prediction, alpha=alpha, tolerance=tolerance,
-                                    alternative=alternative, scale=scale, sd=sd,
+                                    alternative=alternative, scale=scale, sd=sd, bounds=bounds,
                                     extra=dict(extra, rounds=used, status=f"decided ({decision})"))
                 if not any(f.startswith(("heavy tails", "skewed")) for f in ev.flags):
                     return ev
@@ -357,7 +359,7 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
         return _undecided_evidence(seq.t, pred, "a single replicate and no variance bound", extra)
     extra.update(rounds=used, status=status)
     return _mean_evidence(seq, x_all, prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
-                          scale=scale, sd=sd, extra=extra)
+                          scale=scale, sd=sd, extra=extra, bounds=bounds)
 
 
 def _deterministic(x, prediction, *, tolerance, alternative, scale, extra) -> Evidence:

@@ -14,9 +14,8 @@ from rfkit.validation.stats import (
     Evidence,
     combine,
     exact_test,
-    slope_test,
 )
-from rfkit.validation.timing import interleaved_best_times, peak_bytes, single_threaded_blas
+from rfkit.validation.timing import peak_bytes, single_threaded_blas, timing_slope_test
 
 from .common import KERNEL_NAMES, _quiet
 from .inputs import _gaussian_qkv, _mask
@@ -27,19 +26,19 @@ from .inputs import _gaussian_qkv, _mask
 TREND, TREND_TOLERANCE = 0.1, 0.05
 
 
-#: Timing slopes are fitted on the largest sizes of a sweep (fixed per-call overheads bend the curve at small sizes);
-#: every measured size is reported in the cell's extra.
-FITTED_SIZES = 3
+def _sqrt2_sizes(low: int, high: int) -> list[int]:
+    """√2-spaced sizes from ``low`` to ``high`` (both included; ``high/low`` a power of 2): a fitted slope needs at
+    least 5 sizes, and the top of the sweep (where fixed per-call overheads no longer bend the curve) is kept."""
+    steps = round(2 * np.log2(high / low))
+    return [int(round(low * 2 ** (k / 2))) for k in range(steps + 1)]
 
 
 def _timing_slope(ctx: CellContext, sizes: Sequence[int], calls: list[Callable], claimed: float,
                   extra: dict | None = None, **test) -> Evidence:
-    """Log-log slope of best-of-k CPU times (single-threaded BLAS, round-robin) against ``claimed`` ("grows no
-    faster than"), on the largest :data:`FITTED_SIZES` sizes."""
-    best, resolution = interleaved_best_times(calls, repeats=ctx.replicates)
-    top = slice(-FITTED_SIZES, None)
-    return slope_test(np.asarray(sizes)[top], best[top], resolution[top], claimed, alternative="less",
-                      **(test or ctx.test), extra=dict(extra or {}, sizes=list(sizes), seconds=best.tolist()))
+    """Log-log slope of CPU time (every repeated measurement) against ``claimed`` ("grows no faster than")."""
+    test = test or ctx.test
+    return timing_slope_test(sizes, calls, claimed, repeats=ctx.replicates, alpha=test["alpha"],
+                             tolerance=test["tolerance"], alternative="less", extra=extra)
 
 
 def _softmax_call(ctx: CellContext, n: int, d: int):
@@ -48,9 +47,9 @@ def _softmax_call(ctx: CellContext, n: int, d: int):
     return lambda: attend(q, k, v)
 
 
-SOFTMAX_SIZES = {"n": {"smoke": [256, 512, 1024], "quick": [256, 512, 1024, 2048],
-                       "full": [256, 1024, 4096, 16384]},
-                 "d": {"smoke": [64, 128, 256], "quick": [32, 64, 128, 256], "full": [16, 32, 64, 128, 256]}}
+SOFTMAX_SIZES = {"n": {"smoke": _sqrt2_sizes(256, 1024), "quick": _sqrt2_sizes(256, 2048),
+                       "full": _sqrt2_sizes(256, 16384)},
+                 "d": {"smoke": _sqrt2_sizes(64, 256), "quick": _sqrt2_sizes(32, 256), "full": _sqrt2_sizes(16, 256)}}
 SOFTMAX_FIXED_N, SOFTMAX_FIXED_D = 256, 64
 
 
@@ -72,18 +71,20 @@ SOFTMAX_COST = Claim(
     kind="complexity", hypotheses="the naive form with materialised scores (Figure 2a); d_v = d; float64, numpy",
     tolerance=0.25, units="log-log slope of time above the claimed order (counts: any mismatch)",
     cell=_softmax_cost_cell, grid={"smoke": dict(sweep=["n"]), "quick": dict(sweep=["n", "d"])},
-    replicates={"smoke": 3, "quick": 5, "full": 20}, roles=("softmax_attention",), plot_x="sweep",
-    notes="Time: best-of-k CPU time of rfkit.estimators.softmax_attention (n sweep at d = 64, d sweep at n = 256). "
+    replicates={"smoke": 3, "quick": 6, "full": 20}, roles=("softmax_attention",), plot_x="sweep",
+    notes="Time: the CPU time of every repeat (rfkit.validation.timing.timing_slope_test, >= 5 √2-spaced sizes) of "
+          "rfkit.estimators.softmax_attention (n sweep at d = 64, d sweep at n = 256). "
           "Counts: the GEMM flops of rfkit.theory.cost against the analytic 2n²d + 2n²d_v. The torch GPU path is "
           "not run here.",
 )
 
-RMFA_COST_SIZES = {"n": {"smoke": [1024, 2048, 4096], "quick": [2048, 4096, 8192],
-                         "full": [256, 2048, 16384, 65536]},
-                   "n_general": {"smoke": [256, 512, 1024], "quick": [512, 1024, 2048],
-                                 "full": [256, 512, 1024, 2048, 4096]},
-                   "D": {"smoke": [64, 128, 256], "quick": [64, 128, 256], "full": [8, 64, 512, 2048]},
-                   "d": {"smoke": [64, 128, 256], "quick": [32, 64, 128], "full": [16, 32, 64, 128, 256]}}
+RMFA_COST_SIZES = {"n": {"smoke": _sqrt2_sizes(1024, 4096), "quick": _sqrt2_sizes(2048, 8192),
+                         "full": _sqrt2_sizes(2048, 65536)},
+                   "n_general": {"smoke": _sqrt2_sizes(256, 1024), "quick": _sqrt2_sizes(512, 2048),
+                                 "full": _sqrt2_sizes(256, 4096)},
+                   "D": {"smoke": _sqrt2_sizes(64, 256), "quick": _sqrt2_sizes(64, 256),
+                         "full": _sqrt2_sizes(64, 2048)},
+                   "d": {"smoke": _sqrt2_sizes(64, 256), "quick": _sqrt2_sizes(32, 128), "full": _sqrt2_sizes(16, 256)}}
 RMFA_FIXED = dict(n=2048, D=64, d=64)
 
 
@@ -128,7 +129,7 @@ RMFA_COST = Claim(
           "quick": dict(sweep=["n", "D", "d"], route=["none", "causal", "general"], p=[2.0]),
           "full": dict(sweep=["n", "D", "d"], route=["none", "padding", "causal", "general"], p=[1.5, 2.0, 4.0])},
     where=lambda p, v: p["sweep"] == "n" or p["route"] == "none",
-    replicates={"smoke": 3, "quick": 4, "full": 20},  # heavy (~4 s quick): 10 timing sweeps
+    replicates={"smoke": 2, "quick": 2, "full": 20},  # repeats of each timing sweep (10 sweeps at quick)
     variants=("included", "excluded"),
     variant_notes={"included": "drawing the RMF features is timed", "excluded": "the draw is made outside the timer"},
     roles=("rmfa",), plot_x="sweep",

@@ -273,6 +273,10 @@ def _ratio_mse_cell(ctx: CellContext) -> Evidence:
     return combine(parts)
 
 
+#: Features one toy-NMSE replicate is charged per feature of its D (see _toy_nmse_cell).
+TOY_FEATURE_SHARE = 24
+
+
 def _toy_nmse_cell(ctx: CellContext) -> Evidence:
     """Reduced toy protocol (one 32×64 matrix after pre-SBN): Monte Carlo NMSE against the delta-method NMSE."""
     n, d, num_features = 32, 64, ctx.params["D"]
@@ -281,9 +285,13 @@ def _toy_nmse_cell(ctx: CellContext) -> Evidence:
     target = softmax_attention(pre.q, pre.k, v)
     predicted = theory.nmse_prediction(theory.rmfa_delta_method(pre.q, pre.k, v, "exp", p=2.0), target,
                                        num_features)
-    samples = _rmfa_samples(ctx, pre.q, pre.k, v, None, "exp", num_features, 256)
+    # the tier's feature budget, each replicate charged TOY_FEATURE_SHARE·D features: 1.6M features give ~1000
+    # replicates at D = 64 and 260 at D = 256 (where one 32×64 replicate costs ~15 ms), at least 256
+    replicates = max(256, ctx.replicates // (TOY_FEATURE_SHARE * num_features))
+    samples = _rmfa_samples(ctx, pre.q, pre.k, v, None, "exp", num_features, replicates)
     errors = ((samples - target) ** 2).sum(axis=(1, 2)) / (target**2).sum()
     return mean_test(errors, predicted, scale=predicted, **ctx.test, extra=dict(predicted=predicted))
+
 
 
 RMFA_RATIO_MSE = Claim(
