@@ -250,8 +250,7 @@ def _mean_evidence(seq, x_all: np.ndarray, prediction: float, *, alpha: float, t
 
 def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, tolerance: float = 0.0,
               alternative: str = "two-sided", scale: float = 1.0, sd: float | None = None,
-              bounds: tuple[float, float] | None = None, skewness: float | None = None,
-              extra: dict | None = None) -> Evidence:
+              bounds: tuple[float, float] | None = None, extra: dict | None = None) -> Evidence:
     r"""Test ``E[X] = prediction`` (or ``<=``/``>=``) up to ``tolerance`` from a fixed sample of iid replicates.
 
     The sample is one round of the confidence sequence a sequential cell would use
@@ -283,10 +282,8 @@ def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, t
     bounds : (lo, hi), optional
         Known range of one replicate (an indicator, a probability, a clipped quantity): a non-asymptotic
         betting sequence.
-    skewness : float, optional
-        Ignored (kept for callers of the first version); skewness is taken from the sample.
     """
-    del power, skewness
+    del power
     _check_mean_args(alternative, scale, sd, bounds, tolerance)
     x = np.asarray(samples, dtype=np.float64).ravel()
     return _run_sequence([x], prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,

@@ -555,7 +555,7 @@ def _appb2_mean_cell(ctx: CellContext):
     skew = theory.importance_weight_skewness(q[0], k, mu, s_count)[0] if tau == 1.0 else None
     n = _sized(ctx, sd, skewness=skew) if math.isfinite(sd) else MIN_REPLICATES
     h = _collect(ctx, q, k, v, GaussianProposal(mu, tau), s_count, n, lambda t: t.h[:, 0])
-    return mean_test(h, 1.0, sd=sd, skewness=skew, **ctx.test)
+    return mean_test(h, 1.0, sd=sd, **ctx.test)
 
 
 APPB2_MEAN = Claim(
@@ -706,8 +706,8 @@ def _eq22_cell(ctx: CellContext):
     worst = int(np.argmax(rel_sd))
     n = _sized(ctx, float(rel_sd[worst]), skewness=float(np.nanmax(skew, initial=0.0)), alpha=test["alpha"])
     h_tokens = _collect(ctx, q, k, v, GaussianProposal(mu, tau), s_count, n, lambda t: t.h_tokens[:, 0])
-    return combine([mean_test(h_tokens[:, m], w[m], scale=w[m], sd=rel_sd[m] * w[m],
-                              skewness=None if np.isnan(skew[m]) else float(skew[m]), **test) for m in range(w.size)])
+    return combine([mean_test(h_tokens[:, m], w[m], scale=w[m], sd=rel_sd[m] * w[m], **test)
+                    for m in range(w.size)])
 
 
 EQ22 = Claim(

@@ -115,7 +115,7 @@ def _rmf_mean_evidence(ctx: CellContext, x, y, kernel: str, num_features: int, p
                                    skewness=mom.skewness, resolution=RESOLUTION)
         replicates, short = _replicate_cap(ctx, need)
         estimates = _kernel_replicates(ctx, x, y, kernel, num_features, replicates, p, n_law, weight, coeffs)
-        return mean_test(estimates, target, scale=abs(target), sd=mom.sd, skewness=mom.skewness,
+        return mean_test(estimates, target, scale=abs(target), sd=mom.sd,
                          extra=dict(extra, route="plain", replicates_needed=need, capped=short), **test)
     strata = theory.stratified_moments(x, y, kernel, p=p, n_law=n_law, weight=weight, coeffs=coeffs,
                                        relative_tail=1e-4)
@@ -123,7 +123,7 @@ def _rmf_mean_evidence(ctx: CellContext, x, y, kernel: str, num_features: int, p
                                skewness=strata.skewness, resolution=RESOLUTION)
     replicates, short = _replicate_cap(ctx, need, share=4)
     estimates = _stratified_replicates(ctx, x, y, kernel, replicates, strata, p, n_law, weight, coeffs)
-    return mean_test(estimates + strata.tail, target, scale=abs(target), sd=strata.sd, skewness=strata.skewness,
+    return mean_test(estimates + strata.tail, target, scale=abs(target), sd=strata.sd,
                      extra=dict(extra, route="stratified", n_max=strata.n_max, tail=strata.tail,
                                 replicates_needed=need, capped=short), **test)
 

@@ -340,7 +340,7 @@ def _unbiased_mc(ctx: CellContext, kind: str, x, y, m: int, projection: str, tes
         sd, skew = math.sqrt(theory.orthogonal_mse(kind, x, y, m)), None
     skew = None if skew is None or math.isnan(skew) else skew
     est = _kernel_draws(ctx, kind, x, y, m, projection, _replicates_for(ctx, sd / target, skew, test=test))
-    return mean_test(est, target, scale=target, sd=sd, skewness=skew, **(test or ctx.test))
+    return mean_test(est, target, scale=target, sd=sd, **(test or ctx.test))
 
 
 def _unbiased_quadrature(ctx: CellContext, kind: str) -> Evidence:
@@ -531,7 +531,7 @@ def _mse_monte_carlo(ctx: CellContext, kind: str, x, y, m: int, prediction: floa
     sem = theory.squared_error_moments(kind, x, y, m)
     skew = None if math.isnan(sem["skewness"]) else sem["skewness"]
     n = _replicates_for(ctx, sem["sd"] / scale, skew)
-    return mean_test(_squared_errors(ctx, kind, x, y, m, n=n), prediction, scale=scale, sd=sem["sd"], skewness=skew,
+    return mean_test(_squared_errors(ctx, kind, x, y, m, n=n), prediction, scale=scale, sd=sem["sd"],
                      **ctx.test, extra=dict(mse_exact=sem["mean"]))
 
 
@@ -646,7 +646,7 @@ def _single_term_cell(ctx: CellContext) -> Evidence:
     skew = None if math.isnan(mom["skewness"]) else mom["skewness"]
     draws = _kernel_draws(ctx, kind, x, y, m, "iid", _replicates_for(ctx, mom["sd"] / scale, skew))
     samples = (draws - math.exp(float(x @ y))) ** 4 if order == "mean4" else draws**power
-    return mean_test(samples, mom["mean"], scale=scale, sd=mom["sd"], skewness=skew, **ctx.test)
+    return mean_test(samples, mom["mean"], scale=scale, sd=mom["sd"], **ctx.test)
 
 
 def _single_term_domain(p: dict, variant: str) -> bool:
@@ -825,7 +825,7 @@ def _hyp_vs_pos_cell(ctx: CellContext) -> Evidence:
     scale = theory.lemma2_mse("positive", x, y, 2 * m)
     n = _replicates_for(ctx, sd / scale, skew, two_sided=False)
     diff = _squared_errors(ctx, "positive", x, y, 2 * m, n=n) - _squared_errors(ctx, "hyperbolic", x, y, m, n=n)
-    return mean_test(diff, 0.0, alternative="greater", scale=scale, sd=sd, skewness=skew, **ctx.test,
+    return mean_test(diff, 0.0, alternative="greater", scale=scale, sd=sd, **ctx.test,
                      extra=dict(margin_exact=_hyp_margin(x, y, m)))
 
 
@@ -909,7 +909,7 @@ def _fig2_monte_carlo(ctx: CellContext) -> Evidence:
     maps = {k: _feature_map(ctx, k) for k in ("trig", "positive")}
     mc = fig2_monte_carlo(length, phi, d=d, m=m, replicates=n, rng=ctx.rng, budget=budget, feature_maps=maps)
     return mean_test(mc["trig"] - mc["positive"], 0.0, alternative="greater", scale=mc["mse_trig"], sd=sd,
-                     skewness=skew, **ctx.test, extra=dict(r=mc["mse_trig"] / mc["mse_positive"]))
+                     **ctx.test, extra=dict(r=mc["mse_trig"] / mc["mse_positive"]))
 
 
 def _fig2_cell(ctx: CellContext) -> Evidence:
