@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from scipy import optimize
 
@@ -71,6 +72,25 @@ def catoni_influence(x):
     return np.sign(x) * np.log1p(a + 0.5 * a * a)
 
 
+@numba.njit(cache=True, nogil=True)
+def _catoni_sum(lam, x, m, side):  # Σ φ(side·λ_i(x_i - m)) in one pass (the sum a CatoniCS evaluates)
+    total = 0.0
+    for i in range(x.size):
+        y = side * lam[i] * (x[i] - m)
+        a = abs(y)
+        v = np.log1p(a + 0.5 * a * a)
+        total += v if y >= 0 else -v
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _betting_sum(lam, y, mu, side, cap):  # Σ log(1 + side·min(λ_i, cap)(y_i - μ)): log capital of a bet
+    total = 0.0
+    for i in range(y.size):
+        total += np.log1p(side * min(lam[i], cap) * (y[i] - mu))
+    return total
+
+
 def mixture_rho2(alpha: float, t_opt: float) -> float:
     """Mixing variance of the Gaussian-mixture boundary that minimises the CS width at time ``t_opt``
     (Waudby-Smith et al. 2024, Eq 2.4; Howard et al. 2021, Eq 15): ``(-2 log α + log(1 - 2 log α)) / t``."""
@@ -91,6 +111,9 @@ class _Sequence:
         self.alpha = float(alpha)
         self.t_opt = int(t_opt)
         self._x = np.empty(0)
+        self._sum1 = 0.0
+        self._moments: tuple[float, float] | None = None
+        self._center: float | None = None
 
     # -- data ------------------------------------------------------------------------------------
     def update(self, x) -> _Sequence:
@@ -99,7 +122,9 @@ class _Sequence:
         if not np.isfinite(x).all():
             raise ValueError("confidence sequences need finite observations")
         self._x = np.concatenate([self._x, x])
+        self._sum1 += float(x.sum())
         self._extend(x)
+        self._moments = self._center = None
         return self
 
     def _extend(self, x) -> None:  # per-class predictable quantities
@@ -111,11 +136,23 @@ class _Sequence:
 
     @property
     def mean(self) -> float:
-        return float(self._x.mean()) if self.t else math.nan
+        return self._sum1 / self.t if self.t else math.nan
+
+    def _mean_sd(self) -> tuple[float, float]:
+        """Sample mean and standard deviation (ddof 1), cached until the next round."""
+        if self._moments is None:
+            x = self._x
+            self._moments = (float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else 0.0)
+        return self._moments
 
     @property
     def center(self) -> float:
-        """The point the CS is centred on (where both one-sided processes are smallest)."""
+        """The point the CS is centred on (where both one-sided processes are smallest); cached per round."""
+        if self._center is None:
+            self._center = self._find_center()
+        return self._center
+
+    def _find_center(self) -> float:
         return self.mean
 
     # -- inference -------------------------------------------------------------------------------
@@ -141,8 +178,10 @@ class _Sequence:
         return self._root(alpha, -1)
 
     def _scale(self) -> float:
-        x = self._x
-        return float(max(x.std(), np.abs(x).max() * 1e-12, 1e-300)) if self.t else 1.0
+        if not self.t:
+            return 1.0
+        mean, sd = self._mean_sd()
+        return float(max(sd, abs(mean) * 1e-12, 1e-300))
 
     def _edge(self, side: int) -> float:
         """The smallest (``side=+1``) or largest possible mean."""
@@ -160,7 +199,7 @@ class _Sequence:
         if g(c) > 0:  # the CS is empty at its centre: cannot happen for these processes, but be safe
             return c
         edge = self._edge(side)
-        step = self._scale() / math.sqrt(self.t)
+        step = self._radius_guess(alpha)
         far = c - side * step
         for _ in range(200):
             if side * (far - edge) <= 0:
@@ -170,12 +209,16 @@ class _Sequence:
                 break
             if g(far) > 0:
                 break
-            step *= 2.0
+            step *= 1.5
             far = c - side * step
         else:
             return edge
-        return float(optimize.brentq(g, *sorted((far, c)), xtol=1e-15 * (abs(c) + step), rtol=1e-12,
-                                     maxiter=200))
+        # the bound to 1e-5 of the distance searched (far below any tolerance a claim states)
+        return float(optimize.brentq(g, *sorted((far, c)), xtol=1e-5 * step, rtol=1e-12, maxiter=200))
+
+    def _radius_guess(self, alpha: float) -> float:
+        """A first guess of the one-sided radius, to bracket the root: the fixed-``t`` sub-Gaussian radius."""
+        return self._scale() * math.sqrt(2.0 * math.log(1.0 / alpha) / self.t)
 
 
 class AsymptoticCS(_Sequence):
@@ -202,14 +245,29 @@ class AsymptoticCS(_Sequence):
         t = self.t
         if t < 2:
             return 0.0
-        sd = float(self._x.std(ddof=1))
-        diff = self.mean - m
+        mean, sd = self._mean_sd()
+        diff = mean - m
         if sd == 0.0:
             return math.inf if side * diff > 0 else 0.0
         s = t * diff / sd
         a = t * self.rho2 + 1.0
         log_two_sided = self.rho2 * s * s / (2.0 * a) - 0.5 * math.log(a)
         return log_two_sided + math.log(2.0) if side * diff > 0 else 0.0
+
+    def radius(self, alpha: float) -> float:
+        """Half-width of the two-sided CS at level ``alpha`` (Theorem 2.2's boundary, closed form)."""
+        t = self.t
+        if t < 2:
+            return math.inf
+        _, sd = self._mean_sd()
+        a = t * self.rho2 + 1.0
+        return sd * math.sqrt(2.0 * a / (t * t * self.rho2) * math.log(math.sqrt(a) / alpha))
+
+    def _root(self, alpha, side):
+        # one-sided at level alpha = the two-sided boundary at 2·alpha (see log_e)
+        if self.t < 2:
+            return -side * math.inf
+        return self.mean - side * self.radius(min(2.0 * alpha, 1.0))
 
 
 class CatoniCS(_Sequence):
@@ -239,6 +297,7 @@ class CatoniCS(_Sequence):
         self._sig2 = np.empty(0)
         self._sum = 0.0
         self._sumsq = 0.0
+        self._penalty = 0.0
 
     def _extend(self, x):
         n0 = self._lam.size
@@ -254,24 +313,31 @@ class CatoniCS(_Sequence):
         lam = np.sqrt(2.0 * math.log(2.0 / self.alpha) / (sig2 * np.maximum(i, self.t_opt)))
         self._lam = np.concatenate([self._lam, lam])
         self._sig2 = np.concatenate([self._sig2, sig2])
+        self._penalty += float((sig2 * lam * lam).sum())  # σ² Σ λ_i² (σ_i² per step)
         self._sum += float(x.sum())
         self._sumsq += float((x * x).sum())
 
-    @property
-    def center(self) -> float:
+    def _find_center(self) -> float:
         """The Catoni M-estimate: the ``m`` where ``Σ φ(λ_i(X_i - m)) = 0``."""
         lam, x = self._lam, self._x
         lo, hi = float(x.min()), float(x.max())
         if lo == hi:
             return lo
-        return float(optimize.brentq(lambda m: float(catoni_influence(lam * (x - m)).sum()), lo, hi,
-                                     xtol=1e-15 * (abs(lo) + abs(hi)), rtol=1e-12))
+        mean, sd = self._mean_sd()
+        near = 4.0 * sd / math.sqrt(self.t)  # bracket near the mean first (the sum is decreasing in m)
+        if _catoni_sum(lam, x, mean - near, 1.0) >= 0 >= _catoni_sum(lam, x, mean + near, 1.0):
+            lo, hi = mean - near, mean + near
+        return float(optimize.brentq(lambda m: _catoni_sum(lam, x, m, 1.0), lo, hi,
+                                     xtol=1e-6 * self._scale() / math.sqrt(self.t), rtol=1e-12))
+
+    def _radius_guess(self, alpha):
+        # φ(u) ≈ u for small u: the sub-Gaussian radius (σ²Σλ²/2 + log(1/α)) / Σλ, a slight underestimate
+        return (0.5 * self._penalty + math.log(1.0 / alpha)) / float(self._lam.sum())
 
     def log_e(self, m, side):
         if self.t == 0:
             return 0.0
-        psi = float(catoni_influence(side * self._lam * (self._x - m)).sum())
-        return psi - 0.5 * float((self._sig2 * self._lam**2).sum())
+        return _catoni_sum(self._lam, self._x, float(m), float(side)) - 0.5 * self._penalty
 
 
 class BettingCS(_Sequence):
@@ -297,6 +363,7 @@ class BettingCS(_Sequence):
             raise ValueError(f"need finite bounds lo < hi, got [{lo}, {hi}]")
         self.lo, self.hi = float(lo), float(hi)
         self.assumption = f"values in [{self.lo:.6g}, {self.hi:.6g}]"
+        self._ycache: np.ndarray | None = None
         self._lam = np.empty(0)
         self._s = 0.0
         self._v = 0.25
@@ -321,7 +388,9 @@ class BettingCS(_Sequence):
         self._v = float(v[-1])
 
     def _y(self, m):
-        return (self._x - self.lo) / (self.hi - self.lo), (m - self.lo) / (self.hi - self.lo)
+        if self._ycache is None or self._ycache.size != self.t:
+            self._ycache = (self._x - self.lo) / (self.hi - self.lo)
+        return self._ycache, (m - self.lo) / (self.hi - self.lo)
 
     def log_e(self, m, side):
         if self.t == 0:
@@ -332,8 +401,7 @@ class BettingCS(_Sequence):
         if mu < 0.0 or mu > 1.0:
             return math.inf  # a mean outside the range is impossible
         cap = math.inf if (mu == 0.0 or mu == 1.0) else 0.5 / (mu if side > 0 else 1.0 - mu)
-        lam = np.minimum(self._lam, cap)
-        return float(np.log1p(side * lam * (y - mu)).sum())
+        return _betting_sum(self._lam, y, float(mu), float(side), cap)
 
     def _scale(self) -> float:
         return max(super()._scale(), 1e-12 * (self.hi - self.lo))
