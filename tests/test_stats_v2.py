@@ -207,3 +207,12 @@ def test_sequential_extension_repeats_the_first_rounds():
     seen.clear()
     sequential_mean(draw, 0.0, rng=np.random.default_rng(7), budget=8_000, **kw)
     assert all(np.array_equal(a, b) for a, b in zip(first, seen[: len(first)], strict=False))
+
+
+def test_tiny_real_variance_is_not_taken_for_determinism():
+    # sd at the round-off scale of a closed form but replicates that differ: a real, tiny variance
+    x = 1.0 + np.random.default_rng(8).normal(0.0, 1e-9, 5000)
+    ev = mean_test(x, 1.0, sd=1e-9, tolerance=1e-6, alpha=1e-3)
+    assert not ev.flags and ev.validity == "non-asymptotic" and ev.upper <= 1e-6
+    frozen = mean_test(np.full(50, 1.0), 1.0, sd=1e-12, tolerance=1e-6, alpha=1e-3)
+    assert frozen.validity == "exact" and not frozen.flags  # agreeing replicates, zero variance up to round-off

@@ -67,6 +67,7 @@ in ``docs/statistics.md``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -97,9 +98,10 @@ __all__ = [
 ALTERNATIVES = ("two-sided", "less", "greater")
 
 _BATCHES = 32
-#: A theory sd at most this fraction of ``|prediction|`` is the round-off of a zero variance (a variance
-#: computed as ``E X² - (E X)²`` carries an error of order ``eps·E X²``): the quantity is deterministic at
-#: that cell and is judged exactly — its replicates must then agree, or the cell is flagged.
+#: A theory sd at most this fraction of ``|prediction|`` may be the round-off of a zero variance (a variance
+#: computed as ``E X² - (E X)²`` carries an error of order ``eps·E X²``): if the first round's replicates
+#: agree, the quantity is deterministic at that cell and is judged exactly; if they differ, the variance is
+#: tiny but real and the sequence runs as usual.
 _DETERMINISTIC_SD = math.sqrt(64 * np.finfo(float).eps)
 #: Largest share of the sample variance one replicate may carry before the sample variance is distrusted.
 _MAX_SHARE = 0.2
@@ -221,7 +223,7 @@ def _mean_evidence(seq, x_all: np.ndarray, prediction: float, *, alpha: float, t
     flags: list[str] = []
     dev2 = (x_all - mean) ** 2
     share = float(dev2.max() / dev2.sum()) if dev2.sum() > 0 else 0.0
-    degenerate = n > 1 and float(x_all.max() - x_all.min()) <= 64 * np.finfo(float).eps * float(np.abs(x_all).max())
+    degenerate = n > 1 and _all_equal(x_all)
     theory_governs = isinstance(seq, CatoniCS) and sd is not None and sd > 0 and sample_sd <= sd
     saturated = bounds is not None and degenerate and float(x_all[0]) in (float(bounds[0]), float(bounds[1]))
     if degenerate and sd != 0 and not saturated:
@@ -277,8 +279,9 @@ def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, t
     sd : float, optional
         Exact per-replicate standard deviation from :mod:`rfkit.theory`: a non-asymptotic Catoni-style
         sequence with the variance bound ``max(sd², running sample variance)``; ``sd = inf`` marks an
-        infinite variance (the cell cannot decide); ``sd = 0`` (or below ``1.2e-7·|prediction|``, the round-off
-        of a zero closed-form variance) declares a deterministic quantity, judged exactly.
+        infinite variance (the cell cannot decide); ``sd = 0`` declares a deterministic quantity, judged
+        exactly (as is an sd below ``1.2e-7·|prediction|``, the round-off of a zero closed-form variance,
+        when the replicates agree).
     bounds : (lo, hi), optional
         Known range of one replicate (an indicator, a probability, a clipped quantity): a non-asymptotic
         betting sequence.
@@ -322,10 +325,15 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
     pred = prediction / scale
     if sd is not None and not math.isfinite(sd):
         return _undecided_evidence(0, pred, "infinite-variance", extra, validity="exact")
+    rounds = iter(rounds)
     if sd is not None and sd <= _DETERMINISTIC_SD * abs(prediction):
-        # theory's variance is zero (up to the round-off of its closed form): a deterministic quantity
-        return _deterministic(next(iter(rounds), np.empty(0)), prediction, tolerance=tolerance,
-                              alternative=alternative, scale=scale, extra=extra)
+        # theory's variance is zero, or at the round-off of its closed form: deterministic if declared so
+        # (sd = 0) or if the replicates agree; a tiny but real variance goes on to the sequence
+        first = np.asarray(next(rounds, np.empty(0)), dtype=np.float64).ravel()
+        if sd == 0 or _all_equal(first):
+            return _deterministic(first, prediction, tolerance=tolerance, alternative=alternative, scale=scale,
+                                  extra=extra)
+        rounds = itertools.chain([first], rounds)
     seq = _sequence(alpha=alpha, t_opt=t_opt, sd=sd, bounds=bounds)
     parts, status, used = [], "budget spent", 0
     for k, x in enumerate(rounds):
@@ -359,6 +367,11 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
                           scale=scale, sd=sd, extra=extra, bounds=bounds)
 
 
+def _all_equal(x: np.ndarray) -> bool:
+    """Replicates equal up to round-off (64 ulps of the largest)."""
+    return x.size > 0 and float(x.max() - x.min()) <= 64 * np.finfo(float).eps * float(np.abs(x).max())
+
+
 def _deterministic(x, prediction, *, tolerance, alternative, scale, extra) -> Evidence:
     """A quantity declared deterministic (``sd = 0``): judged exactly, and flagged if its replicates differ."""
     x = np.asarray(x, dtype=np.float64).ravel()
@@ -370,7 +383,7 @@ def _deterministic(x, prediction, *, tolerance, alternative, scale, extra) -> Ev
     mean = float(x.mean())
     v = max(_signed_violation((mean - prediction) / scale, alternative), 0.0)
     flags = ()
-    if float(x.max() - x.min()) > 64 * np.finfo(float).eps * float(np.abs(x).max()):
+    if not _all_equal(x):
         flags = ("replicates differ although the quantity was declared deterministic (sd = 0)",)
     violated = v > tolerance and not flags
     return Evidence(mean / scale, pred, 0.0, math.inf if violated else 0.0, 0.0 if violated else 1.0, 0.0, v, v,
