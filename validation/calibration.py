@@ -567,10 +567,10 @@ The strongest sequence the cell's assumptions allow is used:
 the capital processes `K_t^+(m) = Π_{i≤t} (1 + λ_i (Y_i - m))` and `K_t^-(m) = Π_{i≤t} (1 - λ_i (Y_i - m))`
 are nonnegative martingales under `E Y = m` for every predictable bet `λ_i ∈ [0, 1/m)` (resp.
 `[0, 1/(1-m))`), and the CS is their hedge at `α/2` each (Waudby-Smith & Ramdas 2024, "Estimating means
-of bounded random variables by betting", JRSS-B 86(1): the hedged capital process, cited in
-`rfkit.validation.sequences` as Eq 25–27). The bets are the predictable plug-in of their Eq 26,
+of bounded random variables by betting", JRSS-B 86(1): the hedged capital process). The bets are their
+predictable plug-in,
 `λ_i = min( sqrt(2 log(2/α) / (σ̂²_{i-1} · max(i, t_opt))), 1/(2m) )` (the `1/(2(1-m))` truncation for
-`K^-`, Remark 3), with `σ̂²_i = (1/4 + Σ_{j≤i} (Y_j - μ̂_j)²)/(i + 1)`, `μ̂_i = (1/2 + Σ_{j≤i} Y_j)/(i + 1)`.
+`K^-`), with `σ̂²_i = (1/4 + Σ_{j≤i} (Y_j - μ̂_j)²)/(i + 1)`, `μ̂_i = (1/2 + Σ_{j≤i} Y_j)/(i + 1)`.
 Up to `t_opt` these are exactly the bets `lambda_predmix_eb(y, alpha=α/2, fixed_n=t_opt)` of the
 authors' `confseq` 0.0.11 and the capital process is its `betting_mart` (`tests/test_sequences.py`
 checks both against numbers produced by that code). *Assumption:* every replicate lies in
@@ -580,8 +580,8 @@ checks both against numbers produced by that code). *Assumption:* every replicat
 `φ(x) = sign(x) log(1 + |x| + x²/2)`, which satisfies `-log(1 - x + x²/2) ≤ φ(x) ≤ log(1 + x + x²/2)`,
 `M_t^±(m) = exp( Σ_{i≤t} φ(±λ_i (X_i - m)) - Σ_{i≤t} λ_i² σ_i² / 2 )` is a nonnegative supermartingale under
 `E X = m` whenever `Var X ≤ σ_i²` and `λ_i > 0` is predictable (Wang & Ramdas 2023, "Catoni-style
-confidence sequences for heavy-tailed mean estimation", SPA 163: the Catoni-style CS, cited in
-`rfkit.validation.sequences` as Theorem 9 / Eq 21, and the supermartingale of Eq 12). The cell uses
+confidence sequences for heavy-tailed mean estimation", SPA 163: the Catoni-style CS and its
+supermartingale). The cell uses
 `σ_i² = max(σ²_theory, s²_{i-1})` (the sample variance of the *previous* replicates, so an estimator
 noisier than theory is judged with its own spread) and
 `λ_i = sqrt(2 log(2/α) / (σ_i² max(i, t_opt)))`. *Assumption:* `Var X ≤ σ²_theory` (the closed form from
@@ -591,9 +591,9 @@ noisier than theory is judged with its own spread) and
 the running mean and standard deviation,
 `C_t = μ̂_t ± σ̂_t sqrt( 2(tρ² + 1)/(t²ρ²) · log( sqrt(tρ² + 1)/α ) )` with
 `ρ² = (-2 log α + log(1 - 2 log α))/t_opt` (Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas 2024, Ann.
-Statist. 52(6), "Time-uniform central limit theory and asymptotic confidence sequences", Theorem 2.2,
-with the mixing scale in units of `σ̂_t`, i.e. their `ρ` set to `ρ/σ̂_t`, and the width-optimal `ρ` for time
-`t_opt`; the normal-mixture boundary of Howard et al. 2021, Eq 14–15). Its e-value at `m` is
+Statist. 52(6), "Time-uniform central limit theory and asymptotic confidence sequences": its Gaussian-mixture CS for
+iid means, with the mixing scale in units of `σ̂_t`, i.e. their `ρ` set to `ρ/σ̂_t`, and the width-optimal `ρ` for time
+`t_opt`; the two-sided normal-mixture boundary of Howard et al. 2021). Its e-value at `m` is
 `exp(ρ² S²/(2(tρ² + 1)))/sqrt(tρ² + 1)` with `S = t(μ̂_t - m)/σ̂_t`. *Assumption:* iid
 replicates with finite variance; the coverage holds in the limit (a time-uniform CLT). Because
 random-feature estimators are log-normal-like, the cell is **flagged** (undecided) when one replicate
@@ -670,7 +670,8 @@ def render_markdown(long: pd.DataFrame, *, size: Size, seed: int, seconds: float
                 f"({ref.procedure}, {ref.law})")
         if grp.false_support.notna().any():
             sup = grp.loc[grp.false_support.idxmax()]
-            line += f" and the largest false-support rate {sup.false_support:.4f} ({sup.procedure}, {sup.law})"
+            line += (f" and the largest false-support rate {sup.false_support:.4f} ({sup.procedure}, {sup.law})"
+                     if sup.false_support > 0 else "; no case was falsely supported")
         summary.append(line + ".")
     parts.append(" ".join(summary) + "\n")
     parts.append(_markdown(calib, [

@@ -21,13 +21,12 @@ The procedures (the strongest the assumptions allow, in this order):
 class                       validity         assumption and construction
 ==========================  ===============  =========================================================
 :class:`BettingCS`          non-asymptotic   values in a known ``[lo, hi]``; hedged capital process with
-                                             predictable-plug-in bets (Waudby-Smith & Ramdas 2024,
-                                             Eq 25-27 and Remark 3)
+                                             predictable-plug-in bets (Waudby-Smith & Ramdas 2024)
 :class:`CatoniCS`           non-asymptotic   finite variance with a known bound ``σ² ≥ Var X`` (from
                                              :mod:`rfkit.theory`); Catoni-style supermartingale
-                                             (Wang & Ramdas 2023, Theorem 9 / Eq 21)
+                                             (Wang & Ramdas 2023)
 :class:`AsymptoticCS`       asymptotic       iid with finite variance; Gaussian-mixture asymptotic CS
-                                             (Waudby-Smith, Arnold, Wu, Wang & Ramdas 2024, Thm 2.2)
+                                             (Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas 2024)
 ==========================  ===============  =========================================================
 
 ``CatoniCS`` uses the variance bound ``σ_i² = max(σ²_theory, s²_{i-1})`` (predictable: the sample variance
@@ -39,10 +38,10 @@ References
 ----------
 I. Waudby-Smith and A. Ramdas (2024). Estimating means of bounded random variables by betting. JRSS-B 86(1).
 H. Wang and A. Ramdas (2023). Catoni-style confidence sequences for heavy-tailed mean estimation. SPA 163.
-I. Waudby-Smith, D. Arnold, J. Wu, Y. Wang and A. Ramdas (2024). Time-uniform central limit theory and
+I. Waudby-Smith, D. Arbour, R. Sinha, E. H. Kennedy and A. Ramdas (2024). Time-uniform central limit theory and
 asymptotic confidence sequences. Annals of Statistics 52(6).
 S. R. Howard, A. Ramdas, J. McAuliffe and J. Sekhon (2021). Time-uniform, nonparametric, nonasymptotic
-confidence sequences. Annals of Statistics 49(2) (the normal mixture boundary, Eq 14).
+confidence sequences. Annals of Statistics 49(2) (the two-sided normal-mixture boundary).
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ def catoni_influence(x):
     r"""Catoni's widest influence function ``φ(x) = sign(x)·log(1 + |x| + x²/2)``.
 
     It satisfies ``-log(1 - x + x²/2) <= φ(x) <= log(1 + x + x²/2)`` for all ``x``, which is what makes
-    ``exp(Σ φ(λ_i(X_i - μ)) - σ² Σλ_i²/2)`` a supermartingale (Wang & Ramdas 2023, Eq 12), and it grows
+    ``exp(Σ φ(λ_i(X_i - μ)) - σ² Σλ_i²/2)`` a supermartingale (Wang & Ramdas 2023), and it grows
     only logarithmically, so one huge replicate moves the sum by ``O(log)`` — the robustness to heavy tails.
     """
     x = np.asarray(x, dtype=np.float64)
@@ -93,7 +92,7 @@ def _betting_sum(lam, y, mu, side, cap):  # Σ log(1 + side·min(λ_i, cap)(y_i 
 
 def mixture_rho2(alpha: float, t_opt: float) -> float:
     """Mixing variance of the Gaussian-mixture boundary that minimises the CS width at time ``t_opt``
-    (Waudby-Smith et al. 2024, Eq 2.4; Howard et al. 2021, Eq 15): ``(-2 log α + log(1 - 2 log α)) / t``."""
+    (Waudby-Smith et al. 2024; Howard et al. 2021): ``(-2 log α + log(1 - 2 log α)) / t``."""
     la = -2.0 * math.log(alpha)
     return (la + math.log1p(la)) / max(t_opt, 1.0)
 
@@ -222,7 +221,7 @@ class _Sequence:
 
 
 class AsymptoticCS(_Sequence):
-    r"""Gaussian-mixture asymptotic confidence sequence (Waudby-Smith et al. 2024, Theorem 2.2).
+    r"""Gaussian-mixture asymptotic confidence sequence for iid means (Waudby-Smith et al. 2024).
 
     With the running mean ``μ̂_t`` and standard deviation ``σ̂_t``,
 
@@ -255,7 +254,7 @@ class AsymptoticCS(_Sequence):
         return log_two_sided + math.log(2.0) if side * diff > 0 else 0.0
 
     def radius(self, alpha: float) -> float:
-        """Half-width of the two-sided CS at level ``alpha`` (Theorem 2.2's boundary, closed form)."""
+        """Half-width of the two-sided CS at level ``alpha`` (the Gaussian-mixture boundary, closed form)."""
         t = self.t
         if t < 2:
             return math.inf
@@ -297,14 +296,20 @@ class CatoniCS(_Sequence):
         self._sig2 = np.empty(0)
         self._sum = 0.0
         self._sumsq = 0.0
+        self._shift: float | None = None
         self._penalty = 0.0
 
     def _extend(self, x):
         n0 = self._lam.size
         i = np.arange(n0 + 1, n0 + x.size + 1, dtype=np.float64)
         # sample variance of the observations *before* each one (predictable)
-        csum = self._sum + np.concatenate([[0.0], np.cumsum(x)[:-1]])
-        csq = self._sumsq + np.concatenate([[0.0], np.cumsum(x * x)[:-1]])
+        if x.size == 0:
+            return
+        if self._shift is None:
+            self._shift = float(x[0])  # sums of shifted values: no cancellation when |mean| >> sd
+        z = x - self._shift
+        csum = self._sum + np.concatenate([[0.0], np.cumsum(z)[:-1]])
+        csq = self._sumsq + np.concatenate([[0.0], np.cumsum(z * z)[:-1]])
         prev = i - 1
         with np.errstate(invalid="ignore", divide="ignore"):
             s2 = np.where(prev >= 2, (csq - csum * csum / np.maximum(prev, 1)) / np.maximum(prev - 1, 1), 0.0)
@@ -314,8 +319,8 @@ class CatoniCS(_Sequence):
         self._lam = np.concatenate([self._lam, lam])
         self._sig2 = np.concatenate([self._sig2, sig2])
         self._penalty += float((sig2 * lam * lam).sum())  # σ² Σ λ_i² (σ_i² per step)
-        self._sum += float(x.sum())
-        self._sumsq += float((x * x).sum())
+        self._sum += float(z.sum())
+        self._sumsq += float((z * z).sum())
 
     def _find_center(self) -> float:
         """The Catoni M-estimate: the ``m`` where ``Σ φ(λ_i(X_i - m)) = 0``."""
@@ -346,7 +351,7 @@ class BettingCS(_Sequence):
     On ``Y = (X - lo)/(hi - lo) ∈ [0, 1]`` and a candidate mean ``m``, the capital processes
     ``K_t^+(m) = Π(1 + λ_i^+(Y_i - m))`` and ``K_t^-(m) = Π(1 - λ_i^-(Y_i - m))`` are nonnegative martingales
     under mean ``m`` when the bets ``λ_i^+ ∈ [0, 1/m)``, ``λ_i^- ∈ [0, 1/(1-m))`` are predictable. The bets
-    are the predictable plug-in of their Eq 26, truncated at ``1/(2m)`` and ``1/(2(1-m))`` (Remark 3):
+    are their predictable plug-in, truncated at ``1/(2m)`` and ``1/(2(1-m))`` as they recommend:
 
     .. math:: λ_i = \min\Big(\sqrt{\frac{2\log(2/α)}{\hat σ²_{i-1}\, \max(i, t_{opt})}}, c\Big),
               \hat σ²_i = \frac{1/4 + Σ_{j<=i}(Y_j - \hat μ_j)²}{i + 1}, \hat μ_i = \frac{1/2 + Σ_{j<=i} Y_j}{i + 1}.
@@ -375,6 +380,8 @@ class BettingCS(_Sequence):
         return super().update(x)
 
     def _extend(self, x):
+        if x.size == 0:
+            return
         y = (x - self.lo) / (self.hi - self.lo)
         n0 = self._lam.size
         i = np.arange(n0 + 1, n0 + y.size + 1, dtype=np.float64)

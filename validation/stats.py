@@ -347,7 +347,10 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
             raise ValueError(f"replicates outside the declared bounds {bounds}")
         parts.append(x)
         seq.update(x)
-        if stop_when_decided and seq.t > 1:
+        # an asymptotic sequence is valid from a large start time on (its guarantee is a limit as the start
+        # grows): it may stop only after ASYMPTOTIC_START of the planned replicates
+        start = ASYMPTOTIC_START * t_opt if isinstance(seq, AsymptoticCS) else 2
+        if stop_when_decided and seq.t >= start:
             decision = _decided(seq, prediction, tolerance, scale, alternative, alpha)
             if decision is not None:
                 # stop only if the sample can be trusted: a flag that more rounds may lift (heavy tails,
@@ -395,6 +398,9 @@ def _deterministic(x, prediction, *, tolerance, alternative, scale, extra) -> Ev
 FIRST_ROUND = 1 / 32
 #: Smallest first round.
 MIN_ROUND = 500
+#: Fraction of its planned replicates an asymptotic sequential cell draws before it may stop (heavy-tailed
+#: importance weights stopped at the first look of 500 refuted at 6x alpha in the calibration).
+ASYMPTOTIC_START = 0.25
 
 
 def round_sizes(budget: int, planned: int | None = None) -> list[int]:
