@@ -344,7 +344,7 @@ def _run_unit(proc: Procedure, law: Law, size: Size, seed: int) -> list[dict]:
                     cache[key] = proc.call(exceed, n, pred, alpha=c.alpha, tolerance=tol)
                 ev = cache[key]
             a = acc[c]
-            supported = not ev.flags and ev.upper <= tol and ev.resolution <= tol
+            supported = not ev.flags and ev.upper <= tol  # the engine's support rule
             # a fixed-sample or binomial cell always uses all its replicates: "decided" only matters for sequential
             decided = proc.kind != "sequential" or str(ev.extra.get("status", "")).startswith("decided")
             a["refuted"] += ev.p_value <= c.alpha
@@ -537,8 +537,9 @@ Every claim is checked cell by cell. A cell measures replicates and hands them t
 is at most the tolerance", an upper confidence bound `upper` on the violation (in tolerance units), the
 `resolution` (the confidence radius), flags, and the `validity` class of the guarantee. The engine
 **refutes** a claim when Holm's procedure over its cells rejects one (`p_value <= alpha` after the
-adjustment), and **supports** it only when every cell is unflagged and has `upper <= tolerance` and
-`resolution <= tolerance`. Flagged cells (heavy tails, skewness beyond the normal approximation,
+adjustment), and **supports** it only when every cell is unflagged and has `upper <= tolerance` (an
+equivalence test; the resolution only explains a failure: "underpowered" when it exceeds the tolerance).
+Flagged cells (heavy tails, skewness beyond the normal approximation,
 non-finite replicates, a degenerate sample) neither refute nor support.
 
 This page describes the procedures and then reports their **calibration**, measured by simulation
