@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from rfkit.validation.model import TIERS, CellContext, Claim
-from rfkit.validation.stats import Evidence, holm, weakest_validity
+from rfkit.validation.stats import VALIDITY, Evidence, holm, weakest_validity
 
 __all__ = ["CellSpec", "CellOutcome", "VariantVerdict", "ClaimResult", "RunResult", "plan", "run_cell",
            "decide", "validate", "extensions", "rfkit_version", "VERDICTS", "BACKENDS", "backend_implementations",
@@ -355,8 +355,6 @@ class ClaimResult:
         """The weakest validity class a ``supported`` verdict rests on (``None`` otherwise)."""
         if self.verdict != "supported":
             return None
-        from rfkit.validation.stats import VALIDITY
-
         return max((v.validity or "exact" for v in self.variants.values()), key=VALIDITY.index)
 
     @property

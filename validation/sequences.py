@@ -134,6 +134,13 @@ class _Sequence:
         return int(self._x.size)
 
     @property
+    def values(self) -> np.ndarray:
+        """Every observation so far (read-only view)."""
+        view = self._x.view()
+        view.flags.writeable = False
+        return view
+
+    @property
     def mean(self) -> float:
         return self._sum1 / self.t if self.t else math.nan
 

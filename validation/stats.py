@@ -157,9 +157,6 @@ class _Law:
     def isf(self, q):
         return stats.norm.isf(q) if math.isinf(self.dof) else stats.t.isf(q, self.dof)
 
-    def ppf(self, q):
-        return stats.norm.ppf(q) if math.isinf(self.dof) else stats.t.ppf(q, self.dof)
-
 
 def _interval(diff: float, se: float, tol: float, law: _Law, alpha: float, alternative: str):
     """``(p, upper, resolution)`` for the null ``violation <= tol`` given a normal/t statistic."""
@@ -194,27 +191,23 @@ def _check_mean_args(alternative, scale, sd, bounds, tolerance):
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
 
 
-def _mean_evidence(seq, x_all: np.ndarray, prediction: float, *, alpha: float, tolerance: float,
-                   alternative: str, scale: float, sd: float | None, extra: dict,
-                   bounds: tuple[float, float] | None = None) -> Evidence:
+def _mean_evidence(seq, prediction: float, *, alpha: float, tolerance: float, alternative: str, scale: float,
+                   sd: float | None, extra: dict, bounds: tuple[float, float] | None = None) -> Evidence:
     """Evidence of a mean from a confidence sequence after its last round (see :func:`mean_test`)."""
-    n = seq.t
+    n, x_all = seq.t, seq.values
     pred = prediction / scale
     center = seq.center
     diff = (center - prediction) / scale
     v = _signed_violation(diff, alternative)
-    lo_null, hi_null = prediction - tolerance * scale, prediction + tolerance * scale
+    p, _ = _null_p_values(seq, prediction, tolerance, scale, alternative)
     if alternative == "two-sided":
-        p = min(1.0, 2 * min(seq.p_value(hi_null, +1), seq.p_value(lo_null, -1)))
         low, high = seq.bounds(alpha)
         upper = max(high - prediction, prediction - low) / scale
         radius = (high - low) / (2 * scale)
     elif alternative == "less":
-        p = seq.p_value(hi_null, +1)
         high = seq.upper(alpha)
         upper, radius = (high - prediction) / scale, (high - center) / scale
     else:
-        p = seq.p_value(lo_null, -1)
         low = seq.lower(alpha)
         upper, radius = (prediction - low) / scale, (center - low) / scale
     mean = float(x_all.mean())
@@ -293,30 +286,29 @@ def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, t
                          scale=scale, sd=sd, bounds=bounds, t_opt=max(x.size, 1), extra=dict(extra or {}))
 
 
-def _undecided_evidence(n, pred, flag, extra, *, effect=math.nan, estimate=math.nan, validity="asymptotic"):
-    return Evidence(estimate, pred, math.nan, math.nan, 1.0, math.inf, effect, math.inf, n, "mean", (flag,),
+def _undecided_evidence(n, pred, flag, extra, *, validity="asymptotic"):
+    return Evidence(math.nan, pred, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf, n, "mean", (flag,),
                     extra=extra, validity=validity)
+
+
+def _null_p_values(seq, prediction, tolerance, scale, alternative) -> tuple[float, float]:
+    """Anytime p-values ``(violated, within)`` of the interval null "violation <= tolerance" and of its
+    complement, each at the nearest end of the interval (two-sided: ``α/2`` a side)."""
+    lo_null, hi_null = prediction - tolerance * scale, prediction + tolerance * scale
+    if alternative == "two-sided":
+        return (min(1.0, 2 * min(seq.p_value(hi_null, +1), seq.p_value(lo_null, -1))),
+                min(1.0, 2 * max(seq.p_value(lo_null, +1), seq.p_value(hi_null, -1))))
+    if alternative == "less":
+        return seq.p_value(hi_null, +1), seq.p_value(hi_null, -1)
+    return seq.p_value(lo_null, -1), seq.p_value(lo_null, +1)
 
 
 def _decided(seq, prediction, tolerance, scale, alternative, alpha) -> str | None:
     """``"violated"`` / ``"within"`` when the sequence already decides the interval null, else ``None``."""
-    lo_null, hi_null = prediction - tolerance * scale, prediction + tolerance * scale
-    if alternative == "two-sided":
-        if 2 * min(seq.p_value(hi_null, +1), seq.p_value(lo_null, -1)) <= alpha:
-            return "violated"
-        if seq.p_value(lo_null, +1) <= alpha / 2 and seq.p_value(hi_null, -1) <= alpha / 2:
-            return "within"
-    elif alternative == "less":
-        if seq.p_value(hi_null, +1) <= alpha:
-            return "violated"
-        if seq.p_value(hi_null, -1) <= alpha:
-            return "within"
-    else:
-        if seq.p_value(lo_null, -1) <= alpha:
-            return "violated"
-        if seq.p_value(lo_null, +1) <= alpha:
-            return "within"
-    return None
+    violated, within = _null_p_values(seq, prediction, tolerance, scale, alternative)
+    if violated <= alpha:
+        return "violated"
+    return "within" if within <= alpha else None
 
 
 def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, sd, bounds, t_opt, extra,
@@ -335,7 +327,7 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
                                   extra=extra)
         rounds = itertools.chain([first], rounds)
     seq = _sequence(alpha=alpha, t_opt=t_opt, sd=sd, bounds=bounds)
-    parts, status, used = [], "budget spent", 0
+    status, used = "budget spent", 0
     for k, x in enumerate(rounds):
         x = np.asarray(x, dtype=np.float64).ravel()
         used += 1
@@ -343,10 +335,7 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
             extra.update(rounds=k + 1)
             bad = int((~np.isfinite(x)).sum())
             return _undecided_evidence(seq.t + x.size, pred, f"non-finite replicates ({bad} of {x.size})", extra)
-        if bounds is not None and ((x < bounds[0]) | (x > bounds[1])).any():
-            raise ValueError(f"replicates outside the declared bounds {bounds}")
-        parts.append(x)
-        seq.update(x)
+        seq.update(x)  # a BettingCS refuses replicates outside its bounds
         # an asymptotic sequence is valid from a large start time on (its guarantee is a limit as the start
         # grows): it may stop only after ASYMPTOTIC_START of the planned replicates
         start = ASYMPTOTIC_START * t_opt if isinstance(seq, AsymptoticCS) else 2
@@ -355,18 +344,17 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
             if decision is not None:
                 # stop only if the sample can be trusted: a flag that more rounds may lift (heavy tails,
                 # skew seen in a short sample) means draw on
-                ev = _mean_evidence(seq, np.concatenate(parts), prediction, alpha=alpha, tolerance=tolerance,
+                ev = _mean_evidence(seq, prediction, alpha=alpha, tolerance=tolerance,
                                     alternative=alternative, scale=scale, sd=sd, bounds=bounds,
                                     extra=dict(extra, rounds=used, status=f"decided ({decision})"))
                 if not any(f.startswith(("heavy tails", "skewed")) for f in ev.flags):
                     return ev
     if seq.t == 0:
         return _undecided_evidence(0, pred, "no replicates (empty evidence)", extra)
-    x_all = np.concatenate(parts)
     if seq.t < 2 and sd is None and bounds is None:
         return _undecided_evidence(seq.t, pred, "a single replicate and no variance bound", extra)
     extra.update(rounds=used, status=status)
-    return _mean_evidence(seq, x_all, prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
+    return _mean_evidence(seq, prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
                           scale=scale, sd=sd, extra=extra, bounds=bounds)
 
 

@@ -25,6 +25,8 @@ from collections.abc import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from rfkit.validation.stats import ratio_test, slope_test
+
 __all__ = ["peak_bytes", "single_threaded_blas", "interleaved_times", "interleaved_best_times", "timing_slope_test",
            "timing_ratio_test", "MACHINE_MARGIN"]
 
@@ -84,8 +86,6 @@ def timing_slope_test(sizes, calls: list[Callable[[], object]], claimed: float, 
     at least 5 sizes. ``alternative="less"``: "grows no faster than size^claimed". Validity: asymptotic
     (normal log-time errors).
     """
-    from rfkit.validation.stats import slope_test
-
     sizes = np.asarray(sizes, dtype=np.float64)
     times = interleaved_times(calls, repeats=max(repeats, 2))
     floor = TIMING_FLOOR * np.median(times, axis=0)
@@ -105,8 +105,6 @@ def timing_ratio_test(fast: Callable[[], object], slow: Callable[[], object], cl
                       alpha: float, tolerance: float, margin: float = MACHINE_MARGIN, extra: dict | None = None):
     """"``fast`` takes at most ``claimed_ratio`` times the time of ``slow``" on paired repeated CPU times:
     :func:`rfkit.validation.stats.ratio_test` on ``log(t_fast/t_slow)`` with the machine margin."""
-    from rfkit.validation.stats import ratio_test
-
     times = interleaved_times([fast, slow], repeats=max(repeats, 3))
     return ratio_test(times[:, 0], times[:, 1], claimed_ratio, alpha=alpha, tolerance=tolerance, margin=margin,
                       alternative="less", extra=dict(extra or {}, seconds=times.tolist()))
