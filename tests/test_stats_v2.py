@@ -216,3 +216,48 @@ def test_tiny_real_variance_is_not_taken_for_determinism():
     assert not ev.flags and ev.validity == "non-asymptotic" and ev.upper <= 1e-6
     frozen = mean_test(np.full(50, 1.0), 1.0, sd=1e-12, tolerance=1e-6, alpha=1e-3)
     assert frozen.validity == "exact" and not frozen.flags  # agreeing replicates, zero variance up to round-off
+
+
+# ------------------------------------------------------------------- tail index (asymptotic cells)
+# Fixed seeds: each check below is deterministic; the margins were chosen so that other seeds pass too
+# (Hill's estimator at k = 63 has a relative sd of about 1/sqrt(63) = 13%).
+
+
+def test_tail_index_estimates_pareto_and_light_tails():
+    from rfkit.validation.stats import tail_index
+
+    rng = np.random.default_rng(11)
+    assert 1.6 < tail_index(rng.pareto(2.5, 4000) + 1.0) < 3.0  # index 2.5 (|X - median| biases it low)
+    assert tail_index(rng.normal(size=4000)) > 5.0
+    assert tail_index(np.ones(50)) == math.inf
+    with pytest.raises(ValueError):
+        tail_index(np.ones(1))
+
+
+def test_asymptotic_cell_with_heavy_tails_is_flagged_by_the_tail_index():
+    # importance weights of tail index 2.5: without the check, a sample that misses the tail refuted a true
+    # claim at 3.5x alpha (docs/statistics.md); with it the cell cannot decide unless theory's sd is given
+    rng = np.random.default_rng(0)  # a sample whose largest weight carries < 20% of the variance
+    x = rng.normal(0.0, 0.6 ** 0.5, 4000)
+    w = 0.6 ** 0.5 * np.exp(-0.5 * (x - 0.5) ** 2 + x * x / 1.2)
+    ev = mean_test(w, 1.0, alpha=1e-3, tolerance=0.5)
+    assert any(f.startswith("heavy tails (tail index") for f in ev.flags) and ev.p_value == 1.0
+    assert not mean_test(rng.normal(1.0, 1.0, 4000), 1.0, alpha=1e-3, tolerance=0.5).flags
+
+
+def test_catoni_cell_is_not_flagged_when_one_replicate_alone_lifts_the_variance():
+    x = np.random.default_rng(5).normal(0.0, 1.0, 2000)
+    x[0] = 80.0  # one large replicate: the sample sd exceeds theory's only because of it
+    assert x.std(ddof=1) > 1.0 and np.delete(x, 0).std(ddof=1) <= 1.0
+    assert not mean_test(x, 0.0, sd=1.0, alpha=1e-3, tolerance=0.5).flags
+    # an estimator noisier than theory throughout (and with one outlier) is distrusted
+    y = 1.5 * np.random.default_rng(6).normal(0.0, 1.0, 2000)
+    y[0] = 120.0
+    assert any(f.startswith("heavy tails") for f in mean_test(y, 0.0, sd=1.0, alpha=1e-3, tolerance=0.5).flags)
+
+
+def test_deterministic_cell_at_the_tolerance_is_not_refuted_by_round_off():
+    # 1.05 - 1 = 0.050000000000000044 in floating point: the edge of the null, not beyond it
+    ev = mean_test(np.full(10, 1.05), 1.0, sd=0.0, alpha=1e-3, tolerance=0.05)
+    assert ev.p_value == 1.0
+    assert mean_test(np.full(10, 1.0501), 1.0, sd=0.0, alpha=1e-3, tolerance=0.05).p_value == 0.0

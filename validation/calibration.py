@@ -598,8 +598,15 @@ iid means, with the mixing scale in units of `σ̂_t`, i.e. their `ρ` set to `�
 `exp(ρ² S²/(2(tρ² + 1)))/sqrt(tρ² + 1)` with `S = t(μ̂_t - m)/σ̂_t`. *Assumption:* iid
 replicates with finite variance; the coverage holds in the limit (a time-uniform CLT). Because
 random-feature estimators are log-normal-like, the cell is **flagged** (undecided) when one replicate
-carries more than 20% of the sample variance, or when the first Edgeworth term of the mean's tail at
-the boundary, `|γ₁|(z² - 1)φ(z)/(6√n)`, exceeds the nominal level.
+carries more than 20% of the sample variance; when Hill's estimate of the tail index of `|X - median|`
+(on the `max(10, √n)` largest deviations; Hill 1975) is below 3, i.e. the sample does not show three
+finite moments, without which the normal approximation of the mean has no Berry–Esseen rate (from
+100 replicates on); or when the first Edgeworth term of the mean's tail at the boundary,
+`|γ₁|(z² - 1)φ(z)/(6√n)`, exceeds the nominal level. The tail-index check matters most: a sample that
+misses the tail also underestimates the variance, so the variance share and the skewness look harmless
+exactly when the interval is too narrow (without it, importance weights of tail index 2.5 were falsely
+refuted at 3.5 times the level α = 0.001). A cell that needs a decision on such replicates must give
+theory's variance bound (`sd=`), which is non-asymptotic.
 
 ## Procedure for a tail probability
 
