@@ -12,6 +12,12 @@ Predictions, by register id:
 * ``is_weight_second_moment`` — :func:`log_is_weight_second_moment`:
   ``E_{N(μ,I)}[(p_n/q)²] = Σ_{m,m'} π_nm π_nm' exp((q_n + k_m - μ)·(q_n + k_m' - μ))`` (from
   ``∫ N(a)N(b)/N(c) = exp((a-c)·(b-c))``).
+* IS / MIS second moments (``lara.sec2_3.is_unbiased``, ``lara.eq8.mis_unbiased``, ``lara.eq9.*``) —
+  :func:`is_second_moment` (exact: ``p_n f_n = Σ_m π_nm N(q_n + k_m, I) v_m`` is a Gaussian mixture, so
+  ``E_q[(p_n f_n·u/q)²]`` is a sum of Gaussian-ratio integrals), :func:`mis_second_moment_bound` and
+  :func:`mis_variance_bound` (exact or proven upper bounds per weighting family: constant, balance, Eq 9, Eq 37,
+  bounded partitions of unity; Gaussian or Eq 32 mixture proposals), :func:`mis_group_variance_sd_bound` (fourth
+  moments: the sd of a group's sample trace variance).
 * ``kernel_relative_variance`` — :func:`kernel_relative_variance` (reuses
   :func:`rfkit.theory.softmax.relative_mse`; adds the random-phase map ``2 sinh²(t/2) + e^t/2``).
 * ``snis_delta_bias_variance``, ``unnormalised_mis_variance``, ``ra_mse_decomposition`` — plug-in
@@ -46,6 +52,7 @@ from scipy.special import softmax
 
 from rfkit.estimators.ra import attention_mixture, softmax_log_weights
 from rfkit.estimators.rfa import integrand, key_statistics, log_normal, logsumexp
+from rfkit.theory.importance import gram_fourth_power_integral, mixture_square_integral
 from rfkit.theory.softmax import relative_mse
 
 __all__ = [
@@ -70,6 +77,11 @@ __all__ = [
     "appd_grid_solution",
     "ra_gemms",
     "lara_gemms",
+    "is_second_moment",
+    "MIS_WEIGHT_FAMILIES",
+    "mis_second_moment_bound",
+    "mis_variance_bound",
+    "mis_group_variance_sd_bound",
     "rfa_gemms",
     "proposal_flops",
 ]
@@ -168,12 +180,23 @@ def ra_mse(mean_f, trace_cov: float, mu, S: int) -> float:
     return float(bias @ bias + trace_cov / S)
 
 
-def snis_delta_bias_variance(aw, f, g, S_c) -> tuple[np.ndarray, float]:
+def _expectation(x: np.ndarray, weights) -> np.ndarray:
+    """``E`` along axis 1 (the draws or nodes of each proposal): a plain mean, or ``Σ_i W_ci x_ci`` for quadrature
+    weights ``W (C, R)`` (or ``(R,)``) that sum to one per proposal."""
+    if weights is None:
+        return x.mean(axis=1)
+    w = np.broadcast_to(np.asarray(weights, dtype=np.float64), x.shape[:2])
+    return np.einsum("cr,cr...->c...", w, x)
+
+
+def snis_delta_bias_variance(aw, f, g, S_c, weights=None) -> tuple[np.ndarray, float]:
     r"""Leading-order (``1/S_c``) bias vector and trace variance of self-normalised MIS, plug-in form.
 
     ``aw[c]`` ``(R,)``: values of ``α_nc(ω) w_c(ω)`` (``w_c = p_n/q_c`` normalised) at ``R`` draws
     ``ω ~ q_c``; ``f[c]`` ``(R, D_v)``: ``f_n`` there; ``g = E_{p_n}[f_n]``; ``S_c`` per proposal (scalar or
-    ``(C,)``). Returns (register ``lara.derived.snis_delta_bias_variance``)
+    ``(C,)``). ``weights`` (optional, ``(C, R)`` or ``(R,)``, summing to one per proposal): quadrature weights of
+    the points instead of a plain average (Gauss-Hermite nodes under ``q_c``). Returns (register
+    ``lara.derived.snis_delta_bias_variance``)
 
     ``bias = -Σ_c (1/S_c)(E[α²w²(f-g)] - E[αw] E[αw(f-g)])``,
     ``tr Var = Σ_c (1/S_c)(E[α²w²‖f-g‖²] - ‖E[αw(f-g)]‖²)``.
@@ -183,23 +206,23 @@ def snis_delta_bias_variance(aw, f, g, S_c) -> tuple[np.ndarray, float]:
     aw = np.asarray(aw, dtype=np.float64)
     diff = np.asarray(f, dtype=np.float64) - np.asarray(g, dtype=np.float64)
     s = np.broadcast_to(np.asarray(S_c, dtype=np.float64), aw.shape[:1])
-    e_aw = aw.mean(axis=1)
-    e_awd = (aw[..., None] * diff).mean(axis=1)
-    e_a2w2d = ((aw**2)[..., None] * diff).mean(axis=1)
-    e_a2w2d2 = ((aw**2) * (diff**2).sum(-1)).mean(axis=1)
+    e_aw = _expectation(aw, weights)
+    e_awd = _expectation(aw[..., None] * diff, weights)
+    e_a2w2d = _expectation((aw**2)[..., None] * diff, weights)
+    e_a2w2d2 = _expectation((aw**2) * (diff**2).sum(-1), weights)
     bias = -((e_a2w2d - e_aw[:, None] * e_awd) / s[:, None]).sum(axis=0)
     var = float(((e_a2w2d2 - (e_awd**2).sum(-1)) / s).sum())
     return bias, var
 
 
-def unnormalised_mis_variance(aw, f, S_c) -> float:
+def unnormalised_mis_variance(aw, f, S_c, weights=None) -> float:
     r"""Exact trace variance of unnormalised MIS (Eq 8), plug-in form:
     ``Σ_c (1/S_c)(E_{q_c}[α²w²‖f‖²] - ‖E_{q_c}[αwf]‖²)`` (arguments as :func:`snis_delta_bias_variance`)."""
     aw = np.asarray(aw, dtype=np.float64)
     f = np.asarray(f, dtype=np.float64)
     s = np.broadcast_to(np.asarray(S_c, dtype=np.float64), aw.shape[:1])
-    second = ((aw**2) * (f**2).sum(-1)).mean(axis=1)
-    first = ((aw[..., None] * f).mean(axis=1) ** 2).sum(-1)
+    second = _expectation((aw**2) * (f**2).sum(-1), weights)
+    first = (_expectation(aw[..., None] * f, weights) ** 2).sum(-1)
     return float(((second - first) / s).sum())
 
 
@@ -495,3 +518,177 @@ def proposal_flops(family: str, c: int, m: int, d: int, *, eq35_reading: str = "
     if eq35_reading == "printed_M":
         return 2 * c * c * d + 2 * c * m * d + 2 * c * d
     raise ValueError(f"unknown eq35 reading {eq35_reading!r}")
+
+
+# ------------------------------------------------------ second moments of IS / MIS estimates (closed forms)
+#
+# The integrand of every estimate here is a signed Gaussian mixture: by Eq 5-6, p_n(ω) f_n(ω) =
+# Σ_m π_nm N(ω; q_n + k_m, I) v_m, so along a direction u, h(ω) := p_n(ω) f_n(ω)·u = Σ_m π_nm (v_m·u)
+# N(ω; q_n + k_m, I), and with all coefficients 1, h = p_n. An IS replicate under q is h/q, and
+# E_q[(h/q)²] = ∫ h²/q: a sum of Gaussian-ratio integrals (rfkit.theory.importance), exact for a Gaussian q.
+# For the unnormalised MIS estimate (Eq 8) with one draw per proposal, ĝ = Σ_c X_c, X_c = α_c(ω_c) h(ω_c)/q_c(ω_c),
+# ω_c ~ q_c independent: Var ĝ = Σ_c (E X_c² - (E X_c)²) <= Σ_c E X_c² - H²/C (Cauchy-Schwarz on Σ_c E X_c = H,
+# H = ∫h), and Σ_c E X_c² is exact or bounded per weighting family (see mis_second_moment_bound).
+
+
+def _target_terms(q_row, k, coef=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(β, a)``: ``h = Σ_m β_m N(ω; a_m, I)`` with ``β_m = π_nm coef_m`` and ``a_m = q_n + k_m`` (``coef`` 1 by
+    default: ``h = p_n``). Computed here from the logits (no estimator code)."""
+    q_row = np.asarray(q_row, dtype=np.float64).ravel()
+    k = np.asarray(k, dtype=np.float64).reshape(-1, q_row.size)
+    logits = k @ q_row
+    pi = np.exp(logits - logits.max())
+    pi /= pi.sum()
+    c = np.ones(k.shape[0]) if coef is None else np.asarray(coef, dtype=np.float64).ravel()
+    return pi * c, q_row[None, :] + k
+
+
+def is_second_moment(q_row, k, mu, coef=None) -> float:
+    r"""``E_{N(μ, I)}[(h/q)²] = ∫ h²/N(μ, I) = Σ_{m,m'} β_m β_m' exp((a_m - μ)·(a_m' - μ))`` (exact; ``h`` as in
+    :func:`_target_terms`: ``coef = V u`` gives the IS replicate of ``μ_n·u``, ``coef = None`` the weight ``p_n/q``,
+    where it is :func:`is_weight_second_moment`). The per-replicate variance is this minus ``(Σ β)²``."""
+    beta, a = _target_terms(q_row, k, coef)
+    return mixture_square_integral(beta, a, divide=np.asarray(mu, dtype=np.float64).ravel())
+
+
+def _proposal_components(means, log_weights=None) -> tuple[np.ndarray, np.ndarray]:
+    """Proposals as ``(C, J, D)`` component means and ``(C, J)`` weights (``J = 1``: Gaussian proposals)."""
+    b = np.asarray(means, dtype=np.float64)
+    if b.ndim == 2:
+        b = b[:, None, :]
+    rho = np.ones(b.shape[:2]) if log_weights is None else np.exp(np.asarray(log_weights, dtype=np.float64))
+    return b, rho / rho.sum(axis=1, keepdims=True)
+
+
+def _inverse_density_bound(b: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, float]:
+    r"""Weighted AM-GM for a mixture ``Σ_j ρ_j N(ω; b_j, I) >= Π_j N(ω; b_j, I)^{ρ_j} = N(ω; b̄, I) e^{-s/2}``,
+    ``b̄ = Σ ρ_j b_j``, ``s = Σ ρ_j ‖b_j - b̄‖²``: returns ``(b̄, s)``, so ``1/q <= e^{s/2}/N(ω; b̄, I)``."""
+    center = rho @ b
+    return center, float(rho @ ((b - center) ** 2).sum(-1))
+
+
+def _ratio_moment(beta, a, b, rho) -> float:
+    """``∫ h²/q`` for one proposal ``q = Σ_j ρ_j N(b_j, I)``: exact for ``J = 1``, else the AM-GM upper bound."""
+    if b.shape[0] == 1:
+        return mixture_square_integral(beta, a, divide=b[0])
+    center, spread = _inverse_density_bound(b, rho)
+    return math.exp(0.5 * spread) * mixture_square_integral(beta, a, divide=center)
+
+
+MIS_WEIGHT_FAMILIES = ("single", "constant", "bounded", "balance", "eq9", "eq37")
+
+
+def mis_second_moment_bound(q_row, k, proposal_means, proposal_log_weights=None, *, weights: str, coef=None,
+                            kappa=None, delta=None, rprime=None, alpha_max: float = 1.0) -> float:
+    r"""An upper bound on ``Σ_c E_{q_c}[X_c²]``, ``X_c = α_c(ω) h(ω)/q_c(ω)``, for the one-draw-per-proposal MIS
+    estimate (Eq 8) of ``∫ h`` (``h`` as in :func:`_target_terms`), exact where stated. ``Var ĝ`` is at most this
+    minus ``(∫h)²/C`` (:func:`mis_variance_bound`).
+
+    Proposals ``q_c = Σ_j ρ_cj N(b_cj, I)``: ``proposal_means (C, D)`` (Gaussian) or ``(C, J, D)`` with
+    ``proposal_log_weights (C, J)`` (Eq 32 mixtures). With ``I_c = ∫ h²/q_c`` (exact for a Gaussian ``q_c``; for a
+    mixture bounded by weighted AM-GM, ``q_c >= N(b̄_c) e^{-s_c/2}``), ``T = ∫ h²/Σ_c q_c`` and ``J_c = ∫ q_c h²``:
+
+    * ``single`` (``C = 1``, ``α = 1``): ``I_1``;
+    * ``constant`` (``α_c = κ_c``): ``Σ_c κ_c² I_c`` (exact for Gaussian proposals);
+    * ``bounded`` (any ``|α_c| <= alpha_max``, e.g. random partitions of unity): ``alpha_max² Σ_c I_c``;
+    * ``balance`` (``α_c = q_c/Σq``): ``Σ_c E X_c² = Σ_c ∫ q_c h²/(Σq)² = T`` exactly, and ``T`` is bounded by
+      the smallest of ``min_c I_c`` (``Σq >= q_c``), ``Σ_c I_c / C²`` (harmonic <= arithmetic mean) and
+      ``e^{s/2} ∫ h²/N(b̄) / C`` (AM-GM on the equal mixture of all components, centre ``b̄``, spread ``s``);
+      Veach & Guibas' bound is not needed: these are sharper here;
+    * ``eq9`` (``α_c = BH_c + δ_c``, constants ``δ_c = β(r'_c - mean r')`` summing to 0): the cross terms
+      ``2δ_c T`` cancel, so ``Σ_c E X_c² = T + Σ_c δ_c² I_c`` (``T`` bounded as for ``balance``);
+    * ``eq37`` outer (``α_c = BH_c + q_c(ω)(r_c - Σ_c'' BH_c''(ω) r_c'')``, ``q_c`` normalised): the cross terms
+      cancel (``Σ_c q_c (r_c - ρ̄) = 0``) and ``Σ_c q_c (r_c - ρ̄)² = Σq·Var_BH(r) <= Σq·Δ²/4`` (Popoviciu,
+      ``Δ = max r - min r``), so ``Σ_c E X_c² <= T + (Δ²/4) Σ_c J_c``.
+    """
+    beta, a = _target_terms(q_row, k, coef)
+    b, rho = _proposal_components(proposal_means, proposal_log_weights)
+    n_c = b.shape[0]
+    if weights not in MIS_WEIGHT_FAMILIES:
+        raise ValueError(f"unknown weights {weights!r}; expected one of {MIS_WEIGHT_FAMILIES}")
+    moments = np.array([_ratio_moment(beta, a, b[c], rho[c]) for c in range(n_c)])
+    if weights == "single":
+        if n_c != 1:
+            raise ValueError("weights='single' needs one proposal")
+        return float(moments[0])
+    if weights == "constant":
+        kap = np.full(n_c, 1.0 / n_c) if kappa is None else np.asarray(kappa, dtype=np.float64).ravel()
+        return float((kap**2 * moments).sum())
+    if weights == "bounded":
+        return float(alpha_max**2 * moments.sum())
+    center, spread = _inverse_density_bound(b.reshape(-1, b.shape[-1]), (rho / n_c).ravel())
+    total = min(float(moments.min()), float(moments.sum()) / n_c**2,
+                math.exp(0.5 * spread) * mixture_square_integral(beta, a, divide=center) / n_c)
+    if weights == "balance":
+        return total
+    if weights == "eq9":
+        d = np.asarray(delta, dtype=np.float64).ravel()
+        if abs(float(d.sum())) > 1e-9 * max(1.0, float(np.abs(d).sum())):
+            raise ValueError("eq9 corrections delta must sum to 0")
+        return total + float((d**2 * moments).sum())
+    r = np.asarray(rprime, dtype=np.float64).ravel()
+    spread_r = float(r.max() - r.min())
+    j = sum(rho[c, i] * mixture_square_integral(beta, a, multiply=b[c, i]) for c in range(n_c)
+            for i in range(b.shape[1]))
+    return total + 0.25 * spread_r**2 * float(j)
+
+
+def mis_variance_bound(q_row, k, proposal_means, proposal_log_weights=None, **options) -> float:
+    r"""An upper bound on ``Var ĝ`` of the one-draw-per-proposal MIS estimate of ``∫h`` (see
+    :func:`mis_second_moment_bound`, same arguments): ``Σ_c E X_c² - (∫h)²/C``, clipped at 0."""
+    beta, _ = _target_terms(q_row, k, options.get("coef"))
+    n_c = np.asarray(proposal_means).shape[0]
+    second = mis_second_moment_bound(q_row, k, proposal_means, proposal_log_weights, **options)
+    return max(second - float(beta.sum()) ** 2 / n_c, 0.0)
+
+
+def _weight_sup(weights: str, n_c: int, d: int, *, kappa=None, delta=None, rprime=None, alpha_max=1.0) -> np.ndarray:
+    """``A_c >= sup_ω |α_c(ω)|`` per weighting family (see :func:`mis_group_variance_sd_bound`)."""
+    if weights in ("single", "balance"):
+        return np.ones(n_c)
+    if weights == "constant":
+        return np.abs(np.full(n_c, 1.0 / n_c) if kappa is None else np.asarray(kappa, dtype=np.float64).ravel())
+    if weights == "bounded":
+        return np.full(n_c, float(alpha_max))
+    if weights == "eq9":
+        dl = np.asarray(delta, dtype=np.float64).ravel()
+        return np.maximum(np.abs(dl), np.abs(1.0 + dl))
+    r = np.asarray(rprime, dtype=np.float64).ravel()
+    return np.full(n_c, 1.0 + (2 * math.pi) ** (-d / 2) * float(r.max() - r.min()))
+
+
+def mis_group_variance_sd_bound(q_row, k, values, proposal_means, proposal_log_weights=None, *, weights: str,
+                                group: int, **family) -> float:
+    r"""An upper bound on the sd of the sample trace variance ``s² = Σ_j ‖ĝ_j - ḡ‖²/(G - 1)`` of ``G = group``
+    independent one-draw-per-proposal MIS estimates ``ĝ_j ∈ R^{D_v}`` of ``∫ p_n f_n`` (Eq 8; arguments as
+    :func:`mis_second_moment_bound`, ``values (M, D_v)``).
+
+    ``Var s² = (κ - T²)/G + 2 tr(Σ²)/(G(G-1))`` with ``Σ = Cov ĝ``, ``T = tr Σ``, ``κ = E‖ĝ - Eĝ‖⁴``. With
+    ``ĝ - Eĝ = Σ_c Z_c`` (independent, mean zero, ``σ_c² = E‖Z_c‖²``), pairing the four factors gives
+    ``κ = Σ_c E‖Z_c‖⁴ + Σ_{c≠c'} (σ_c²σ_c'² + 2E(Z_c·Z_c')²) <= Σ_c E‖Z_c‖⁴ + 3T²``, and by Minkowski
+    ``E‖Z_c‖⁴ <= ((E‖Y_c‖⁴)^{1/4} + (E‖Y_c‖²)^{1/2})⁴`` for ``Y_c = α_c h/q_c``. Then
+    ``E‖Y_c‖⁴ <= A_c⁴ ∫ ‖h‖⁴/q_c³`` (:func:`rfkit.theory.importance.gram_fourth_power_integral`; a mixture
+    ``q_c`` through ``1/q_c³ <= e^{3s_c/2}/N(b̄_c)³``), ``E‖Y_c‖² <= A_c² Σ_d I_cd``, ``T <= Σ_d``
+    :func:`mis_second_moment_bound` and ``tr Σ² <= T²``, where ``A_c >= sup|α_c|``: 1 (single, balance,
+    ``bounded`` with ``alpha_max``), ``κ_c`` (constant), ``max(|δ_c|, |1 + δ_c|)`` (eq9: ``BH ∈ [0, 1]``),
+    ``1 + (2π)^{-D/2}(max r - min r)`` (eq37: ``q_c <= (2π)^{-D/2}``).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v.reshape(v.shape[0], -1)
+    b, rho = _proposal_components(proposal_means, proposal_log_weights)
+    n_c, d = b.shape[0], b.shape[-1]
+    pi, a = _target_terms(q_row, k)
+    beta = pi[:, None] * v                                                      # (M, D_v): h = Σ_m β_m N(a_m)
+    gram = beta @ beta.T
+    sup = _weight_sup(weights, n_c, d, **{key: family[key] for key in ("kappa", "delta", "rprime", "alpha_max")
+                                          if key in family})
+    total_sq = sum(mis_second_moment_bound(q_row, k, proposal_means, proposal_log_weights, weights=weights,
+                                           coef=v[:, j], **family) for j in range(v.shape[1]))
+    z4 = 0.0
+    for c in range(n_c):
+        second = sum(_ratio_moment(beta[:, j], a, b[c], rho[c]) for j in range(v.shape[1]))
+        center, spread = (b[c, 0], 0.0) if b.shape[1] == 1 else _inverse_density_bound(b[c], rho[c])
+        fourth = math.exp(1.5 * spread) * gram_fourth_power_integral(gram, a, divide=center, power=3.0)
+        z4 += (sup[c] * fourth**0.25 + sup[c] * math.sqrt(second)) ** 4
+    kurt = z4 + 3 * total_sq**2
+    return math.sqrt(kurt / group + 2 * total_sq**2 / (group * (group - 1)))
