@@ -170,6 +170,76 @@ def test_nested_sums_equal_the_estimator_called_directly(norm):
             assert errors[r, g] == pytest.approx(want, rel=1e-10)
 
 
+@pytest.mark.parametrize("norm", ["E", "R"])
+def test_prefix_errors_are_the_errors_of_the_leading_rows(norm):
+    # The nested L axis of thm4.no_l_dependence: the errors of the leading k×k block of one pass equal those of the
+    # first k rows fed to the public estimator API with the same projections (independent of the running sums).
+    recorder = _Recorder()
+    ctx = _ctx(12, replicates=3, implementations={"orthogonal_projection": recorder})
+    problem = conv._sphere_problem(ctx, "sphere", 3, 1.2, 6, norm)
+    grid = conv._m_grid(64)
+    prefixes = (2, 4, 6)
+    errors = conv._NestedSums(ctx, problem, 3, prefixes).advance(12, grid)
+    assert errors.shape == (3, int((grid <= 12).sum()), len(prefixes))
+    omega = np.concatenate(recorder.draws, axis=1)
+    for r in range(3):
+        for g, m in enumerate(grid[grid <= 12]):
+            for i, k in enumerate(prefixes):
+                x, y = problem.x[:k], problem.y[:k]
+                diff = (trig_features(x, omega[r, :m]).kernel(trig_features(y, omega[r, :m])) - np.exp(x @ y.T))
+                diff /= math.exp(1.2**2)
+                want = np.abs(diff).max() if norm == "E" else np.abs(diff).sum(axis=1).max()
+                assert errors[r, g, i] == pytest.approx(want, rel=1e-10)
+
+
+def test_prefix_curves_match_the_whole_problem_and_grow_monotonically_in_e():
+    # The largest prefix is the whole problem; under (E) a leading block's error never exceeds the whole one's.
+    ctx = _ctx(13)
+    problem = conv._sphere_problem(ctx, "ball", 2, 1.0, 16, "E")
+    curves = conv._error_curves(ctx, problem, 0.3, 0.9, (4, 8, 16))
+    assert all((c.m == curves[-1].m).all() for c in curves)
+    assert (curves[0].errors <= curves[1].errors + 1e-15).all() and (curves[1].errors <= curves[2].errors + 1e-15).all()
+    m_star = [c.m_star(0.3)[0] for c in curves]
+    assert m_star == sorted(m_star)
+
+
+def test_short_curves_are_tested_for_decay_at_block_aligned_m():
+    # A curve ending below 8d records its errors at m = d, 2d, ..., and the decay test fits exactly those points
+    # (full ORF blocks: the mean of k independent block estimates); a long curve uses the factor-2 points.
+    d = 16
+    ctx = _ctx(14)
+    problem = conv._sphere_problem(ctx, "sphere", d, 1.0, 8, "E")
+    curve = conv._error_curve(ctx, problem, 0.3, 0.9)  # stage ends 32, 48, 80: it reaches 5d, not 8d
+    assert 5 * d <= curve.block_m[-1] and curve.m[-1] < conv._BLOCKS * d
+    assert curve.block_errors.shape == (200, curve.block_m.size)
+    assert (curve.block_m == d * np.arange(1, curve.block_m.size + 1)).all()
+    ev = conv._decay(curve, dict(alpha=1e-3, tolerance=0.25))
+    assert ev.extra["m"] == curve.block_m.tolist() and ev.extra["block_aligned"]
+    # the block-aligned columns are the grid's columns where both exist (the same redraws)
+    for m in (16, 32, 64):
+        np.testing.assert_array_equal(curve.block_errors[:, m // d - 1], curve.errors[:, list(curve.m).index(m)])
+    long = conv._Curve(np.arange(1, 200), np.ones((10, 199)) / np.sqrt(np.arange(1, 200)), 0.9, 2,
+                       np.ones((10, 8)))
+    assert "block_aligned" not in conv._decay(long, dict(alpha=1e-3, tolerance=0.25)).extra
+
+
+def test_censored_m_star_at_one_feature_flags_the_trend():
+    # m* <= 1 (one feature already meets δ) is censored below: the slope through it would be meaningless.
+    x = np.array([2.0, 3.0, 4.0, 6.0, 8.0])
+    data = conv._AxisData("d", x, np.array([1.0, 2.0, 3.0, 4.0, 5.0]), np.ones(5), np.full(5, 6.0), np.ones(5), ())
+    ev = conv._trend(data, "high", x=x, divisor=np.ones(5), predicted=1.0, alternative="less",
+                     test=dict(alpha=1e-3, tolerance=0.25), label="m* against d")
+    assert ev.flags and "censored below" in ev.flags[0] and ev.p_value == 1.0
+
+
+def test_end_points_with_a_span_take_every_point_of_the_end_range():
+    x = np.array([4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 11.0, 13.0, 16.0])
+    data = conv._AxisData("d", x, x, x, x, x, ())
+    assert conv._end_points(data, "high").tolist() == [4, 5, 6, 7, 8]
+    assert conv._end_points(data, "high", span=4.0).tolist() == list(range(9))
+    assert conv._end_points(data, "high", span=2.0).tolist() == [4, 5, 6, 7, 8]  # at least five
+
+
 def _brute_success(x, y, l, d, m, delta, redraws, rng, norm="E"):
     """P(‖Â - A‖ <= δ (h*)²) from fresh ORF draws of m rows, through the public estimator API only."""
     hits = 0

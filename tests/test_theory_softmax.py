@@ -50,3 +50,29 @@ def test_overflow_returns_inf():
     x = np.array([30.0, 0.0])
     assert term_variance("positive", x, x) == np.inf
     assert estimator_moments("positive", x, x, 4)["sd"] == np.inf
+
+
+def test_trig_output_tail_constant_matches_monte_carlo():
+    """The Cauchy tail of the renormalised trig output (d = m = 1): t·P(|N̂/D̂| > t) -> c, from an independent
+    Monte Carlo of ω ~ N(0, 1) (binomial counts: ~1.5e3 exceedances at t = 200 give ~3% relative error)."""
+    from rfkit.theory.softmax import renormalised_output_mean_exists, trig_output_tail_constant
+
+    x, ys, v = 0.3, np.array([-0.5, 0.9]), np.array([1.0, -1.0])
+    c = trig_output_tail_constant(x, ys, v)
+    assert c > 0  # so E|ô| = ∞: the output MSE of trig features has no finite mean
+    w = np.random.default_rng(0).standard_normal(8_000_000)
+    weights = np.exp(0.5 * (x * x + ys * ys))
+    cos = np.cos(np.multiply.outer(w, x - ys))
+    ratio = (cos @ (weights * v)) / (cos @ weights)
+    t = 200.0
+    count = int((np.abs(ratio) > t).sum())
+    assert abs(t * count / w.size - c) < 4 * t * np.sqrt(count) / w.size + 0.02 * c
+    assert not renormalised_output_mean_exists("trig")
+    assert renormalised_output_mean_exists("positive") and renormalised_output_mean_exists("hyperbolic")
+
+
+def test_trig_output_tail_constant_vanishes_with_equal_values():
+    """Equal values make N̂ = v·D̂: the output is exactly v, no tail (c = 0)."""
+    from rfkit.theory.softmax import trig_output_tail_constant
+
+    assert trig_output_tail_constant(0.3, [-0.5, 0.9], [2.0, 2.0]) < 1e-12

@@ -35,7 +35,9 @@ What this module provides, by topic:
   marginals, one block or B.2's independent blocks) and :func:`theorem2_bound` (Eq 10's right side).
 * **Fig 2** — :func:`mse_ratio` (``r(φ, l)``, with its limits) and :func:`critical_angle`.
 * **Normalised attention** — :func:`kernel_covariance` and :func:`output_delta_method` (delta-method
-  bias and MSE of ``D̂⁻¹ÂV``).
+  bias and MSE of ``D̂⁻¹ÂV``); :func:`renormalised_output_mean_exists` (trig features: the output MSE has
+  an infinite mean, since ``D̂`` has a positive density at 0) with :func:`trig_output_tail_constant` (its
+  Cauchy tail constant, exactly, for ``d = m = 1``).
 
 Orthogonal pairs. For ``ω_1 ⊥ ω_2`` with Haar directions and independent ``chi(d)`` norms (each row
 marginally ``N(0, I_d)``), ``ω_1 ± ω_2 = ρ v`` with ``ρ² ~ χ²_{2d}`` independent of ``v`` uniform on
@@ -88,6 +90,8 @@ __all__ = [
     "critical_angle",
     "kernel_covariance",
     "output_delta_method",
+    "renormalised_output_mean_exists",
+    "trig_output_tail_constant",
 ]
 
 #: Feature kinds with exact iid moments here (names as in :data:`rfkit.estimators.FEATURE_MAPS`).
@@ -645,3 +649,75 @@ def output_delta_method(kind: str, queries, keys, values, m: int) -> tuple[np.nd
         bias = -np.einsum("njk,nja->na", h, centred) / m
         mse = np.einsum("njk,nja,nka->na", h, centred, centred) / m
     return bias, mse
+
+
+def renormalised_output_mean_exists(kind: str) -> bool:
+    r"""Whether the renormalised output ``ô_i = N̂_i/D̂_i`` (``N̂_i = Σ_j Â_ij v_j``, ``D̂_i = Σ_j Â_ij``, no
+    stabiliser) has a finite mean — and hence whether its MSE, and a mean of output MSEs, is finite — for inputs
+    in general position (distinct rows, nonzero differences ``x_i - y_j``).
+
+    * ``positive``, ``hyperbolic``: every ``Â_ij > 0``, so ``ô_i`` is a convex combination of the values,
+      ``|ô_ia| <= max_j |v_ja|``: every moment the values have is finite.
+    * ``trig``: no. One term of ``D̂_i`` is ``f(ω) = Σ_j c_j cos(ωᵀΔ_ij)`` with ``c_j > 0`` and ``Δ_ij ≠ 0``;
+      along any direction ``u`` with ``uᵀΔ_ij ≠ 0`` for every ``j``, ``r ↦ f(ru)`` is almost periodic with
+      mean 0 and not identically 0, so it is negative on an open set of ``r``. The projection law (iid
+      Gaussian, or R-ORF: Haar directions with independent ``chi(d)`` norms) has a positive density there, so
+      ``D̂_i`` takes both signs with positive probability and, being a smooth function of the projections,
+      has a density ``p_i(0) > 0`` at 0. Near a zero of ``D̂_i`` where ``N̂_ia ≠ 0`` (general position),
+      ``P(|ô_ia| > t) ~ c/t`` with ``c > 0``, so ``E|ô_ia| = ∞`` and ``E(ô_ia - o_ia)² = ∞``: the output MSE of
+      trigonometric features has an **infinite mean** for every ``m`` and ``L >= 2``, and the difference of
+      two such MSEs (iid vs orthogonal) has no mean at all. (Its logarithm has exponential tails,
+      ``P(log MSE > u) ~ c' e^{-u/2}``, so log-scale comparisons have finite moments.)
+
+    :func:`trig_output_tail_constant` computes ``c`` exactly in the smallest case (``d = 1``, ``m = 1``) for
+    the tests. ``rfkit.estimators.linear_attention`` counts renormalisers ``<= 0`` in its statistics.
+    """
+    _check_kind(kind)
+    return kind != "trig"
+
+
+def _trig_renormaliser(x: float, ys: np.ndarray):
+    """``D̂(ω) = Σ_j c_j cos(ωΔ_j)`` and its weights for one trig feature in ``d = 1`` (``c_j = e^{(x²+y_j²)/2}``)."""
+    delta = x - ys
+    log_c = 0.5 * (x * x + ys * ys)
+    c = np.exp(log_c - log_c.max())  # a common factor: cancels in N̂/D̂
+    return delta, c
+
+
+def trig_output_tail_constant(x: float, ys, values, *, width: float = 12.0, points: int = 200_001) -> float:
+    r"""``c = lim_{t→∞} t·P(|ô - o| > t)`` for one query ``x``, keys ``ys`` and values ``values`` in ``d = 1``
+    with one trigonometric feature (``m = 1``, ``ω ~ N(0, 1)``), where ``ô = N̂/D̂``,
+    ``D̂(ω) = Σ_j c_j cos(ω(x - y_j))`` and ``N̂(ω) = Σ_j c_j v_j cos(ω(x - y_j))``.
+
+    Near a simple zero ``r`` of ``D̂``, ``|ô| > t`` iff ``|ω - r| < |N̂(r)|/(t|D̂'(r)|)`` to first order, so
+
+    .. math::  c = \sum_{r:\,\hat D(r) = 0} \frac{2\,φ(r)\,|\hat N(r)|}{|\hat D'(r)|}
+
+    (``φ`` the standard normal density); ``c > 0`` means ``E|ô| = ∞`` (see
+    :func:`renormalised_output_mean_exists`). Zeros are bracketed by sign changes on ``points`` grid points
+    of ``[-width, width]`` (``φ(12) ~ 1e-32``: the rest is negligible) and refined by Brent's method.
+    """
+    ys = np.atleast_1d(np.asarray(ys, dtype=np.float64))
+    values = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    if ys.shape != values.shape:
+        raise ValueError(f"ys and values must have the same shape, got {ys.shape} and {values.shape}")
+    delta, c = _trig_renormaliser(float(x), ys)
+
+    def den(w):
+        return np.cos(np.multiply.outer(w, delta)) @ c
+
+    def num(w):
+        return np.cos(np.multiply.outer(w, delta)) @ (c * values)
+
+    def den_prime(w):
+        return -np.sin(np.multiply.outer(w, delta)) @ (c * delta)
+
+    grid = np.linspace(-width, width, points)
+    f = den(grid)
+    total = 0.0
+    for i in np.flatnonzero(np.sign(f[:-1]) * np.sign(f[1:]) < 0):
+        r = optimize.brentq(lambda w: float(den(np.array(w))), grid[i], grid[i + 1], xtol=1e-14)
+        slope = abs(float(den_prime(np.array(r))))
+        if slope > 0:
+            total += 2.0 * math.exp(-0.5 * r * r) / math.sqrt(2 * math.pi) * abs(float(num(np.array(r)))) / slope
+    return total
