@@ -211,6 +211,24 @@ def test_planted_missing_density_ratio_refutes_eq22():
     assert _refuted("eva.eq22.per_token_cv_mean", {"control_variate_terms": _unweighted_terms})
 
 
+class _OffsetCoefficient:
+    """Planted bug: β̂ off by 0.1 in every coordinate (an estimator that converges to the wrong target)."""
+
+    def __init__(self, terms):
+        self._terms = terms
+
+    @property
+    def coefficient(self):
+        return self._terms.coefficient + 0.1
+
+
+def test_planted_wrong_target_refutes_eq21():
+    # the MSE stops shrinking at 2·0.1² while the exact MSE goes on like 1/S: log(MC/exact) climbs (slope ~0.7)
+    def offset_terms(q, k, v, **kw):
+        return _OffsetCoefficient(control_variate_terms(q, k, v, **kw))
+    assert _refuted("eva.eq21.coefficient_consistency", {"control_variate_terms": offset_terms})
+
+
 def test_planted_missing_norm_term_refutes_eq17():
     def log_xi_without_norm(x, omega):
         return log_xi(x, omega) + 0.5 * np.sum(np.asarray(x) ** 2, axis=-1)[..., None]

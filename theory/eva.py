@@ -24,6 +24,9 @@ Notation (register ``../shared/claims/eva.md``): for one query ``q``, ``e_m = ex
   (``J(β,…,β) - J(β*_1,…,β*_C) = Σ_c A_c ‖β - β*_c‖²``), :func:`error_decomposition` (B.6's terms).
 * **Subset masses** (Eq 13): :func:`local_softmax` (``π_c`` in log space and the local softmax
   ``β*_c``), :func:`eq13_error` (``EVA13 - softmax = Σ_c π_c (β̂_c - β*_c)``).
+* **Finite S**: :func:`snis_finite_mse` and :func:`snis_finite_bias` (the exact ``MSE(S) = E‖β̂ - β‖²`` and bias
+  ``E β̂ - β`` of RFA_ρ at every ``S``, by a Laplace transform and Gauss–Hermite quadrature over the span of
+  ``{q + k_m - μ}``, rank <= 4).
 * **Asymptotics**: :func:`snis_asymptotics` (``S·MSE → σ²_RFA``, ``S·bias → b``), :func:`eva13_asymptotics`
   (shared and per-chunk sampling), :func:`eq16_large_s_limit` (``EVA16*``, the ``S → ∞`` limit of the
   multi-sample practical estimator).
@@ -40,6 +43,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.polynomial.hermite_e import hermegauss
+from scipy.ndimage import correlate1d
 from scipy.special import logsumexp
 
 from rfkit.estimators.eva import EXACT, EXCLUDED, eva_practical, log_standard_normal, log_xi
@@ -67,6 +72,10 @@ __all__ = [
     "error_decomposition",
     "eq13_error",
     "snis_asymptotics",
+    "snis_finite_mse",
+    "snis_finite_bias",
+    "snis_quadrature_rank",
+    "SNIS_QUADRATURE_RANK",
     "eva13_asymptotics",
     "eq16_large_s_limit",
     "eva_practical_gemms",
@@ -436,6 +445,233 @@ def snis_asymptotics(q, k, v, mu, tau: float = 1.0) -> tuple[float, np.ndarray]:
     with np.errstate(over="ignore"):
         bias = -np.exp(log_w[:, None] + log_w[None, :] + log_gamma).sum(axis=1) @ a
     return sigma2, bias
+
+
+#: Largest dimension of ``span{q + k_m - μ}`` for which :func:`snis_finite_mse` integrates (a product rule of
+#: ``n^r`` nodes); beyond it the function returns NaN.
+SNIS_QUADRATURE_RANK = 4
+#: Gauss–Hermite nodes of :func:`snis_finite_mse` along a principal direction of ``{q + k_m - μ}`` with singular
+#: value ``σ``: ``clip(4 + 3σ, 6, 40)`` (the integrands vary on a scale ``1/σ`` along it). Measured against
+#: rules with ~1.5x the nodes per direction: relative error < 3e-3 of MSE(S), < 7e-3 of log-log slopes, at every
+#: quick-tier cell of eva.eq21/eq27 (Ω up to 3e7); the default lattice step 0.1 of ``log t`` adds ~2e-3 (a nearly
+#: constant factor, which slopes do not see), ~1e-4 at step 0.01 (``tests/test_eva_snis_quadrature.py``).
+_SNIS_NODES = (4.0, 3.0, 6, 40)
+#: Largest ``nodes × shifts`` block of :func:`snis_finite_mse` held at once (bounds its memory).
+_SNIS_ENTRIES = 4_000_000
+#: Fewest nodes per dimension at rank 1, 2, 3 (cheap there).
+_SNIS_MIN_NODES = {1: 64, 2: 32, 3: 12, 4: 6}
+#: Window of ``s = log(t W)`` summed term by term; below it ``e^{-tW} = 1 - tW`` (error ``< e^{2·S_LO}``),
+#: above it ``e^{-tW} = 0`` and ``ψ(tW) = 1/(tW)`` (errors ``< exp(-e^{S_HI})``).
+_S_LO, _S_HI = -14.0, 4.5
+
+
+def _gauss_hermite_product(counts) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``(Π counts, len(counts))`` and weights of the product Gauss–Hermite rule for ``N(0, I)`` with
+    ``counts[i]`` nodes along axis ``i``."""
+    rules = [hermegauss(int(n)) for n in counts]
+    nodes = np.stack(np.meshgrid(*(x for x, _ in rules), indexing="ij"), -1).reshape(-1, len(rules))
+    weights = np.prod(np.stack(np.meshgrid(*(w / math.sqrt(2 * math.pi) for _, w in rules), indexing="ij"), -1)
+                      .reshape(-1, len(rules)), axis=1)
+    return nodes, weights
+
+
+def _laplace_transforms(log_w, weights, tau0: float, tau1: float, step: float):
+    r"""``Λ_k(τ) = E[e^{-tW_k}]`` and ``Ψ_k(τ) = E[ψ(tW_k)]``, ``ψ(u) = (1 - e^{-u})/u``, ``t = e^τ``, on
+    ``τ_i = τ_0 + i·step``, for the discrete laws ``{log W_k(z_n), weights_n}`` (``log_w`` ``(N, K)``).
+
+    The law of ``log W_k`` is binned on a lattice of spacing ``step`` (linear, "cloud-in-cell" shares: the first
+    moment of every node is kept, so the binning error is ``O(step²)``). On the same lattice ``τ_i + ℓ_b`` is a
+    lattice point, so each transform is a sum over bins of a fixed kernel: the kernel's transition window is summed
+    term by term (a direct correlation, which keeps the relative accuracy of tiny values that large ``t``
+    multiplies; an FFT would not), and the bins below and above it by prefix and suffix sums of their masses."""
+    _, k = log_w.shape
+    lo, hi = float(log_w.min()), float(log_w.max())
+    nb = int(math.ceil((hi - lo) / step)) + 2
+    pos = (log_w - lo) / step
+    i0 = np.floor(pos).astype(np.int64)
+    frac = pos - i0
+    col = np.arange(k)[None, :] * nb
+    mass = (np.bincount((i0 + col).ravel(), (weights[:, None] * (1 - frac)).ravel(), k * nb)
+            + np.bincount((i0 + 1 + col).ravel(), (weights[:, None] * frac).ravel(), k * nb)).reshape(k, nb)
+    ell = lo + step * np.arange(nb)
+    count = int(math.ceil((tau1 - tau0) / step)) + 1
+    tau = tau0 + step * np.arange(count)
+    s0 = tau0 + lo                                    # lattice s_j = s0 + j·step = τ_i + ℓ_b for j = i + b
+    j_lo, j_hi = int(math.ceil((_S_LO - s0) / step)), int(math.floor((_S_HI - s0) / step))
+    width = j_hi - j_lo + 1
+    e = np.exp(s0 + step * np.arange(j_lo, j_hi + 1))
+    kernels = (np.exp(-e), -np.expm1(-e) / e)        # e^{-u} and ψ(u) on the window
+    zero = np.zeros((k, 1))
+    below = np.concatenate([zero, np.cumsum(mass, 1)], 1)                          # Σ_{b<B} m_b
+    below1 = np.concatenate([zero, np.cumsum(mass * np.exp(ell - hi), 1)], 1)      # Σ_{b<B} m_b W_b e^{-hi}
+    tail = np.cumsum((mass * np.exp(lo - ell))[:, ::-1], 1)[:, ::-1]
+    above = np.concatenate([tail, zero], 1)                                        # Σ_{b>=B} m_b e^{lo}/W_b
+    i = np.arange(count)
+    b_lo, b_hi = np.clip(j_lo - i, 0, nb), np.clip(j_hi + 1 - i, 0, nb)
+    t_hi = np.exp(tau + hi)
+    with np.errstate(over="ignore", invalid="ignore"):
+        lam = below[:, b_lo] - t_hi * below1[:, b_lo]
+        psi = below[:, b_lo] - 0.5 * t_hi * below1[:, b_lo] + np.exp(-tau - lo) * above[:, b_hi]
+    padded = np.zeros((k, nb + 2 * width))
+    padded[:, width:width + nb] = mass
+    where = j_lo - i + width + width // 2             # correlate1d centres its kernel at width // 2
+    inside = (where >= 0) & (where < padded.shape[1])
+    for acc, kernel in zip((lam, psi), kernels, strict=True):
+        acc[:, inside] += correlate1d(padded, kernel, axis=1, mode="constant")[:, where[inside]]
+    return tau, np.maximum(lam, 0.0), np.maximum(psi, 0.0)
+
+
+def snis_quadrature_rank(q, k, mu) -> int:
+    """Dimension of ``span{q + k_m - μ}``: the dimension of :func:`snis_finite_mse`'s integrals (NaN beyond
+    :data:`SNIS_QUADRATURE_RANK`)."""
+    sv = np.linalg.svd((_vec(q, "q") + _vec(k, "k") - _vec(mu, "mu")).T, compute_uv=False)
+    return int((sv > 1e-12 * max(float(sv.max(initial=0.0)), 1.0)).sum())
+
+
+def _snis_sizes(sizes) -> np.ndarray:
+    sizes = np.asarray(sizes, dtype=np.float64).ravel()
+    if sizes.size == 0 or not (sizes >= 1).all() or not (sizes == np.round(sizes)).all():
+        raise ValueError(f"sizes must be integers >= 1, got {sizes}")
+    return sizes
+
+
+def _snis_laplace(q, k, v, mu, largest: float, nodes, refine: float, step: float):
+    """``(t, log L(t), φ_2(t), φ_1(t))`` of :func:`snis_finite_mse` on its lattice (``φ_1`` ``(d_v, T)``);
+    ``"exact"`` when the estimate has no error, ``None`` when the rank exceeds :data:`SNIS_QUADRATURE_RANK`."""
+    q, k, v, mu = _vec(q, "q"), _vec(k, "k"), _vec(v, "v"), _vec(mu, "mu")
+    log_w = log_softmax_weights(q, k)
+    w = np.exp(log_w)
+    a = q + k - mu
+    big = v - w @ v
+    basis, sv, _ = np.linalg.svd(a.T, full_matrices=False)
+    rank = snis_quadrature_rank(q, k, mu)
+    if rank == 0 or not np.any(big):
+        return "exact"
+    if rank > SNIS_QUADRATURE_RANK:
+        return None
+    coords = a @ basis[:, :rank]
+    if nodes is None:
+        offset, slope, low, high = _SNIS_NODES
+        counts = np.clip(np.ceil(refine * (offset + slope * sv[:rank])), refine * max(low, _SNIS_MIN_NODES[rank]),
+                         refine * high)
+    else:
+        counts = np.full(rank, int(nodes))
+    z, weights = _gauss_hermite_product(np.ceil(counts))
+    m = k.shape[0]
+    gram = a @ a.T
+    with np.errstate(over="ignore"):
+        ww_gamma = np.outer(w, w) * np.exp(gram)
+    # every pair counts: a pair with a small weight Γ_mm' can carry MSE(S) where it is far below σ²_RFA/S (heavy
+    # weights at small S), so no pair is dropped for being small against σ²_RFA
+    iu = np.triu_indices(m)
+    base = log_w - 0.5 * np.diag(gram)
+    # log of the coefficients of W(x + c) = Σ_j exp(coef_j + a_j·x): c = 0, c = a_m, c = a_m + a_m' (m <= m')
+    log_c = np.vstack([base[None, :], base[None, :] + gram, base[None, :] + gram[iu[0]] + gram[iu[1]]])
+    lz = z @ coords.T
+    top = lz.max(1, keepdims=True)
+    factors = np.exp(lz - top)
+    blocks = [slice(i, i + max(1, _SNIS_ENTRIES // z.shape[0])) for i in range(0, log_c.shape[0],
+                                                                             max(1, _SNIS_ENTRIES // z.shape[0]))]
+
+    def log_weights(block):                          # log W(z_n + c) for the shifts of one block, (nodes, shifts)
+        ctop = log_c[block].max(1, keepdims=True)
+        return np.log(factors @ np.exp(log_c[block] - ctop).T) + top + ctop.T
+
+    keep = len(blocks) <= 4                          # hold every block (<= 4 x _SNIS_ENTRIES) or compute twice
+    held = [log_weights(block) for block in blocks] if keep else []
+    lowest = min(float(x.min()) for x in held) if keep else min(float(log_weights(b).min()) for b in blocks)
+    tau0 = math.log(1e-7 / largest)                 # below: t·S <= 1e-7, a contribution O(1e-14) of MSE
+    tau1 = 30.0 - lowest                             # above: e^{-tW} = 0 at every node
+    parts = [_laplace_transforms(held[i] if keep else log_weights(block), weights, tau0, tau1, step)
+             for i, block in enumerate(blocks)]
+    tau = parts[0][0]
+    lam, psi = np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+    t = np.exp(tau)
+    lam0, lam1, lam2 = lam[0], lam[1:m + 1], lam[m + 1:]
+    psi1, psi2 = psi[1:m + 1], psi[m + 1:]
+    one_minus_l = t * (w @ psi1)
+    with np.errstate(divide="ignore"):
+        log_l = np.where(lam0 > 0.5, np.log1p(-np.clip(one_minus_l, 0.0, 0.5)), np.log(lam0))
+    pair = np.where(iu[0] == iu[1], 1.0, 2.0)
+    phi2 = ((ww_gamma * (big @ big.T))[iu] * pair) @ lam2
+    psi_full = np.zeros((m, m, t.size))
+    psi_full[iu[0], iu[1]] = psi2
+    psi_full[iu[1], iu[0]] = psi2
+    tilted = -t * np.einsum("mjt,mj,mv->vt", psi_full, ww_gamma, big)
+    direct = np.einsum("m,mv,mt->vt", w, big, lam1)
+    phi1 = np.where(lam1.max(0) < 0.5, direct, tilted)
+    return t, log_l, phi2, phi1
+
+
+def snis_finite_mse(q, k, v, mu, sizes, *, nodes: int | None = None, refine: float = 1.0,
+                    step: float = 0.1) -> np.ndarray:
+    r"""The exact mean squared error ``MSE(S) = E‖β̂(ω) - β‖²`` of RFA_ρ (the SNIS estimate ``β̂ = g/h`` of
+    ``β = SoftmaxAttn(q)`` from ``S`` iid draws of ``ρ = N(μ, I)``) at every ``S`` in ``sizes``, by quadrature.
+
+    Write ``ω_s = μ + x_s``, ``a_m = q + k_m - μ``, ``W_m(x) = w_m e^{a_m·x - ‖a_m‖²/2}`` (so ``W = Σ_m W_m`` is
+    the importance weight and ``W f - Wβ = Σ_m W_m A_m``, ``A_m = v_m - β``), ``Y = Σ_m W_m A_m``. With
+    ``1/D² = ∫_0^∞ t e^{-tD} dt`` and the independence of the draws,
+
+    .. math:: \mathrm{MSE}(S) = ∫_0^∞ t\,[S φ_2(t) L(t)^{S-1} + S(S-1) ‖φ_1(t)‖² L(t)^{S-2}]\,dt,
+
+    ``L(t) = E e^{-tW}``, ``φ_1 = E[Y e^{-tW}]``, ``φ_2 = E[‖Y‖² e^{-tW}]``. The tilting identity
+    ``E[e^{c·x - ‖c‖²/2} F(x)] = E[F(x + c)]`` turns every expectation into one of a bounded function of ``x``:
+    ``φ_2 = Σ_{m,m'} w_m w_{m'} (A_m·A_{m'}) Γ_{mm'} Λ(t; a_m + a_{m'})`` (``Γ_{mm'} = e^{a_m·a_{m'}}``),
+    ``φ_1 = Σ_m w_m A_m Λ(t; a_m) = -t Σ_{m,j} w_m w_j Γ_{mj} A_m Ψ(t; a_m + a_j)`` and
+    ``1 - L = t Σ_j w_j Ψ(t; a_j)``, with ``Λ(t; c) = E e^{-tW(x + c)}`` and ``Ψ(t; c) = E ψ(tW(x + c))``,
+    ``ψ(u) = (1 - e^{-u})/u`` (the tilted forms are used where ``1 - L`` and ``Λ(t; a_m)`` are near 1, the
+    direct ones where they are small, so no difference of near-equal numbers is formed). ``W(x + c)`` depends
+    on ``x`` only through its projection on ``span{a_m}`` (rank ``r``): the expectations are product
+    Gauss–Hermite rules in ``r`` dimensions along the principal directions of ``{a_m}`` (``nodes`` per dimension,
+    default ``clip(4 + 3σ_i, 6, 40)`` for singular value ``σ_i``, at least 64/32/12/6 for ``r`` = 1..4; ``refine``
+    multiplies the default counts, for convergence checks), the
+    ``t`` integral a sum on a lattice of ``log t`` of spacing ``step``. ``S·MSE(S) → σ²_RFA`` of
+    :func:`snis_asymptotics` (the sum of the ``φ_2`` coefficients) as ``S → ∞``.
+
+    Returns ``(len(sizes),)``; NaN when ``r > SNIS_QUADRATURE_RANK`` (an ``r``-dimensional integral), zeros when
+    the estimate is exact (all ``A_m = 0`` or all ``a_m = 0``). Cost ``O(n^r M² + M² T)`` for ``T ~ 4000``
+    lattice points. ``q`` ``(d,)``, ``k`` ``(M, d)``, ``v`` ``(M, d_v)``, ``mu`` ``(d,)``, ``sizes`` integers >= 1.
+    """
+    sizes = _snis_sizes(sizes)
+    parts = _snis_laplace(q, k, v, mu, float(sizes.max()), nodes, refine, step)
+    if parts is None:
+        return np.full(sizes.size, np.nan)
+    if isinstance(parts, str):
+        return np.zeros(sizes.size)
+    t, log_l, phi2, phi1 = parts
+    phi1_sq = (phi1**2).sum(0)
+    out = np.empty(sizes.size)
+    with np.errstate(under="ignore", over="ignore", invalid="ignore", divide="ignore"):
+        for idx, size in enumerate(sizes):
+            first = size * phi2 * np.exp((size - 1) * log_l)
+            second = size * (size - 1) * phi1_sq * np.exp((size - 2) * log_l) if size > 1 else 0.0
+            out[idx] = step * float(np.nansum(t * t * (first + second)))
+    return out
+
+
+def snis_finite_bias(q, k, v, mu, sizes, *, nodes: int | None = None, refine: float = 1.0,
+                     step: float = 0.1) -> np.ndarray:
+    r"""The exact bias ``E[β̂(ω)] - β`` of RFA_ρ (SNIS, ``S`` iid draws of ``N(μ, I)``) at every ``S`` in ``sizes``,
+    ``(len(sizes), d_v)``, by the quadrature of :func:`snis_finite_mse`: with ``1/D = ∫_0^∞ e^{-tD} dt``,
+
+    .. math:: E[β̂] - β = S ∫_0^∞ φ_1(t) L(t)^{S-1}\,dt,
+
+    ``φ_1(t) = E[Y e^{-tW}]``, ``L(t) = E e^{-tW}`` as there. ``S·bias → b`` of :func:`snis_asymptotics` as
+    ``S → ∞``. NaN beyond :data:`SNIS_QUADRATURE_RANK`, zeros when the estimate is exact.
+    """
+    sizes = _snis_sizes(sizes)
+    dv = np.asarray(v).shape[-1]
+    parts = _snis_laplace(q, k, v, mu, float(sizes.max()), nodes, refine, step)
+    if parts is None:
+        return np.full((sizes.size, dv), np.nan)
+    if isinstance(parts, str):
+        return np.zeros((sizes.size, dv))
+    t, log_l, _, phi1 = parts
+    out = np.empty((sizes.size, dv))
+    with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+        for idx, size in enumerate(sizes):
+            out[idx] = size * step * np.nansum(t * phi1 * np.exp((size - 1) * log_l), axis=1)
+    return out
 
 
 def eva13_asymptotics(q, k, v, labels, mu, *, sampling: str = "shared", tau: float = 1.0) -> float:
