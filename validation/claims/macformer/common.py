@@ -61,3 +61,44 @@ def _replicate_cap(ctx: CellContext, need: float, share: int = 1) -> tuple[int, 
     return int(min(max(need, 2_000), cap)), need > cap
 
 
+class _SharedRounds:
+    """Rounds of ``draw(rng, n) -> (n, k)`` replicates shared by ``k`` sequential sub-tests of one cell, one per
+    column (:func:`rfkit.validation.stats.sequential_mean` draws ``draw(rng, n)`` round by round).
+
+    The first sub-test to reach round ``i`` draws it with the generator it was given; later sub-tests reuse that
+    round (same size) and draw with their own generators past it. Each sub-test still sees iid replicates, and
+    the Bonferroni split across sub-tests holds under any dependence between them."""
+
+    def __init__(self, draw: Callable[[np.random.Generator, int], np.ndarray]):
+        self._draw = draw
+        self._rounds: list[np.ndarray] = []
+
+    def column(self, j: int) -> Callable[[np.random.Generator, int], np.ndarray]:
+        consumed = [0]
+
+        def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+            i = consumed[0]
+            consumed[0] += 1
+            if i == len(self._rounds):
+                self._rounds.append(np.asarray(self._draw(rng, n)))
+            block = self._rounds[i] if i < len(self._rounds) and self._rounds[i].shape[0] == n else None
+            if block is None:  # another round schedule: draw afresh
+                block = np.asarray(self._draw(rng, n))
+            return block[:, j]
+
+        return draw
+
+
+def _jackknife(values: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Tukey's jackknife pseudo-values ``R·θ(x̄) - (R - 1)·θ(x̄_{-r})`` of a smooth function ``θ`` of the mean of
+    ``R`` iid replicate vectors ``values (R, k)``; ``statistic`` maps ``(m, k)`` mean vectors to ``(m,)``.
+
+    Their mean is the bias-corrected estimate of ``θ(E x)`` and their sample variance over ``R`` the jackknife
+    variance, so a mean test of the pseudo-values is the (asymptotic) jackknife test of ``θ(E x)``; replicates
+    whose leave-one-out mean leaves ``θ``'s domain give non-finite pseudo-values (the test flags them)."""
+    values = np.asarray(values, dtype=np.float64)
+    count = values.shape[0]
+    mean = values.mean(axis=0)
+    leave_one_out = (count * mean[None, :] - values) / (count - 1)
+    with np.errstate(all="ignore"):
+        return count * statistic(mean[None, :])[0] - (count - 1) * statistic(leave_one_out)
