@@ -54,6 +54,12 @@ def _cmd_show(args) -> int:
         raise UsageError(exc.args[0]) from None
     if args.witness:
         return _show_witness(claim, Path(args.out))
+    if args.json:
+        from rfkit.validation.engine import coverage_table
+
+        document = dict(claim.declaration(), coverage=coverage_table(claim))
+        print(json.dumps(document, indent=2, default=str, ensure_ascii=False))
+        return 0
     print(f"{claim.id}  ({claim.paper}, {claim.kind})")
     print(f"source:      {claim.source}")
     print(f"statement:   {claim.statement}")
@@ -66,6 +72,16 @@ def _cmd_show(args) -> int:
         cells = sum(len(claim.cells(tier, v)) for v in claim.variants)
         search = claim.n_restarts(tier) * len(claim.variants)
         print(f"tier {tier:6} {cells} grid cells, {search} search restarts, {claim.n_replicates(tier)} replicates")
+    if claim.domain is not None:
+        from rfkit.validation.engine import coverage_table
+
+        for name, a in claim.domain.items():
+            print(f"domain:      {name} ∈ {a.describe()}  — “{a.words}”")
+        for tier, readings in coverage_table(claim).items():
+            for v, c in readings.items():
+                state = "covered" if c["covered"] else "NOT covered"
+                tag = f" [{v}{', narrowed' if c['narrowed'] else ''}]" if len(readings) > 1 else ""
+                print(f"coverage     {tier:6}{tag} {state}: {c['coverage']}")
     if claim.roles:
         print(f"roles:       {', '.join(claim.roles)}")
     if claim.untestable:
@@ -207,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", help="claim id")
     p.add_argument("--witness", action="store_true", help="re-run the witness stored in OUT/verdicts.json")
     p.add_argument("--out", default="rfkit-out", help="output folder of a previous validate run")
+    p.add_argument("--json", action="store_true", help="print the declaration, its domain and its coverage at "
+                                                       "each tier as JSON")
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("validate", help="test claims and compute verdicts")

@@ -53,12 +53,13 @@ from typing import Any
 
 import numpy as np
 
+from rfkit.validation.domain import domain_coverage
 from rfkit.validation.model import TIERS, CellContext, Claim
 from rfkit.validation.stats import VALIDITY, Evidence, holm, weakest_validity
 
 __all__ = ["CellSpec", "CellOutcome", "VariantVerdict", "ClaimResult", "RunResult", "plan", "run_cell",
            "decide", "validate", "extensions", "rfkit_version", "VERDICTS", "BACKENDS", "backend_implementations",
-           "RESERVE", "MAX_EXTENSION"]
+           "RESERVE", "MAX_EXTENSION", "coverage_table", "variant_coverage", "holds_on"]
 
 VERDICTS = ("supported", "refuted", "inconclusive")
 #: Per tier, the budget a claim may add to its undecided sequential cells, as a fraction of its planned
@@ -193,8 +194,13 @@ class VariantVerdict:
     validity: str | None = None
     #: Why an inconclusive verdict is one: ``power`` (the evidence could not decide: underpowered, cannot
     #: exclude, heavy tails/skew), ``evidence`` (other flags: non-finite values, empty or degenerate evidence),
-    #: ``error`` (a cell failed), ``scope`` (untestable here, no cell or no search); ``None`` when decided.
+    #: ``error`` (a cell failed), ``scope`` (untestable here, no cell or no search), ``coverage`` (the cells do
+    #: not cover the reading's declared domain); ``None`` when decided.
     cause: str | None = None
+    #: Coverage of the reading's declared domain by this tier's cells (``None`` without a declared domain).
+    coverage: str | None = None
+    #: For a refuted reading, the largest declared sub-domain on which its cells support the claim.
+    holds_on: str | None = None
 
 
 def _witness(outcome: CellOutcome, p_adj: float) -> dict:
@@ -221,7 +227,13 @@ def _jsonable(obj):
 
 def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
            ) -> tuple[str, str, dict[str, VariantVerdict], np.ndarray, np.ndarray]:
-    """Verdicts from one claim's cell outcomes: ``(verdict, reason, variants, reject, p_adjusted)``."""
+    """Verdicts from one claim's cell outcomes: ``(verdict, reason, variants, reject, p_adjusted)``.
+
+    Readings that narrow the declared domain (:class:`~rfkit.validation.domain.Reading` with ``narrows``)
+    refute the claim when they find a violation (their domain lies inside the statement's), but their support
+    never supports the claim: the verdict then comes from the readings over the whole domain, and when there
+    are none it is ``inconclusive`` (not covered).
+    """
     n = len(outcomes)
     reject, p_adj = np.zeros(n, bool), np.ones(n)
     ok = [i for i, o in enumerate(outcomes) if o.evidence is not None]
@@ -234,15 +246,28 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
         variants[variant] = _decide_variant(claim, outcomes, idx, reject, p_adj)
     if claim.untestable and not outcomes:
         return "inconclusive", claim.untestable, variants, reject, p_adj
-    verdicts = {v.verdict for v in variants.values()}
+    full = {k: v for k, v in variants.items() if not claim.narrowed(k)}
+    narrow = {k: v for k, v in variants.items() if claim.narrowed(k)}
+    refuting = {k: v for k, v in narrow.items() if v.verdict == "refuted"}
+    if refuting and not any(v.verdict == "refuted" for v in full.values()):
+        name, v = next(iter(refuting.items()))
+        return "refuted", f"{name} (a sub-domain of the statement): {v.reason}", variants, reject, p_adj
+    supported_narrow = [k for k, v in narrow.items() if v.verdict == "supported"]
+    under = (" Supported under the declared narrowing(s): " + ", ".join(
+        f"{k} ({claim.variant_notes.get(k, '')})" for k in supported_narrow) + ".") if supported_narrow else ""
+    if not full:
+        return ("inconclusive", "not covered: only narrowed readings of the statement were tested." + under,
+                variants, reject, p_adj)
+    verdicts = {v.verdict for v in full.values()}
     if len(verdicts) > 1:
-        reason = "verdict depends on the reading: " + ", ".join(f"{k} {v.verdict}" for k, v in variants.items())
-        return "inconclusive", reason, variants, reject, p_adj
-    if len(variants) == 1:
-        only = next(iter(variants.values()))
-        return only.verdict, only.reason, variants, reject, p_adj
-    reason = "; ".join(f"{name}: {v.reason}" for name, v in variants.items() if v.reason)
-    return verdicts.pop(), reason, variants, reject, p_adj
+        reason = "verdict depends on the reading: " + ", ".join(f"{k} {v.verdict}" for k, v in full.items())
+        return "inconclusive", reason + ("." + under if under else ""), variants, reject, p_adj
+    verdict = verdicts.pop()
+    if len(full) == 1:
+        reason = next(iter(full.values())).reason
+    else:
+        reason = "; ".join(f"{name}: {v.reason}" for name, v in full.items() if v.reason)
+    return verdict, reason + (under if verdict == "inconclusive" else ""), variants, reject, p_adj
 
 
 #: Flags that say the evidence was too weak to decide (more or better-conditioned data would decide it).
@@ -258,9 +283,11 @@ def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdic
     if rejected:
         best = min(rejected, key=lambda i: (p_adj[i], -(outcomes[i].evidence.effect or 0)))
         ev = outcomes[best].evidence
+        holds = holds_on(claim, [outcomes[i] for i in idx], [bool(reject[i]) for i in idx])
         return VariantVerdict("refuted", f"violation {ev.effect:.3g} (tolerance {claim.tolerance:g}) at "
-                              f"{_where(outcomes[best].spec)}, adjusted p = {p_adj[best]:.3g}",
-                              _witness(outcomes[best], p_adj[best]), resolution, len(cells))
+                              f"{_where(outcomes[best].spec)}, adjusted p = {p_adj[best]:.3g}"
+                              + (f"; holds on {holds}" if holds else ""),
+                              _witness(outcomes[best], p_adj[best]), resolution, len(cells), holds_on=holds)
     if errors:
         return VariantVerdict("inconclusive", f"{len(errors)} cell(s) failed: {errors[0].error}", None, resolution,
                               len(cells), cause="error")
@@ -291,10 +318,101 @@ def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdic
     if claim.universal and not any(o.spec.kind == "search" for o in cells):
         return VariantVerdict("inconclusive", "universally quantified claim without an adversarial search",
                               None, resolution, len(cells), cause="scope")
+    covered, cover_text = variant_coverage(claim, [o.spec for o in cells])
+    if not covered:
+        return VariantVerdict("inconclusive", f"not covered: {cover_text}", None, resolution, len(cells),
+                              cause="coverage", coverage=cover_text)
     validity = weakest_validity(o.evidence for o in cells)
     basis = next(o.evidence for o in cells if o.evidence.validity == validity)
     reason = f"validity: {validity}" + (f" ({basis.assumption})" if basis.assumption else "")
-    return VariantVerdict("supported", reason, None, resolution, len(cells), validity)
+    return VariantVerdict("supported", reason, None, resolution, len(cells), validity, coverage=cover_text)
+
+
+def variant_coverage(claim: Claim, specs: list[CellSpec]) -> tuple[bool, str | None]:
+    """Whether one reading's cells (grid points, and the search when one runs) cover its declared domain;
+    ``(True, None)`` for a claim without a declared domain."""
+    if not specs:
+        return False, "no cell"
+    domain = claim.reading_domain(specs[0].variant)
+    if domain is None:
+        return True, None
+    searched = claim.searched if any(s.kind == "search" for s in specs) else ()
+    return domain_coverage(domain, [s.params for s in specs if s.kind == "grid"], searched)
+
+
+def coverage_table(claim: Claim) -> dict[str, dict[str, dict]]:
+    """The design's coverage of each reading's domain at each tier, before anything runs:
+    ``{tier: {reading: {"covered": bool, "coverage": text, "cells": n}}}`` (empty without a domain)."""
+    if claim.domain is None:
+        return {}
+    out = {}
+    for tier in TIERS:
+        specs = plan(claim, tier=tier, seed=0)
+        out[tier] = {}
+        for variant in claim.variants:
+            mine = [s for s in specs if s.variant == variant]
+            covered, text = variant_coverage(claim, mine)
+            out[tier][variant] = dict(covered=covered, coverage=text, cells=len(mine),
+                                      narrowed=claim.narrowed(variant))
+    return out
+
+
+def _good(outcome: CellOutcome, rejected: bool, tolerance: float) -> bool:
+    ev = outcome.evidence
+    return ev is not None and not rejected and not ev.flags and ev.upper <= tolerance
+
+
+def holds_on(claim: Claim, cells: list[CellOutcome], rejected: list[bool]) -> str | None:
+    """The largest sub-grid, cut along declared axes, on which every cell supports the claim.
+
+    Greedily removes the axis value whose cells hold the most violations per supporting cell lost, until no
+    rejected cell is left; reports the remaining values of the axes it cut (``"z ∈ {0.5, 1}"``), or ``None``
+    when nothing supported remains (or the claim declares no domain). Only grid cells count: a search's
+    witness is one point, which the grid's cut may or may not exclude.
+    """
+    if claim.domain is None:
+        return None
+    grid = [(o, r) for o, r in zip(cells, rejected, strict=True) if o.spec.kind == "grid"]
+    axes = [a for a in claim.domain if all(a in o.spec.params for o, _ in grid)]
+    keep = {a: {_key(o.spec.params[a]) for o, _ in grid} for a in axes}
+    cut: set[str] = set()
+
+    def inside(o):
+        return all(_key(o.spec.params[a]) in keep[a] for a in axes)
+
+    while True:
+        live = [(o, r) for o, r in grid if inside(o)]
+        bad = [(o, r) for o, r in live if r]
+        if not bad:
+            break
+        best, best_score = None, None
+        for a in axes:
+            for value in {_key(o.spec.params[a]) for o, _ in bad}:
+                removed = [(o, r) for o, r in live if _key(o.spec.params[a]) == value]
+                lost = sum(_good(o, r, claim.tolerance) for o, r in removed)
+                gained = sum(r for _, r in removed)
+                score = (gained / (lost + 1), -lost)
+                if best_score is None or score > best_score:
+                    best, best_score = (a, value), score
+        if best is None:
+            return None
+        keep[best[0]].discard(best[1])
+        cut.add(best[0])
+    live = [(o, r) for o, r in grid if inside(o)]
+    if not live or not all(_good(o, r, claim.tolerance) for o, r in live):
+        return None
+    return ", ".join(f"{a} ∈ {{{', '.join(sorted(keep[a], key=_order))}}}" for a in claim.domain if a in cut)
+
+
+def _key(value) -> str:
+    return json.dumps(value, default=str) if not isinstance(value, str) else value
+
+
+def _order(text: str):
+    try:
+        return (0, float(text), text)
+    except ValueError:
+        return (1, 0.0, text)
 
 
 def _where(spec: CellSpec) -> str:
@@ -342,13 +460,33 @@ class ClaimResult:
         (``power`` first: see :attr:`VariantVerdict.cause`); ``None`` for a decided claim."""
         if self.verdict != "inconclusive":
             return None
-        if len({v.verdict for v in self.variants.values()}) > 1:
+        full = {k: v for k, v in self.variants.items() if not self.claim.narrowed(k)}
+        if not full:
+            return "coverage"
+        if len({v.verdict for v in full.values()}) > 1:
             return "reading"
-        causes = [v.cause for v in self.variants.values() if v.cause]
-        for kind in ("power", "error", "evidence", "scope"):
+        causes = [v.cause for v in full.values() if v.cause]
+        for kind in ("power", "error", "evidence", "coverage", "scope"):
             if kind in causes:
                 return kind
         return "scope"
+
+    @property
+    def holds_on(self) -> str | None:
+        """Where a refuted claim holds: the sub-domain its cells support, and the narrowed readings that are
+        supported (``None`` when the claim is not refuted or nothing supported remains)."""
+        if self.verdict != "refuted":
+            return None
+        parts = [f"{k}: {v.holds_on}" if len(self.variants) > 1 else v.holds_on
+                 for k, v in self.variants.items() if v.holds_on]
+        parts += [f"the reading {k} ({self.claim.variant_notes.get(k, '')})" for k, v in self.variants.items()
+                  if self.claim.narrowed(k) and v.verdict == "supported"]
+        return "; ".join(parts) or None
+
+    @property
+    def coverage(self) -> dict[str, str | None]:
+        """Per reading, the coverage of its declared domain (``None`` without a declared domain)."""
+        return {k: v.coverage for k, v in self.variants.items()}
 
     @property
     def validity(self) -> str | None:
@@ -367,7 +505,7 @@ class ClaimResult:
         """The ``verdicts.json`` entry of this claim."""
         return dict(id=self.claim.id, paper=self.claim.paper, kind=self.claim.kind, verdict=self.verdict,
                     variants={k: v.verdict for k, v in self.variants.items()}, validity=self.validity,
-                    cause=self.cause,
+                    cause=self.cause, holds_on=self.holds_on,
                     witness=self.witness,
                     resolution=_jsonable(self.resolution), tolerance=self.claim.tolerance, cells=len(self.outcomes),
                     seconds=round(self.seconds, 4), reason=self.reason,

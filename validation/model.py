@@ -13,6 +13,7 @@ Verdicts are computed by :mod:`rfkit.validation.engine`; nothing here states one
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from rfkit.validation.domain import Axis, Reading, describe, narrowing
 from rfkit.validation.stats import sequential_mean
 
-__all__ = ["KINDS", "TIERS", "Claim", "CellContext", "per_tier"]
+__all__ = ["KINDS", "TIERS", "Claim", "CellContext", "per_tier", "tiers"]
 
 KINDS = ("identity", "expectation", "moment", "inequality", "tail-bound", "rate", "optimality", "complexity",
          "reproduction")
@@ -33,6 +35,18 @@ PAPERS = ("core", "performer", "lara", "eva", "macformer")
 RESULT_VARIABLES = ("estimate", "prediction", "stderr", "statistic", "p_value", "resolution", "effect", "upper",
                     "n_samples", "p_adjusted", "seconds", "cell_verdict", "flags", "method", "validity", "extra")
 RESERVED_AXES = frozenset({*RESULT_VARIABLES, "variant", "restart"})
+
+
+def tiers(base, **overrides) -> dict[str, Any]:
+    """A per-tier setting written as the quick tier's ``base`` plus each other tier's changes to it:
+    ``tiers(dict(m=[16, 64], d=[4]), smoke=dict(m=[16]), full=dict(m=[16, 64, 256]))`` (a grid: the
+    overrides replace single axes) or ``tiers(20_000, full=100_000)`` (a budget)."""
+    unknown = set(overrides) - set(TIERS)
+    if unknown:
+        raise ValueError(f"unknown tiers {sorted(unknown)}; expected some of {TIERS}")
+    if isinstance(base, Mapping):
+        return {t: {**base, **overrides.get(t, {})} for t in TIERS}
+    return {t: overrides.get(t, base) for t in TIERS}
 
 
 def per_tier(value, tier: str):
@@ -93,13 +107,13 @@ class Claim:
     """A registered claim (see the module docstring). Per-tier settings are ``{"smoke": .., ...}``."""
 
     id: str
-    paper: str
     source: str
     statement: str
     kind: str
-    hypotheses: str
     tolerance: float
-    cell: Callable[[CellContext], Any] | None
+    cell: Callable[[CellContext], Any] | None = None
+    paper: str = ""
+    hypotheses: str = ""
     grid: Mapping[str, Mapping[str, Sequence]] = field(default_factory=dict)
     replicates: Any = 0
     variants: tuple[str, ...] = ("default",)
@@ -113,8 +127,31 @@ class Claim:
     plot_x: str | None = None
     units: str = ""
     notes: str = ""
+    #: The statement's quantified domain (:mod:`rfkit.validation.domain`): the engine supports a reading only
+    #: when the cells (and the search, over the axes in ``searched``) cover its domain.
+    domain: Mapping[str, Axis] | None = None
+    #: Readings of the statement by name (become the variants): a reading with ``narrows`` tests less than the
+    #: statement and can never make the claim ``supported``.
+    readings: Mapping[str, Reading] | None = None
+    #: Axes of the domain that the adversarial ``search`` explores over their whole declared set.
+    searched: tuple[str, ...] = ()
 
     def __post_init__(self):
+        if not self.paper:
+            object.__setattr__(self, "paper", self.id.split(".", 1)[0])
+        if self.readings:
+            object.__setattr__(self, "variants", tuple(self.readings))
+            object.__setattr__(self, "variant_notes", {k: r.note for k, r in self.readings.items()})
+        if self.domain is not None:
+            for reading in (self.readings or {}).values():
+                narrowing(self.domain, reading)  # raises on a narrowing outside the domain
+            unknown = set(self.searched) - set(self.domain)
+            if unknown:
+                raise ValueError(f"claim {self.id}: searched axes {sorted(unknown)} are not in its domain")
+            if not self.hypotheses:
+                object.__setattr__(self, "hypotheses", describe(self.domain))
+        elif self.readings or self.searched:
+            raise ValueError(f"claim {self.id}: readings and searched axes need a declared domain")
         if self.kind not in KINDS:
             raise ValueError(f"claim {self.id}: unknown kind {self.kind!r}; expected one of {KINDS}")
         if self.paper not in PAPERS:
@@ -128,6 +165,34 @@ class Claim:
         clashes = {name for tier_axes in map(self.axes, TIERS) for name in tier_axes} & RESERVED_AXES
         if clashes:
             raise ValueError(f"claim {self.id}: grid axes {sorted(clashes)} clash with results variables")
+
+    def reading_domain(self, variant: str) -> dict[str, Axis] | None:
+        """The domain ``variant`` tests (the claim's, with a narrowing reading's axes swapped in)."""
+        if self.domain is None:
+            return None
+        return narrowing(self.domain, (self.readings or {}).get(variant))
+
+    def narrowed(self, variant: str) -> bool:
+        """Whether ``variant`` is a declared narrowing of the statement."""
+        reading = (self.readings or {}).get(variant)
+        return bool(reading is not None and reading.narrows)
+
+    def declaration(self) -> dict:
+        """The claim as JSON-able data: what it states, its domain and readings, and each tier's design."""
+        def axis(a):
+            return dict(type=type(a).__name__, set=a.describe(), words=a.words,
+                        **{k: v for k, v in dataclasses.asdict(a).items() if k != "words"})
+
+        return dict(
+            id=self.id, paper=self.paper, source=self.source, statement=self.statement, kind=self.kind,
+            tolerance=self.tolerance, units=self.units, hypotheses=self.hypotheses, universal=self.universal,
+            domain=None if self.domain is None else {k: axis(a) for k, a in self.domain.items()},
+            readings={v: dict(note=self.variant_notes.get(v, ""), narrows={
+                k: axis(a) for k, a in ((self.readings or {}).get(v, Reading()).narrows.items())})
+                for v in self.variants},
+            searched=list(self.searched), roles=list(self.roles), untestable=self.untestable, notes=self.notes,
+            tiers={t: dict(grid=self.axes(t), replicates=self.n_replicates(t), restarts=self.n_restarts(t),
+                           cells={v: len(self.cells(t, v)) for v in self.variants}) for t in TIERS})
 
     def axes(self, tier: str) -> dict[str, list]:
         """The sweep axes and their values at ``tier``."""
