@@ -14,7 +14,7 @@ import math
 import warnings
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from rfkit.estimators import (
     FEATURE_MAPS,
@@ -27,6 +27,7 @@ from rfkit.estimators import (
 )
 from rfkit.theory import importance as is_theory
 from rfkit.theory.softmax import estimator_moments, orthogonal_mse
+from rfkit.validation.domain import Choice, Integers, Range
 from rfkit.validation.harness import (
     as_features,
     chunks,
@@ -35,7 +36,7 @@ from rfkit.validation.harness import (
     kernel_estimates,
     replicate_projections,
 )
-from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import combine, exact_test, flagged, ks_test, mean_test, slope_test
 
@@ -63,16 +64,25 @@ def _is_unbiased_cell(ctx: CellContext):
 
 
 IS_UNBIASED = Claim(
-    id="core.is.unbiased", paper="core", source="rfkit.estimators.importance.is_estimate",
-    statement="The importance sampling estimate (1/S) Σ w_s f(x_s), x_s ~ q, w = p/q, is unbiased for E_p[f].",
-    kind="expectation",
-    hypotheses="p = N(a, 1) normalised, q = N(0, s²) with s² > 1/2 (finite weight variance), f ∈ {x, 1}",
-    tolerance=0.05, units="absolute bias",
+    id="core.is.unbiased", source="rfkit.estimators.importance.is_estimate",
+    statement="The importance sampling estimate (1/S) Σ w_s f(x_s), x_s ~ q, w = p/q, is unbiased for E_p[f], for "
+              "p = N(a, 1) with 0 <= a <= 1, q = N(0, s²) with 1 <= s <= 2 (a proposal at least as wide as the "
+              "target), f ∈ {x, 1} and every sample size S >= 1.",
+    kind="expectation", tolerance=0.05, units="absolute bias",
+    domain=dict(a=Range("p = N(a, 1) with 0 <= a <= 1", 0.0, 1.0),
+                s=Range("q = N(0, s²) with 1 <= s <= 2", 1.0, 2.0),
+                f=Choice("f ∈ {x, 1}", ("x", "1")),
+                S=Integers("every sample size S >= 1", 1, math.inf, points=(1,), up_to=8,
+                           why="the estimate is a mean of S iid terms, so its expectation is that of S = 1; "
+                               "S = 8 checks the averaging")),
     cell=_is_unbiased_cell,
-    grid={"smoke": dict(a=[0.5], s=[1.0, 2.0], S=[4], f=["x", "1"]),
-          "quick": dict(a=[0.0, 0.5, 1.0], s=[1.0, 2.0], S=[1, 8], f=["x", "1"])},
-    replicates={"smoke": 60_000, "quick": 200_000, "full": 1_000_000},
+    grid=tiers(dict(a=[0.0, 0.5, 1.0], s=[1.0, 1.5, 2.0], S=[1, 8], f=["x", "1"]),
+               smoke=dict(a=[0.0, 1.0], s=[1.0, 2.0])),
+    replicates=tiers(200_000, smoke=150_000, full=1_000_000),
     roles=("is_estimate",), plot_x="a",
+    notes="The exact weight variance of rfkit.theory.importance is the Catoni sequence's variance bound "
+          "(non-asymptotic). Proposals narrower than the target (1/2 < s² < 1) have heavy-tailed weights whose "
+          "variance grows without bound as s² -> 1/2: not claimed here.",
 )
 
 
@@ -90,9 +100,8 @@ SNIS_SIZES = tuple(int(round(8 * 2 ** (k / 2))) for k in range(15))  # 8, 11, 16
 
 
 def _snis_rate_cell(ctx: CellContext):
-    a, sizes = ctx.params["a"], ctx.params["S_max"]
+    a, grid = ctx.params["a"], list(ctx.params["S"])
     estimator = ctx.impl("snis_estimate", snis_estimate)
-    grid = [S for S in SNIS_SIZES if S <= sizes]
     bias, se, raw_se = [], [], []
     for S in grid:
         est, raw = [], []
@@ -116,15 +125,17 @@ def _snis_rate_cell(ctx: CellContext):
 
 
 SNIS_RATE = Claim(
-    id="core.snis.bias_rate", paper="core", source="rfkit.estimators.importance.snis_estimate",
+    id="core.snis.bias_rate", source="rfkit.estimators.importance.snis_estimate",
     statement="Self-normalised importance sampling is consistent with bias O(1/S): log|bias| falls with slope "
-              "-1 in log S (delta method: bias ≈ (μ E_q[w²] - E_q[w² f])/S = -a e^{a²}/S here).",
-    kind="rate",
-    hypotheses="p = N(a, 1), q = N(0, 1), f(x) = x, a > 0 (so the bias is non-zero), S from 8 up",
-    tolerance=0.25, units="slope difference",
+              "-1 in log S (delta method: bias ≈ (μ E_q[w²] - E_q[w² f])/S = -a e^{a²}/S here), for p = N(a, 1) "
+              "with 0 < a <= 1, q = N(0, 1), f(x) = x, from S = 8 on.",
+    kind="rate", tolerance=0.25, units="slope difference",
+    domain=dict(a=Range("p = N(a, 1) with 0 < a <= 1 (a non-zero bias)", 0.0, 1.0, strict=(True, False)),
+                S=Integers("from S = 8 on", 8, math.inf, up_to=128,
+                           why="the slope is fitted on 9 √2-spaced sizes from 8 to 128 (1024 at the full tier)")),
     cell=_snis_rate_cell,
-    grid={"smoke": dict(a=[0.5], S_max=[128]), "quick": dict(a=[0.5, 1.0], S_max=[128]),
-          "full": dict(a=[0.25, 0.5, 1.0], S_max=[1024])},
+    grid=tiers(dict(a=[0.05, 0.5, 1.0], S=[SNIS_SIZES[:9]]), smoke=dict(a=[0.05, 1.0]),
+               full=dict(a=[0.05, 0.25, 0.5, 1.0], S=[SNIS_SIZES])),
     replicates={"smoke": 30_000, "quick": 60_000, "full": 1_000_000},
     roles=("snis_estimate",), plot_x="a",
     notes="The bias at each S is the mean of SNIS minus its linearisation Σwx/S - a(Σw/S - 1), whose mean is "
@@ -167,21 +178,27 @@ def _linear_exact_cell(ctx: CellContext):
 
 
 LINEAR_EXACT = Claim(
-    id="core.linear_attention.exact", paper="core", source="rfkit.estimators.attention.linear_attention",
+    id="core.linear_attention.exact", source="rfkit.estimators.attention.linear_attention",
     statement="Linear attention D̂⁻¹Q'((K')ᵀV) (and its causal prefix-sum form) equals the quadratic form "
               "D̂⁻¹(Q'K'ᵀ ⊙ mask)V to round-off, for any features, lengths and chunk sizes.",
-    kind="identity",
+    kind="identity", tolerance=1e-11, units="condition-scaled error",
+    domain=dict(feature=Choice("any features: trig, positive and hyperbolic maps", FEATURE_KINDS),
+                direction=Choice("bidirectional and its causal prefix-sum form", ("bidirectional", "causal")),
+                L=Integers("any length", 1, math.inf, points=(1, 2, 17), up_to=1024,
+                           why="the prefix sums run over chunks of at most 128 rows: longer inputs repeat "
+                               "the same carries"),
+                chunk=Integers("any chunk size", 1, math.inf, points=(1, 16), up_to=128,
+                               why="128 exceeds every tested length but the longest (one chunk)")),
     hypotheses="any feature matrices with non-zero renormalisers; error scaled by the condition magnitude "
                "(Σ|Â||v| + |out|Σ|Â|)/|D̂| per entry",
-    tolerance=1e-11, units="condition-scaled error",
     cell=_linear_exact_cell,
-    grid={"smoke": dict(L=[17, 256], chunk=[7, 128], feature=list(FEATURE_KINDS),
-                        direction=["bidirectional", "causal"]),
-          "quick": dict(L=[1, 2, 17, 1024], chunk=[1, 16, 128], feature=list(FEATURE_KINDS),
-                        direction=["bidirectional", "causal"])},
+    grid=tiers(dict(L=[1, 2, 17, 1024], chunk=[1, 16, 128], feature=list(FEATURE_KINDS),
+                    direction=["bidirectional", "causal"])),
     where=lambda p, v: not (p["direction"] == "bidirectional" and p["chunk"] != 128)
     and not (p["L"] >= 1024 and p["chunk"] == 1),
     roles=("linear_attention",) + tuple(f"feature_map.{k}" for k in FEATURE_KINDS), plot_x="L",
+    notes="Coverage is per axis: the chunk sizes are exercised by the causal form (the bidirectional form has "
+          "no chunks), and chunk 1 at lengths up to 17.",
 )
 
 
@@ -207,17 +224,24 @@ def _no_future_leak_cell(ctx: CellContext):
 
 
 NO_FUTURE_LEAK = Claim(
-    id="core.causal.no_future_leak", paper="core", source="rfkit.estimators.attention.linear_attention",
+    id="core.causal.no_future_leak", source="rfkit.estimators.attention.linear_attention",
     statement="Causal linear attention's outputs up to position t do not change when tokens after t change "
-              "(stabilisers use past and present tokens only).",
-    kind="identity",
-    hypotheses="any inputs; future tokens replaced by fresh draws, possibly with huge norms",
-    tolerance=1e-15, units="relative change",
+              "(stabilisers use past and present tokens only), for any inputs, including future tokens of huge "
+              "norm.",
+    kind="identity", tolerance=1e-15, units="relative change",
+    domain=dict(t=Integers("every position t before the last", 0, math.inf, points=(0,), up_to=298,
+                           why="t < L - 1 <= 298 at the longest tested length"),
+                L=Integers("any length with a future (L >= 2)", 2, math.inf, up_to=300,
+                           why="chunked prefix sums of at most 64 rows: 300 spans several chunks and a partial "
+                               "one"),
+                feature=Choice("any features: trig, positive and hyperbolic maps", FEATURE_KINDS),
+                chunk=Integers("any chunk size", 1, math.inf, points=(1, 7), up_to=64,
+                               why="64 is a whole chunk of the shorter length"),
+                future=Choice("future tokens replaced by fresh draws, possibly of huge norm", ("normal", "huge"))),
     cell=_no_future_leak_cell,
-    grid={"smoke": dict(L=[64], t=[0, 31, 62], feature=list(FEATURE_KINDS), chunk=[7, 64],
-                        future=["normal", "huge"]),
-          "quick": dict(L=[64, 300], t=[0, 31, 62, 298], feature=list(FEATURE_KINDS), chunk=[1, 7, 64],
-                        future=["normal", "huge"])},
+    grid=tiers(dict(L=[2, 64, 300], t=[0, 31, 62, 298], feature=list(FEATURE_KINDS), chunk=[1, 7, 64],
+                    future=["normal", "huge"]),
+               smoke=dict(L=[2, 300], t=[0, 298])),
     where=lambda p, v: p["t"] < p["L"] - 1,
     roles=("linear_attention",) + tuple(f"feature_map.{k}" for k in FEATURE_KINDS), plot_x="t",
 )
@@ -225,38 +249,84 @@ NO_FUTURE_LEAK = Claim(
 # ------------------------------------------------------------------------------------- projections
 
 
-def _sphere_coordinate_cdf(d: int):
-    law = stats.beta((d - 1) / 2, (d - 1) / 2)
-    return lambda t: law.cdf((np.asarray(t) + 1) / 2)
+#: Rows of the sampled matrix as a function of d: one block, a partial second block, two whole blocks.
+HAAR_ROWS = {"d": lambda d: d, "d+1": lambda d: d + 1, "2d": lambda d: 2 * d}
+
+
+def _blocks(m: int, d: int) -> list[range]:
+    return [range(start, min(start + d, m)) for start in range(0, m, d)]
+
+
+def _orthogonality_error(directions: np.ndarray, d: int) -> float:
+    """``max |U Uᵀ - I|`` over the blocks of unit rows ``U`` (rows of one block must be exactly orthonormal)."""
+    worst = 0.0
+    for rows in _blocks(directions.shape[1], d):
+        u = directions[:, rows, :]
+        gram = u @ np.swapaxes(u, -1, -2)
+        worst = max(worst, float(np.abs(gram - np.eye(len(rows))).max()))
+    return worst
 
 
 def _haar_law_cell(ctx: CellContext):
     d = ctx.params["d"]
+    m = HAAR_ROWS[ctx.params["m"]](d)
     sampler = ctx.impl("orthogonal_projection", orthogonal_projection)
-    frames = np.asarray(sampler(d, d, rng=ctx.rng, size=ctx.replicates), dtype=np.float64)
-    directions = frames / np.linalg.norm(frames, axis=-1, keepdims=True)
+    frames = np.asarray(sampler(m, d, rng=ctx.rng, size=ctx.replicates), dtype=np.float64)
+    norms = np.linalg.norm(frames, axis=-1)
+    directions = frames / norms[..., None]
+    pairs = [(i, j) for rows in _blocks(m, d) for i in rows for j in rows if i < j] if d > 2 else []
+    test = ctx.sub_test(2 + bool(pairs))
+    # 1. exact: rows of one block are orthonormal to round-off (64·d ulps); the effect is in units of that
+    #    round-off times the tolerance, so it exceeds the tolerance exactly when the error exceeds the round-off
+    roundoff = 64 * d * np.finfo(float).eps
+    error = _orthogonality_error(directions, d)
+    parts = [exact_test(error, 0.0, tolerance=ctx.tolerance, scale=roundoff / ctx.tolerance,
+                        extra=dict(max_gram_error=error, roundoff=roundoff))]
+    # 2. every row: its direction's coordinate along e_1 and along a random u (law c_d (1-t²)^{(d-3)/2}, i.e.
+    #    (t + 1)/2 ~ Beta((d-1)/2, (d-1)/2)) and its norm (chi(d)), as one Kolmogorov-Smirnov family
     u = ctx.rng.normal(size=d)
     u /= np.linalg.norm(u)
-    cdf = _sphere_coordinate_cdf(d)
-    rows = sorted({0, d // 2, d - 1})
-    test = dict(ctx.test, alpha=ctx.alpha / (3 * len(rows)))
-    parts = [ks_test(directions[:, i, 0], cdf, **test) for i in rows]
-    parts += [ks_test(directions[:, i, :] @ u, cdf, **test) for i in rows]
-    parts += [ks_test(np.linalg.norm(frames[:, i, :], axis=-1), stats.chi(d).cdf, **test) for i in rows]
-    return combine(parts, extra=dict(rows=rows))
+    coords = directions @ u
+    half = (d - 1) / 2.0
+    rows = np.concatenate([(directions[:, :, 0] + 1) / 2, (coords + 1) / 2, norms], axis=1)
+
+    def rows_cdf(v):  # columns: 2m sphere coordinates, then m chi norms
+        out = np.empty_like(v)
+        out[:, : 2 * m] = special.betainc(half, half, np.clip(v[:, : 2 * m], 0.0, 1.0))
+        out[:, 2 * m:] = special.gammainc(d / 2, v[:, 2 * m:] ** 2 / 2)
+        return out
+
+    parts.append(ks_test(rows, rows_cdf, **test))
+    # 3. two rows of a block jointly: for a Haar frame (u_i, u_j) and a fixed unit u, the squared length of u's
+    #    projection on span(u_i, u_j) is that of a uniform point's first two coordinates, Beta(1, (d-2)/2)
+    #    (d >= 3; for d = 2 it is exactly 1, which the orthogonality part checks)
+    if pairs:
+        i, j = np.array(pairs).T
+        projected = coords[:, i] ** 2 + coords[:, j] ** 2
+        # Beta(1, b) has the closed-form CDF 1 - (1 - v)^b
+        parts.append(ks_test(projected, lambda v: 1.0 - (1.0 - np.clip(v, 0.0, 1.0)) ** ((d - 2) / 2.0), **test))
+    return combine(parts, extra=dict(rows=m, pairs=len(pairs), max_gram_error=error))
 
 
 HAAR_LAW = Claim(
-    id="core.orf.haar_law", paper="core", source="rfkit.estimators.projections.orthogonal_projection",
-    statement="Orthogonal random features are Haar: every row's direction is uniform on S^{d-1} (coordinate "
-              "law c_d (1-t²)^{(d-3)/2}, along e_1 and along a random u) and, with chi norms, each row's "
-              "norm is chi(d).",
-    kind="identity",
-    hypotheses="d >= 2, rows 0, d/2 and d-1 of a d×d block, norms='chi'",
-    tolerance=0.04, units="Kolmogorov-Smirnov distance",
+    id="core.orf.haar_law", source="rfkit.estimators.projections.orthogonal_projection",
+    statement="Orthogonal random features are Haar within each block of d rows: rows of a block are exactly "
+              "orthonormal in direction; every row's direction is uniform on S^{d-1} (coordinate law "
+              "c_d (1-t²)^{(d-3)/2}, along e_1 and along a random u); any two rows of a block are jointly Haar "
+              "(the squared projection of a fixed unit vector on their span is Beta(1, (d-2)/2)); with chi "
+              "norms each row's norm is chi(d). For every d >= 2 and every number of rows m (whole and partial "
+              "blocks).",
+    kind="identity", tolerance=0.04,
+    units="Kolmogorov-Smirnov distance (orthogonality: error in units of 64·d ulps times the tolerance)",
+    domain=dict(d=Integers("every d >= 2", 2, math.inf, points=(2, 3), up_to=16,
+                           why="the sampler is one sign-fixed QR for every d; 64 at the full tier"),
+                m=Choice("every number of rows: one block, a partial and a whole second block",
+                         tuple(HAAR_ROWS))),
     cell=_haar_law_cell,
-    grid={"smoke": dict(d=[2, 8]), "quick": dict(d=[2, 3, 8, 16])},
-    replicates={"smoke": 12_000, "quick": 20_000, "full": 100_000},
+    grid=tiers(dict(d=[2, 3, 8, 16], m=list(HAAR_ROWS)), full=dict(d=[2, 3, 8, 16, 64])),
+    # the partial and the second block are tested up to d = 8 (coverage is per axis); d = 16 is one block
+    where=lambda p, v: p["d"] <= 8 or p["m"] == "d",
+    replicates=tiers(20_000, full=100_000),
     roles=("orthogonal_projection",), plot_x="d",
 )
 
@@ -292,25 +362,33 @@ def _features_unbiased_cell(ctx: CellContext):
 
 
 FEATURES_UNBIASED = Claim(
-    id="core.features.unbiased", paper="core", source="rfkit.estimators.features",
+    id="core.features.unbiased", source="rfkit.estimators.features",
     statement="Trigonometric, positive and hyperbolic random features give unbiased estimates of the softmax "
-              "kernel SM(x, y) = exp(xᵀy) with iid Gaussian or orthogonal (chi-norm) projections.",
-    kind="expectation",
-    hypotheses="x, y of moderate norm (‖x+y‖² <= 1.5, where Monte Carlo means are nearly normal) at several "
-               "angles; projection rows marginally N(0, I_d)",
-    tolerance=0.05, units="relative bias",
+              "kernel SM(x, y) = exp(xᵀy) with iid Gaussian or orthogonal (chi-norm) projections, for every "
+              "number of features m >= 1, every d >= 1 and inputs x, y at the angles 0, π/3, 2π/3 and π with "
+              "‖x + y‖² <= 1.5.",
+    kind="expectation", tolerance=0.05, units="relative bias",
+    domain=dict(feature=Choice("trigonometric, positive and hyperbolic random features", FEATURE_KINDS),
+                projection=Choice("iid Gaussian or orthogonal (chi-norm) projections", ("iid", "orthogonal")),
+                d=Integers("every d >= 1", 1, math.inf, points=(1, 2), up_to=8,
+                           why="the estimate depends on x, y only through their Gram matrix, a 2-dimensional "
+                               "configuration: d >= 2 adds nothing but orthogonal blocks, tested at 8"),
+                m=Integers("every number of features m >= 1", 1, math.inf, points=(1,), up_to=8,
+                           why="unbiasedness of a mean of m terms is that of one term; 8 > d checks a partial "
+                               "orthogonal block"),
+                pair=Choice("x, y at the angles 0, π/3, 2π/3 and π with ‖x + y‖² <= 1.5", tuple(PAIRS))),
     cell=_features_unbiased_cell,
-    grid={"smoke": dict(feature=list(FEATURE_KINDS), projection=["iid", "orthogonal"], d=[4], m=[4],
-                        pair=["small", "obtuse"]),
-          "quick": dict(feature=list(FEATURE_KINDS), projection=["iid", "orthogonal"], d=[2, 8], m=[1, 8],
-                        pair=list(PAIRS)),
-          "full": dict(feature=list(FEATURE_KINDS), projection=["iid", "orthogonal"], d=[1, 2, 8, 32],
-                       m=[1, 8, 64], pair=list(PAIRS))},
+    grid=tiers(dict(feature=list(FEATURE_KINDS), projection=["iid", "orthogonal"], d=[1, 2, 8], m=[1, 8],
+                    pair=list(PAIRS)),
+               smoke=dict(d=[1, 2, 8], pair=list(PAIRS)),
+               full=dict(d=[1, 2, 8, 32], m=[1, 8, 64])),
+    where=lambda p, v: not (p["d"] == 1 and p["pair"] in ("small", "obtuse")),
     replicates={"smoke": 20_000, "quick": 100_000, "full": 1_000_000},
     roles=tuple(f"feature_map.{k}" for k in FEATURE_KINDS), plot_x="pair",
     notes="Sequential cells (budget per tier) with the exact variance of rfkit.theory.softmax (iid rows: "
           "estimator_moments; orthogonal: orthogonal_mse) as the Catoni sequence's variance bound. Trig features at "
-          "x = y (pair=parallel) have variance exactly 0: those cells are deterministic and judged exactly.",
+          "x = y (pair=parallel) have variance exactly 0: those cells are deterministic and judged exactly. In "
+          "d = 1 only the angles 0 and π exist.",
 )
 
 # --------------------------------------------------------------------------------------------- ESS
@@ -346,14 +424,16 @@ def _ess_search(ctx: CellContext):
 
 
 ESS_RANGE = Claim(
-    id="core.ess.range", paper="core", source="rfkit.estimators.importance.effective_sample_size",
+    id="core.ess.range", source="rfkit.estimators.importance.effective_sample_size",
     statement="Kish's effective sample size (Σw)²/Σw² of S non-negative weights, not all zero, lies in [1, S].",
-    kind="inequality",
-    hypotheses="w ∈ [0, ∞)^S, w ≠ 0",
-    tolerance=1e-12, units="margin / S",
+    kind="inequality", tolerance=1e-12, units="margin / S",
+    domain=dict(S=Integers("S weights", 1, math.inf, points=(1, 2, 6), up_to=1000,
+                           why="a ratio of two sums: nothing changes in kind with S; the search works at S = 6"),
+                law=Choice("non-negative weights, not all zero: spread, heavy-tailed, one non-zero, all equal and "
+                           "mostly zero (and, by the search, adversarial log-weights over 80 orders of magnitude)",
+                           ("exponential", "lognormal", "one-hot", "equal", "sparse"))),
     cell=_ess_cell, search=_ess_search, universal=True,
-    grid={"smoke": dict(S=[1, 10], law=["exponential", "one-hot", "equal"]),
-          "quick": dict(S=[1, 2, 10, 1000], law=["exponential", "lognormal", "one-hot", "equal", "sparse"])},
+    grid=tiers(dict(S=[1, 2, 6, 10, 1000], law=["exponential", "lognormal", "one-hot", "equal", "sparse"])),
     restarts={"smoke": 2, "quick": 6, "full": 30},
     roles=("effective_sample_size",), plot_x="S",
 )
