@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rfkit.validation.domain import coverage
 from rfkit.validation.engine import VERDICTS, ClaimResult, RunResult
 
 __all__ = ["summary_counts", "text_table", "markdown_report", "html_report", "latex_table", "figure_spec",
@@ -106,6 +107,8 @@ def markdown_report(run: RunResult, figures: dict[str, str] | None = None) -> st
                 f"*Tolerance:* {c.claim.tolerance:g} ({c.claim.units or 'effect units'}).", ""]
         if c.reason:
             out += [f"*Reason:* {c.reason}", ""]
+        if _coverage_rows(c):
+            out += ["*Domain and coverage:*", "", _md_table(_COVERAGE_HEAD, _coverage_rows(c)), ""]
         if c.claim.id in figures:
             out += [f"![{c.claim.id}]({figures[c.claim.id]})", ""]
         if c.witness:
@@ -147,6 +150,8 @@ def html_report(run: RunResult, figures: dict[str, str] | None = None) -> str:
                      f"{c.claim.tolerance:g} ({html.escape(c.claim.units or 'effect units')}).</p>")
         if c.reason:
             parts.append(f"<p><i>Reason:</i> {html.escape(c.reason)}</p>")
+        if _coverage_rows(c):
+            parts.append("<p><i>Domain and coverage:</i></p>" + _html_table(_COVERAGE_HEAD, _coverage_rows(c)))
         if c.claim.id in figures:
             parts.append(f"<img src='{html.escape(figures[c.claim.id])}' alt='{html.escape(c.claim.id)}'>")
         if c.witness:
@@ -154,6 +159,27 @@ def html_report(run: RunResult, figures: dict[str, str] | None = None) -> str:
                          f"<pre>{html.escape(_witness_text(c.witness))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+_COVERAGE_HEAD = ["reading", "axis", "statement's words", "declared set", "tested", "missing"]
+
+
+def _coverage_rows(c: ClaimResult) -> list[list[str]]:
+    """One row per reading and axis of a claim's declared domain: what the run's cells covered."""
+    rows = []
+    for variant in c.claim.variants:
+        domain = c.claim.reading_domain(variant)
+        specs = [o.spec for o in c.outcomes if o.spec.variant == variant]
+        if domain is None or not specs:
+            continue
+        searched = c.claim.searched if any(s.kind == "search" for s in specs) else ()
+        for name, cov in zip(domain, coverage(domain, [s.params for s in specs if s.kind == "grid"], searched),
+                             strict=True):
+            tag = variant + (" (narrowed)" if c.claim.narrowed(variant) else "")
+            rows.append([tag, name, domain[name].words, domain[name].describe(),
+                         cov.tested + (f" ({cov.declared})" if cov.declared else ""),
+                         ", ".join(cov.missing) or "—"])
+    return rows
 
 
 def _tex(s: str) -> str:

@@ -108,6 +108,7 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
                  units=claim.units, statement=claim.statement, source=claim.source, hypotheses=claim.hypotheses,
                  variant_verdicts=json.dumps({k: v.verdict for k, v in result.variants.items()}),
                  witness=json.dumps(_jsonable(result.witness)), validity=result.validity or "",
+                 holds_on=result.holds_on or "", coverage=json.dumps(result.coverage),
                  resolution=float(result.resolution) if math.isfinite(result.resolution) else "inf")
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
