@@ -261,3 +261,19 @@ def test_deterministic_cell_at_the_tolerance_is_not_refuted_by_round_off():
     ev = mean_test(np.full(10, 1.05), 1.0, sd=0.0, alpha=1e-3, tolerance=0.05)
     assert ev.p_value == 1.0
     assert mean_test(np.full(10, 1.0501), 1.0, sd=0.0, alpha=1e-3, tolerance=0.05).p_value == 0.0
+
+
+def test_slope_with_one_intercept_per_round_removes_round_drift():
+    # timings of 5 sizes in 4 rounds, each round on a machine 30% faster or slower (seeded, deterministic):
+    # a common intercept leaves the drift in the residuals, one intercept per round removes it
+    rng = np.random.default_rng(0)
+    x = np.tile([1.0, 2.0, 4.0, 8.0, 16.0], 4)
+    rounds = np.repeat(np.arange(4), 5)
+    y = np.exp(2.0 * np.log(x) + rng.normal(0, 0.3, 4)[rounds] + rng.normal(0, 0.02, 20))
+    common = slope_test(x, y, 0.01 * y, 2.0, alpha=1e-3, tolerance=0.25, alternative="less")
+    fixed = slope_test(x, y, 0.01 * y, 2.0, alpha=1e-3, tolerance=0.25, alternative="less", groups=rounds)
+    assert fixed.extra["dof"] == 20 - 4 - 1 and common.extra["dof"] == 18
+    assert abs(fixed.estimate - common.estimate) < 1e-9  # a balanced design: the same slope
+    assert fixed.stderr < common.stderr / 3
+    with pytest.raises(ValueError, match="label every point"):
+        slope_test(x, y, 0.01 * y, 2.0, alpha=1e-3, groups=rounds[:-1])

@@ -535,7 +535,7 @@ LACK_OF_FIT_LEVEL = 0.05
 
 
 def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float = 0.8, tolerance: float = 0.0,
-               alternative: str = "two-sided", extra: dict | None = None) -> Evidence:
+               alternative: str = "two-sided", groups=None, extra: dict | None = None) -> Evidence:
     """Log-log slope of ``y`` against ``x`` (WLS with delta-method weights) versus ``predicted_slope``.
 
     ``y_se`` are the standard errors of ``y``. ``alternative="less"`` encodes "slope <= prediction"
@@ -543,23 +543,30 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
     :data:`MIN_SLOPE_POINTS` distinct sizes. When a χ² lack-of-fit test (level :data:`LACK_OF_FIT_LEVEL`)
     finds the points scattering beyond their errors, the standard error is inflated by ``sqrt(χ²/dof)`` — an
     estimated variance factor — and the interval uses Student t with ``points - 2`` degrees of freedom;
-    otherwise the errors are taken as known and the quantile is normal.
+    otherwise the errors are taken as known and the quantile is normal. ``groups`` (one label per point) gives
+    each group its own intercept (fixed effects: e.g. the rounds of a timing, each on a machine of its own
+    speed), one common slope, and ``points - groups - 1`` degrees of freedom.
     """
     del power
     _check_alternative(alternative)
     extra = dict(extra or {})
     x, y, se = (np.asarray(a, dtype=np.float64).ravel() for a in (x, y, y_se))
+    labels = np.zeros(x.size, int) if groups is None else np.unique(np.asarray(groups).ravel(),
+                                                                        return_inverse=True)[1]
+    if labels.size != x.size:
+        raise ValueError(f"groups must label every point: {labels.size} labels for {x.size} points")
     if (y <= 0).any() or not np.isfinite(y).all() or (se <= 0).any() or np.unique(x).size < MIN_SLOPE_POINTS:
         return Evidence(math.nan, predicted_slope, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf,
                         int(x.size), "log-log WLS",
                         (f"slope undefined (non-positive values or fewer than {MIN_SLOPE_POINTS} sizes)",),
                         extra=extra, validity="asymptotic")
     lx, ly, w = np.log(x), np.log(y), (y / se) ** 2
-    design = np.column_stack([np.ones_like(lx), lx])
+    n_groups = int(labels.max()) + 1
+    design = np.column_stack([np.eye(n_groups)[labels], lx])
     cov = np.linalg.inv(design.T @ (design * w[:, None]))
     beta = cov @ (design.T @ (w * ly))
     resid = ly - design @ beta
-    dof = x.size - 2
+    dof = x.size - n_groups - 1
     chi2 = float((w * resid**2).sum())
     # A lack-of-fit test decides whether the stated errors explain the scatter. If they do, the errors are
     # known and the quantile is normal (under the model the slope is independent of χ², so this is exact
@@ -567,8 +574,10 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
     # and the quantile is Student t with the fit's degrees of freedom.
     misfit = chi2 > stats.chi2.isf(LACK_OF_FIT_LEVEL, dof)
     inflate = math.sqrt(chi2 / dof) if misfit else 1.0
-    slope, slope_se = float(beta[1]), math.sqrt(cov[1, 1]) * inflate
-    extra.update(intercept=float(beta[0]), chi2=chi2, dof=dof, inflation=inflate)
+    slope, slope_se = float(beta[-1]), math.sqrt(cov[-1, -1]) * inflate
+    extra.update(intercept=float(beta[:-1].mean()), chi2=chi2, dof=dof, inflation=inflate)
+    if n_groups > 1:
+        extra.update(groups=n_groups)
     diff = slope - predicted_slope
     law = _Law(dof) if misfit else _Law()
     p, upper, resolution = _interval(diff, slope_se, tolerance, law, alpha, alternative)

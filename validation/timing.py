@@ -79,12 +79,14 @@ def timing_slope_test(sizes, calls: list[Callable[[], object]], claimed: float, 
                       tolerance: float, alternative: str = "less", extra: dict | None = None):
     """Log-log slope of CPU time against ``sizes`` versus ``claimed`` from ``repeats`` rounds of every call.
 
-    Every measurement is a point of an ordinary least-squares fit of ``log t`` on ``log size``, each with the
-    relative resolution :data:`TIMING_FLOOR`, so the slope's standard error comes from the scatter of the
-    repeats and the curvature between sizes (when larger than that floor), and the interval is Student t with
-    ``points - 2`` degrees of freedom (:func:`rfkit.validation.stats.slope_test` with unit weights). Needs
-    at least 5 sizes. ``alternative="less"``: "grows no faster than size^claimed". Validity: asymptotic
-    (normal log-time errors).
+    Every measurement is a point of a least-squares fit of ``log t`` on ``log size`` with one intercept per
+    round (the calls are timed round-robin, so a round's machine speed, which drifts by tens of percent
+    between rounds, is common to all its sizes) and one slope, each point with the relative resolution
+    :data:`TIMING_FLOOR`; the slope's standard error comes from the scatter within rounds and the curvature
+    between sizes (when larger than that floor), and the interval is Student t with
+    ``points - rounds - 1`` degrees of freedom (:func:`rfkit.validation.stats.slope_test` with ``groups``).
+    Needs at least 5 sizes. ``alternative="less"``: "grows no faster than size^claimed". Validity:
+    asymptotic (normal log-time errors).
     """
     sizes = np.asarray(sizes, dtype=np.float64)
     times = interleaved_times(calls, repeats=max(repeats, 2))
@@ -92,13 +94,14 @@ def timing_slope_test(sizes, calls: list[Callable[[], object]], claimed: float, 
     times = np.maximum(times, floor)
     x = np.broadcast_to(sizes, times.shape).ravel()
     y = times.ravel()
+    rounds = np.broadcast_to(np.arange(times.shape[0])[:, None], times.shape).ravel()
     best = times.min(axis=0)
     info = dict(extra or {}, sizes=sizes.tolist(), seconds=best.tolist(), repeats=int(times.shape[0]),
                 measured="CPU time of the calling thread, single-threaded BLAS")
     # equal weights with a floor: each log time is given the resolution TIMING_FLOOR, and the fit's scatter
-    # (repeats, curvature) inflates it by sqrt(χ²/dof) when larger
+    # (within rounds, curvature) inflates it by sqrt(χ²/dof) when larger
     return slope_test(x, y, TIMING_FLOOR * y, claimed, alpha=alpha, tolerance=tolerance, alternative=alternative,
-                      extra=info)
+                      groups=rounds, extra=info)
 
 
 def timing_ratio_test(fast: Callable[[], object], slow: Callable[[], object], claimed_ratio: float, *, repeats: int,
