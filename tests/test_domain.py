@@ -175,3 +175,11 @@ def test_show_json_prints_domain_and_coverage():
     data = json.loads(out)
     assert data["domain"] and set(data["coverage"]) == {"smoke", "quick", "full"}
     assert all("covered" in c for tier in data["coverage"].values() for c in tier.values())
+
+
+def test_an_axis_swept_inside_a_cell_is_covered_through_its_grid_parameter():
+    # a cell that tests N = 0..N_max itself covers every integer up to N_max
+    axis = dict(N=Integers("every N >= 0", 0, math.inf, up_to=40, through="N_max", why="exact to 40"))
+    ok, text = domain_coverage(axis, [dict(N_max=40)])
+    assert ok and "{0..40}" in text
+    assert not domain_coverage(axis, [dict(N_max=12)])[0]

@@ -167,13 +167,16 @@ class Range(Axis):
 @dataclass(frozen=True)
 class Integers(Axis):
     """Integers from ``lo`` to ``hi`` (``math.inf`` for unbounded). Covered when ``lo``, ``hi`` (or the
-    declared practical end ``up_to``, with ``why``) and every structural point in ``points`` are tested."""
+    declared practical end ``up_to``, with ``why``) and every structural point in ``points`` are tested.
+    ``through`` names a grid parameter whose value ``n`` means that one cell tests every integer from ``lo``
+    to ``n`` (a cell that sweeps ``N = 0..N_max`` itself)."""
 
     lo: int = 0
     hi: float = math.inf
     points: tuple[int, ...] = ()
     up_to: int | None = None
     why: str = ""
+    through: str | None = None
 
     def __post_init__(self):
         if not self.lo <= self.hi:
@@ -206,7 +209,7 @@ class Integers(Axis):
             if vals[-1] < self.up_to:
                 missing.append(f"{self.up_to} (declared practical end)")
         missing += [f"the point {p}" for p in self.points if p not in vals]
-        return Coverage(name, not missing, "{" + ", ".join(map(str, vals)) + "}", tuple(missing), declared)
+        return Coverage(name, not missing, _runs(vals), tuple(missing), declared)
 
     def contains(self, other: Axis) -> bool:
         if isinstance(other, Integers):
@@ -237,6 +240,17 @@ class Choice(Axis):
 
     def contains(self, other: Axis) -> bool:
         return isinstance(other, Choice) and all(any(_eq(v, u) for u in self.values) for v in other.values)
+
+
+def _runs(vals: list[int]) -> str:
+    """Sorted integers as ``{0..40, 64}`` (runs of 3 or more consecutive values joined)."""
+    parts, start = [], 0
+    for i in range(1, len(vals) + 1):
+        if i == len(vals) or vals[i] != vals[i - 1] + 1:
+            run = vals[start:i]
+            parts += [f"{run[0]}..{run[-1]}"] if len(run) >= 3 else [str(v) for v in run]
+            start = i
+    return "{" + ", ".join(parts) + "}"
 
 
 def _eq(a, b) -> bool:
@@ -280,7 +294,10 @@ def coverage(domain: Mapping[str, Axis], points: Iterable[Mapping[str, Any]],
     searched = set(searched)
     out = []
     for name, axis in domain.items():
-        values = [p[name] for p in points if name in p]
+        if getattr(axis, "through", None):
+            values = [list(range(int(axis.lo), int(p[axis.through]) + 1)) for p in points if axis.through in p]
+        else:
+            values = [p[name] for p in points if name in p]
         flat = []
         for v in values:
             flat += list(v) if isinstance(v, (list, tuple)) and not isinstance(axis, Choice) else [v]

@@ -9,7 +9,8 @@ import numpy as np
 
 from rfkit.estimators.maclaurin_kernels import MACLAURIN_KERNELS, kernel_values
 from rfkit.theory import maclaurin as theory
-from rfkit.validation.model import CellContext, Claim, per_tier
+from rfkit.validation.domain import Choice, Integers
+from rfkit.validation.model import CellContext, Claim, per_tier, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import (
     Evidence,
@@ -93,16 +94,16 @@ def _coef_claim(kernel: str) -> Claim:
     expression = MACLAURIN_KERNELS[kernel].expression
     radii = list(CAUCHY_RADII[kernel])
     return Claim(
-        id=f"macformer.table1.coef_{kernel}", paper="macformer", source=f"Table 1, row {kernel}",
+        id=f"macformer.table1.coef_{kernel}", source=f"Table 1, row {kernel}",
         statement=f"For every integer N >= 0 the N-th Maclaurin coefficient of f(t) = {expression} equals "
                   f"a_N = {PRINTED_FORMULAS[kernel]}.",
-        kind="identity", hypotheses="N ∈ ℕ; the series about t = 0" + ("" if kernel in ("exp", "trigh") else
-                                                                          " (|t| < 1)"),
-        tolerance=1e-12, units="relative difference of a_N (an undefined printed value counts as 1)",
+        kind="identity", tolerance=1e-12, units="relative difference of a_N (an undefined printed value counts as 1)",
+        domain=dict(N=Integers("for every integer N >= 0", 0, math.inf, up_to=40, through="N_max",
+                               why="the register's sweep N = 0..N_max with N_max >= 40 (60 at the full tier); "
+                                   "the printed formula is a closed form in N, checked exactly at each")),
         cell=functools.partial(_coef_cell, kernel),
-        grid={"smoke": dict(route=["exact", "cauchy", "partial_sum"], N_max=[12], rho=radii[:1]),
-              "quick": dict(route=["exact", "cauchy", "partial_sum"], N_max=[40], rho=radii),
-              "full": dict(route=["exact", "cauchy", "partial_sum"], N_max=[40, 60], rho=radii)},
+        grid=tiers(dict(route=["exact", "cauchy", "partial_sum"], N_max=[40], rho=radii),
+                   full=dict(N_max=[40, 60])),
         where=lambda p, v: p["route"] == "cauchy" or p["rho"] == radii[0],
         plot_x="route",
         notes="Routes: exact (sympy series of the printed f, rationals, against the printed formula evaluated "
@@ -139,13 +140,16 @@ def _nonnegative_search(ctx: CellContext) -> Evidence:
 # Budget: heavy at quick (about 3-6 s CPU): sympy expands each printed f to N = 200 once per process (cached in
 # rfkit.theory.maclaurin); the grid cells then only read signs.
 NONNEGATIVE = Claim(
-    id="macformer.table1.nonnegative_coefficients", paper="macformer", source="Table 1 caption; Definition 3",
+    id="macformer.table1.nonnegative_coefficients", source="Table 1 caption; Definition 3",
     statement="Each of the five printed kernels f has Maclaurin coefficients that are all >= 0.",
-    kind="inequality", hypotheses="none; coefficients derived from the printed f (not the printed a_N)",
+    kind="inequality",
     tolerance=0.5, units="sign margin: min_N sign(a_N) (a negative coefficient violates by 1)",
+    domain=dict(kernel=Choice("each of the five printed kernels", tuple(KERNEL_NAMES)),
+                N=Integers("all coefficients N >= 0", 0, math.inf, up_to=200, through="N_max",
+                           why="exact rationals to N = 200; beyond, the search evaluates the CAS's general term "
+                               "at integers up to 10^6")),
     cell=_nonnegative_cell, search=_nonnegative_search, universal=True,
-    grid={"smoke": dict(kernel=list(KERNEL_NAMES), N_max=[40]), "quick": dict(kernel=list(KERNEL_NAMES), N_max=[200]),
-          "full": dict(kernel=list(KERNEL_NAMES), N_max=[200])},
+    grid=tiers(dict(kernel=list(KERNEL_NAMES), N_max=[200])),
     restarts={"smoke": 5, "quick": 10, "full": 25}, plot_x="kernel",
     notes="Grid cells: exact rationals from sympy's expansion up to N_max. Search: the general term that sympy's "
           "formal power series (fps) gives, evaluated in mpmath at integers up to 10^6 (restart r scans kernel r mod "
