@@ -39,6 +39,7 @@ Numerics: everything is in log space; a quantity that diverges (``τ² <= 1/2``,
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -266,6 +267,67 @@ def cv_moments(q, k, v, mu, num_samples: int, tau: float = 1.0) -> CVMoments:
         cov_hg = cov_h.sum(axis=0) @ v
         var_g = v.T @ cov_h @ v
     return CVMoments(np.exp(log_w), cov_h, var_h, cov_hg, var_g, omega_sq, num_samples / omega_sq, log_gamma)
+
+
+#: The 41 edge sets of the complete graph on 4 vertices that touch every vertex (inclusion–exclusion terms of a
+#: centred fourth moment of log-normal factors; see :func:`token_fourth_moments`).
+_PAIRS4 = tuple(itertools.combinations(range(4), 2))
+_COVERS4 = tuple(edges for r in range(1, 7) for edges in itertools.combinations(_PAIRS4, r)
+                 if {i for e in edges for i in e} == {0, 1, 2, 3})
+
+
+def token_fourth_moments(q, k, mu, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    r"""Centred second and fourth moments of the per-token terms ``X_m = h_m - w_m``, ``S`` iid draws from
+    ``N(μ, I)`` (``τ = 1``): ``(C, F)`` with ``C_ij = E[X_i X_j]`` ``(M, M)`` and ``F_ijkl = E[X_i X_j X_k X_l]``
+    ``(M, M, M, M)``; entries ``inf``/``nan`` where a moment overflows. Cost ``O(41 M⁴)``.
+
+    Derivation. One draw: ``h_m = w_m r_m`` with ``r_m = N(ω; u_m, I)/N(ω; μ, I) = exp(z·a_m - ‖a_m‖²/2)``,
+    ``a_m = u_m - μ``, ``z = ω - μ ~ N(0, I)``, so ``E[Π_{t∈T} r_{m_t}] = exp(Σ_{s<t ∈ T} a_{m_s}·a_{m_t})``
+    (a Gaussian moment generating function). With ``e_st = expm1(a_{m_s}·a_{m_t})``,
+    ``E[Π_t r_{m_t}] = Π_{s<t}(1 + e_st) = Σ_{E ⊆ pairs} Π_{(s,t)∈E} e_st``, and inclusion–exclusion over the
+    subsets of factors gives, exactly and without cancellation,
+    ``E[Π_{t=1}^{4} (r_{m_t} - 1)] = Σ_{E covers {1,2,3,4}} Π_{(s,t)∈E} e_st`` (41 edge sets, :data:`_COVERS4`);
+    likewise ``E[(r_i - 1)(r_j - 1)] = e_ij``. So one draw's ``Y_m = w_m(r_m - 1)`` has ``C¹_ij = w_i w_j e_ij`` and
+    ``F¹_ijkl = w_i w_j w_k w_l Σ_E Π e``. The mean of ``S`` iid draws: in ``S⁻⁴ Σ_{s_1..s_4} E[Y_{s_1 i} ⋯ Y_{s_4 l}]``
+    only index patterns where every draw appears at least twice survive (``E Y = 0``): all four equal (``S``
+    terms) or two distinct pairs (``S(S - 1)`` per pairing), so
+    ``F = F¹/S³ + (S - 1)/S³ (C¹_ij C¹_kl + C¹_ik C¹_jl + C¹_il C¹_jk)`` and ``C = C¹/S``.
+    Every moment of a Gaussian–exponential integrand is finite, so ``F`` is finite unless it overflows.
+    """
+    q, k, mu = _vec(q, "q"), _vec(k, "k"), _vec(mu, "mu")
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    w = np.exp(log_softmax_weights(q, k))
+    a = q + k - mu
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.expm1(a @ a.T)
+        letters = "ijkl"
+        f1 = np.zeros((len(w),) * 4)
+        for edges in _COVERS4:
+            spec = ",".join(letters[s] + letters[t] for s, t in edges) + "->ijkl"
+            f1 = f1 + np.einsum(spec, *([e] * len(edges)))
+        f1 = f1 * np.einsum("i,j,k,l->ijkl", w, w, w, w)
+        c1 = np.outer(w, w) * e
+        s = float(num_samples)
+        pairs = (np.einsum("ij,kl->ijkl", c1, c1) + np.einsum("ik,jl->ijkl", c1, c1)
+                 + np.einsum("il,jk->ijkl", c1, c1))
+        return c1 / s, f1 / s**3 + (s - 1.0) / s**3 * pairs
+
+
+def quadratic_form_sd(q, k, mu, form, num_samples: int) -> float:
+    r"""Exact sd of the replicate ``Q = Xᵀ A X`` (``X_m = h_m - w_m``, ``A = form`` ``(M, M)``, any matrix) for
+    ``S`` iid draws from ``N(μ, I)``: ``Var Q = Σ A_ij A_kl F_ijkl - (Σ A_ij C_ij)²`` with ``(C, F)`` from
+    :func:`token_fourth_moments`. Every second moment of ``eva.derived.cv_moments`` is the mean of such a ``Q``
+    (the means are known): ``(h - 1)² = Xᵀ11ᵀX``, ``(h_i - w_i)(h_j - w_j)`` (``A = e_i e_jᵀ``),
+    ``(h - 1)(g - β)·u = Xᵀ 1 (Vu)ᵀ X`` and ``‖g - β‖² = Xᵀ V Vᵀ X`` (``g - β = Σ_m X_m v_m`` as
+    ``Σ_m w_m v_m = β``). ``inf`` on overflow."""
+    c, f = token_fourth_moments(q, k, mu, num_samples)
+    form = np.asarray(form, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        var = float(np.einsum("ij,kl,ijkl->", form, form, f)) - float(np.sum(form * c)) ** 2
+    if not math.isfinite(var):
+        return math.inf
+    return math.sqrt(max(var, 0.0))
 
 
 def cv_variance(var_g, cov_hg, var_h, beta, *, form: str = "exact") -> np.ndarray:

@@ -360,7 +360,13 @@ RMFA_RATIO_MSE = Claim(
     where=lambda p, v: p["check"] == "entry_mse" or p["kernel"] == "exp",
     replicates={"smoke": 200_000, "quick": 1_600_000, "full": 16_000_000},
     roles=("rmfa_replicates",), plot_x="D",
-    notes="Entry MSEs include the squared bias b²/D (same order). Budgets are in features (replicates × D).",
+    notes="Entry MSEs include the squared bias b²/D (same order). Budgets are in features (replicates × D). "
+          "Replicates D·(RMFA - attn^κ)² are squares of a ratio whose denominator (signed Maclaurin features) comes "
+          "near 0 in a small fraction of draws (about 1e-3 at D = 16 on the quick inputs), so their tail index is "
+          "about 3 at D = 64 and the asymptotic sequence flags them; no finite-D variance bound exists in closed "
+          "form (the ratio's fourth moment depends on the denominator's law near 0), and the replicates have no "
+          "known range. What would decide D = 64 and the inv kernel: a proven bound on E[(RMFA - attn^κ)⁴] "
+          "(rfkit.theory.maclaurin), or the full tier's larger D, where the denominator stays away from 0.",
 )
 
 
