@@ -60,7 +60,7 @@ __all__ = [
     "normalized_gaussian_moment", "frame_moment", "tau", "log_tau", "log_mixed_moment_factor",
     "mixed_moment", "mixed_moment_gap", "beautiful_value", "log_beautiful_value", "log_sphere_exp_mean",
     "term_variance", "ort_pair_moment", "ort_pair_moment_quadrature", "mse", "mse_gap_series",
-    "thm6_improvement", "coordinate_logpdf", "frame_logpdf", "frame_rule", "frame_expectation",
+    "thm6_improvement", "term_range", "coordinate_logpdf", "frame_logpdf", "frame_rule", "frame_expectation",
     "mgf_diverges", "log_mgf", "log_mgf_ort", "ORT_CHECK_STEPS", "gaussian_mgf_lower_bound",
     "truncated_mgf_gaussian", "SignedLog", "lemma4_log_bound", "log_orf_gap_bound", "thm5_bound",
     "thm3_log_correction", "minimize_over_theta",
@@ -339,6 +339,31 @@ def mse(g: Maclaurin, law: IsotropicLaw, z_norm: float, m: int, *, orthogonal: b
     if not orthogonal or m == 1:
         return var
     return var - mse_gap_series(g, law, z_norm, m)
+
+
+def term_range(g: Maclaurin, law: IsotropicLaw, z_norm: float) -> tuple[float, float]:
+    r"""An interval ``[lo, hi]`` that contains every term ``g(ωᵀz)`` for a bounded radial law (``‖ω‖ <= R``).
+
+    With ``L = R‖z‖``, ``|ωᵀz| <= L``, and since every ``a_s >= 0``: ``g(u) <= Σ a_s |u|^s = g(L)``; the even
+    part is ``>= a_0`` and the odd part ``>= -Σ_{s odd} a_s L^s = -(g(L) - g(-L))/2``, so
+    ``lo = max(-g(L), a_0 - (g(L) - g(-L))/2)`` and ``hi = g(L)``. The estimate ``F̂`` (a mean of terms) and
+    ``F = E g(ωᵀz)`` lie in it, hence ``(F̂ - F)² <= max(hi - F, F - lo)²``: a range for a betting sequence
+    on squared errors, whatever the dependence between the terms (orthogonal rows included).
+    ``g(±L)`` from the Maclaurin parameters (closed forms for ``exp``/``cosh``, the polynomial's sum).
+    """
+    if not law.bounded:
+        raise ValueError("term_range needs a bounded radial law (every law but 'chi')")
+    big = float(law.radius) * float(z_norm)
+
+    def value(u: float) -> float:
+        if g.kind == "exp":
+            return g.scale * math.exp(g.rate * u)
+        if g.kind == "cosh":
+            return g.scale * math.cosh(g.rate * u)
+        return math.fsum(a * u**s for s, a in enumerate(g.coefficients))
+
+    hi, low_end = value(big), value(-big)
+    return max(-hi, g.a0 - (hi - low_end) / 2), hi
 
 
 def thm6_improvement(g: Maclaurin, law: IsotropicLaw, z_norm: float, m: int) -> float:

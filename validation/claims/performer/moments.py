@@ -1179,7 +1179,7 @@ BLOCK_ORF = Claim(
 ORF_MSE_PAIRS = {"s0.25": (0.25, 0.25, 0.0), "s0.5": (0.3535, 0.3535, 0.0), "s1": (0.5, 0.5, 0.0),
                  "s2.5": (0.79, 0.79, 0.0),
                  "t1": (0.5, 0.5, PI), "t4": (1.0, 1.0, PI), "t16": (2.0, 2.0, PI)}
-#: Cap on ‖x+y‖² of the Monte Carlo MSE tests with ORF (batch means; no exact sd for ORF squared errors).
+#: Cap on ‖x+y‖² of the Monte Carlo MSE tests with ORF (sequential; exact sd of the ORF squared error from theory).
 MC_CAP_ORF = 0.5
 
 
@@ -1195,10 +1195,13 @@ def _orf_mse_cell(kind: str, rules: dict):
                               extra=dict(s=s))
         x, y = _named_pair(ORF_MSE_PAIRS, ctx)
         pred = theory.orthogonal_mse(kind, x, y, m)
-        # Sequential, asymptotic: the only variance bound theory gives for an ORF squared error (the term's
-        # fourth central moment, by convexity) is 10-100 times its sd here, beyond any affordable budget.
+        # positive, hyperbolic: the exact sd of one ORF squared error (theory's fourth moment of the R-ORF
+        # estimator, Humbert Φ₂ moments of Haar-frame rows) -> Catoni sequence, non-asymptotic (exp features
+        # are heavy-tailed: an asymptotic cell is flagged by the tail-index check). trig: bounded terms,
+        # sequential asymptotic.
+        sd = theory.orthogonal_squared_error_moments(kind, x, y, m)["sd"] if kind != "trig" else None
         return ctx.mean(lambda rng, n: _squared_errors(ctx, kind, x, y, m, "orthogonal", n, rng), pred, scale=pred,
-                        extra=dict(m=m, mse_iid=theory.term_variance(kind, x, y) / m))
+                        sd=sd, extra=dict(m=m, mse_iid=theory.term_variance(kind, x, y) / m))
     return cell
 
 
@@ -1236,7 +1239,8 @@ def _orf_mse_claim(kind: str) -> Claim:
         id=claim_id, paper="performer", source="register: derived predictions (Performer Theorem 2, F.4)",
         statement=statement, kind="moment",
         hypotheses="Gaussian marginals via a Haar frame plus independent chi(d) norms (sign-corrected sampler), "
-                   f"m <= d (m in {{2, d}}); Monte Carlo sample MSE (batch means) on pairs with {spread}"
+                   f"m <= d (m in {{2, d}}); sequential Monte Carlo MSE (exact sd of a squared error from theory "
+                   f"for exp features) on pairs with {spread}"
                    + ("; the Taylor coefficient at s = 1e-3 exactly" if kind == "positive" else ""),
         tolerance=0.1, units="relative MSE error",
         cell=_orf_mse_cell(kind, M_RULES),
@@ -1265,7 +1269,8 @@ BLOCK_ORF_MSE = Claim(
     statement="For independent orthogonal blocks of sizes b_1..b_B (Σb = m) and any of the three estimators, "
               "MSE = MSE_iid + (Σ_b b(b-1)/m²) Cov_pair; with m = k·d full blocks the factor is (d-1)/m.",
     kind="moment",
-    hypotheses="R-ORF blocks (chi norms), m in {d+1, 2d, 4d}; Monte Carlo sample MSE (batch means) on pairs with "
+    hypotheses="R-ORF blocks (chi norms), m in {d+1, 2d, 4d}; sequential Monte Carlo MSE (exact sd of a squared "
+               "error from theory for exp features) on pairs with "
                f"‖x+y‖² <= {MC_CAP_ORF} (positive, hyperbolic) or ‖x-y‖² in {{1, 4, 16}} (trig)",
     tolerance=0.1, units="relative MSE error",
     cell=_block_mse_cell,
