@@ -129,7 +129,7 @@ RMFA_COST = Claim(
           "quick": dict(sweep=["n", "D", "d"], route=["none", "causal", "general"], p=[2.0]),
           "full": dict(sweep=["n", "D", "d"], route=["none", "padding", "causal", "general"], p=[1.5, 2.0, 4.0])},
     where=lambda p, v: p["sweep"] == "n" or p["route"] == "none",
-    replicates={"smoke": 2, "quick": 2, "full": 20},  # repeats of each timing sweep (10 sweeps at quick)
+    replicates={"smoke": 2, "quick": 4, "full": 20},  # repeats of each timing sweep (10 sweeps at quick)
     variants=("included", "excluded"),
     variant_notes={"included": "drawing the RMF features is timed", "excluded": "the draw is made outside the timer"},
     roles=("rmfa",), plot_x="sweep",
