@@ -204,3 +204,18 @@ def test_appd_grid_alpha_matches_the_grid_values():
     np.testing.assert_allclose(sol.alpha_at(pick), sol.alpha()[::97], rtol=1e-12, atol=1e-14)
     ag = sol.alpha_times_g()[::97, :, 0]
     np.testing.assert_allclose(sol.alpha_at(pick) * sol.g[::97], ag, rtol=1e-8, atol=1e-14)
+
+
+def test_cancelled_integrand_is_written_from_its_definition_and_matches_the_estimator():
+    # theory computes Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m itself (it must not call the estimator it predicts);
+    # rfkit.estimators.rfa.key_statistics's F is an independent implementation of the same quantity
+    import inspect
+
+    from rfkit.estimators.rfa import key_statistics
+    from rfkit.theory.lara import cancelled_integrand
+
+    rng = np.random.default_rng(0)
+    k, v, omega = rng.normal(size=(7, 3)), rng.normal(size=(7, 2)), 3 * rng.normal(size=(5, 4, 3))
+    np.testing.assert_allclose(cancelled_integrand(k, v, omega), key_statistics(k, v, omega).F, rtol=1e-12,
+                               atol=1e-14)
+    assert "key_statistics(" not in inspect.getsource(cancelled_integrand).split('"""')[-1]

@@ -51,7 +51,7 @@ import numpy as np
 from scipy.special import softmax
 
 from rfkit.estimators.ra import attention_mixture, softmax_log_weights
-from rfkit.estimators.rfa import integrand, key_statistics, log_normal, logsumexp
+from rfkit.estimators.rfa import integrand, log_normal, logsumexp
 from rfkit.theory.importance import gram_fourth_power_integral, mixture_square_integral
 from rfkit.theory.softmax import relative_mse
 
@@ -245,8 +245,10 @@ def gaussian_balance_heuristic(omega, means) -> np.ndarray:
 
 def cancelled_integrand(k, v, omega) -> np.ndarray:
     r"""The query-free integrand ``Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m`` (``lara.derived.query_cancellation``);
-    ``omega (..., D)`` -> ``(..., D_v)``. This is :func:`rfkit.estimators.rfa.key_statistics`'s ``F``."""
-    return key_statistics(k, v, omega).F
+    ``omega (..., D)`` -> ``(..., D_v)``. Computed here from its definition (the claims compare it with
+    :func:`rfkit.estimators.rfa.key_statistics`'s ``F``, which must not be its source)."""
+    k, v, w = (np.asarray(a, dtype=np.float64) for a in (k, v, omega))
+    return softmax(w @ k.T - _half_sq(k), axis=-1) @ v
 
 
 def hyperbolic_integrand(q, k, v, omega) -> np.ndarray:
