@@ -11,8 +11,6 @@ What it offers
   vectorised replicates given a draw (:mod:`rfkit.gpu.rmf`); practical and causal EVA with explicit or
   ``torch.Generator`` noise (:mod:`rfkit.gpu.eva`); RFA, RA and LARA (Eq 34 proposals, Eq 9 weights) on the
   positive map (:mod:`rfkit.gpu.lara`).
-* :func:`implementations` — ``{role: callable}`` so that ``rfkit validate --backend torch [--device cuda]``
-  runs claims' replicates on torch through the same checks (:mod:`rfkit.gpu.roles`).
 * :func:`make_generator` / :func:`generator_from_rng` — torch randomness seeded from a seed or from a cell's
   numpy generator (itself seeded from the cell's ``SeedSequence``).
 
@@ -44,7 +42,8 @@ Dense projections only (H/G-ORF operators stay numpy); FAVOR+ without the reprod
 RMFA with one shared draw; EVA with one sample per chunk and no ``EvaDetails``; RFA/RA/LARA on the positive map
 (softmax forms; LARA with Eq 34 proposals and Eq 9 weights) and single ``(N, D)`` inputs. The roles
 :func:`implementations` returns are exactly those whose claims these functions serve in full
-(:mod:`rfkit.gpu.roles` lists the ones left out and why).
+(:mod:`rfkit.validation.backends`, the role table of ``rfkit validate --backend torch``, lists the ones left
+out and why).
 """
 
 from __future__ import annotations
@@ -53,7 +52,6 @@ import importlib
 
 __all__ = [
     "TorchFeatures",
-    "implementations",
     "make_generator",
     "generator_from_rng",
     "default_device",
@@ -79,7 +77,6 @@ __all__ = [
 
 _HOMES = {
     **dict.fromkeys(("TorchFeatures", "make_generator", "generator_from_rng", "default_device"), "_core"),
-    "implementations": "roles",
     **dict.fromkeys(("gaussian_projection", "orthogonal_projection", "draw_projection", "trig_features",
                      "positive_features", "hyperbolic_features", "FEATURE_MAPS", "linear_attention",
                      "softmax_attention", "favor_attention"), "favor"),

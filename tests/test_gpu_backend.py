@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 
 from rfkit import gpu  # noqa: E402
 from rfkit.estimators import Features, orthogonal_projection, positive_features  # noqa: E402
+from rfkit.validation import backends  # noqa: E402
 from rfkit.validation.adapters import known_roles  # noqa: E402
 from rfkit.validation.claims import get_claim  # noqa: E402
 from rfkit.validation.cli import main  # noqa: E402
@@ -32,14 +33,14 @@ def one_torch_thread():
 
 
 def test_implementations_cover_known_roles_only():
-    roles = gpu.implementations("cpu")
+    roles = backends.implementations("cpu")
     assert set(roles) <= set(known_roles())
     assert {"feature_map.positive", "linear_attention", "orthogonal_projection", "rmf_features",
             "rmfa_replicates", "eva_causal", "ra_attention"} <= set(roles)
 
 
 def test_roles_take_and_return_numpy(rng):
-    roles = gpu.implementations("cpu")
+    roles = backends.implementations("cpu")
     w = orthogonal_projection(8, 4, rng=rng)
     x = rng.normal(size=(6, 4))
     f = roles["feature_map.positive"](x, w)
@@ -113,7 +114,7 @@ def test_planted_bug_in_the_torch_path_is_refuted(monkeypatch):
     def leaky(q_features, k_features, v, *, causal, chunk_size=None):
         return gpu.linear_attention(q_features, k_features, v, causal=False)
 
-    monkeypatch.setattr("rfkit.gpu.roles._linear_attention", leaky)
+    monkeypatch.setattr("rfkit.validation.backends._linear_attention", leaky)
     backend_implementations.cache_clear()
     try:
         run = validate([get_claim("core.causal.no_future_leak")], tier="smoke", backend="torch", progress=False)
@@ -126,7 +127,7 @@ def test_ra_role_runs_the_forms_the_torch_path_lacks_on_numpy(rng):
     """Claims sweep RA's feature maps and evaluation modes: those run on the numpy reference, the default on torch."""
     from rfkit.estimators.ra import draw_ra, ra_attention
 
-    ra = gpu.implementations("cpu")["ra_attention"]
+    ra = backends.implementations("cpu")["ra_attention"]
     q, k, v = rng.normal(size=(3, 5, 4)) * 0.5
     draws = draw_ra(q, k, 2, rng=np.random.default_rng(1))
     np.testing.assert_allclose(ra(q, k, v, draws=draws), ra_attention(q, k, v, draws=draws), rtol=1e-10)

@@ -95,7 +95,7 @@ def backend_implementations(backend: str, device: str = "cpu") -> Mapping[str, C
         raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
     if backend == "numpy":
         return {}
-    from rfkit.gpu import implementations
+    from rfkit.validation.backends import implementations
 
     return implementations(device)
 

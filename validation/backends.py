@@ -1,5 +1,8 @@
 """The torch backend's implementations of the claims' roles (:func:`rfkit.validation.adapters.known_roles`).
 
+This role table lives in :mod:`rfkit.validation` (it adapts :mod:`rfkit.gpu`'s functions to the claims'
+calling conventions), so :mod:`rfkit.gpu` never imports the validation layer.
+
 Each role callable takes and returns what the numpy role takes and returns (numpy arrays, numpy
 :class:`~rfkit.estimators.Features`, numpy generators), so checks run unchanged: arrays travel through
 :func:`rfkit.validation.adapters.adapt` (float64 tensors on ``device``), factored features are moved here,
@@ -24,10 +27,9 @@ import numpy as np
 from rfkit.estimators import Features
 from rfkit.estimators import ra as ra_reference
 from rfkit.estimators.rmf import RMFAResult
+from rfkit.gpu import eva, favor, lara, rmf
+from rfkit.gpu._core import TorchFeatures, generator_from_rng
 from rfkit.validation.adapters import adapt
-
-from . import eva, favor, lara, rmf
-from ._core import TorchFeatures, generator_from_rng
 
 __all__ = ["implementations"]
 
