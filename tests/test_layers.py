@@ -31,3 +31,11 @@ def test_layers_import_downward_only(folder):
     bad = {f"{path.relative_to(ROOT)}: {name}" for path in (ROOT / folder).rglob("*.py")
            for name in _imports(path) if name.startswith(FORBIDDEN[folder])}
     assert not bad, sorted(bad)
+
+
+def test_results_do_not_import_the_engine_at_run_time():
+    # the engine returns ClaimResult/RunResult from rfkit.validation.results; results may name engine types only
+    # for annotations (under TYPE_CHECKING)
+    tree = ast.parse((ROOT / "validation" / "results.py").read_text())
+    runtime = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert not [n for n in runtime if isinstance(n, ast.ImportFrom) and n.module == "rfkit.validation.engine"]

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from rfkit.validation.domain import coverage
-from rfkit.validation.engine import VERDICTS, ClaimResult, RunResult
+from rfkit.validation.engine import VERDICTS
+from rfkit.validation.results import ClaimResult, RunResult
 
 __all__ = ["summary_counts", "text_table", "markdown_report", "html_report", "latex_table", "figure_spec",
            "draw_figure", "claim_figure", "write_reports"]

@@ -1,4 +1,6 @@
-"""Results as data: one ``xarray.Dataset`` per claim, ``verdicts.json`` for the run.
+"""Results as data: the result classes (:class:`ClaimResult`, :class:`RunResult`, which the engine returns),
+one ``xarray.Dataset`` per claim, ``verdicts.json`` for the run. The engine imports this module, never the
+reverse.
 
 Dataset layout (DESIGN "Results"):
 
@@ -19,15 +21,154 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
-from rfkit.validation.engine import ClaimResult, RunResult, _jsonable
-from rfkit.validation.model import RESULT_VARIABLES
+from rfkit.validation.model import RESULT_VARIABLES, Claim
+from rfkit.validation.stats import VALIDITY
 
-__all__ = ["to_dataset", "cell_verdict", "write_run", "load_dataset"]
+if TYPE_CHECKING:  # annotations only: the engine imports this module, never the reverse
+    from rfkit.validation.engine import CellOutcome, VariantVerdict
+
+__all__ = ["ClaimResult", "RunResult", "to_dataset", "cell_verdict", "write_run", "load_dataset"]
+
+
+def _jsonable(obj):
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, (np.floating, float)):
+        return float(obj) if math.isfinite(obj) else str(float(obj))
+    if isinstance(obj, (np.integer, np.bool_)):
+        return obj.item()
+    return obj
+
+
+@dataclass
+class ClaimResult:
+    """A claim's verdict with all its evidence; ``dataset`` gives the xarray view."""
+
+    claim: Claim
+    tier: str
+    seed: int
+    alpha: float
+    verdict: str
+    reason: str
+    variants: dict[str, VariantVerdict]
+    outcomes: list[CellOutcome]
+    reject: np.ndarray
+    p_adjusted: np.ndarray
+    seconds: float
+    created: str
+    version: str
+
+    @property
+    def witness(self) -> dict | None:
+        for v in self.variants.values():
+            if v.witness is not None:
+                return v.witness
+        return None
+
+    @property
+    def resolution(self) -> float:
+        return max((v.resolution for v in self.variants.values()), default=math.inf)
+
+    @property
+    def failed(self) -> bool:
+        return any(o.error for o in self.outcomes)
+
+    @property
+    def cause(self) -> str | None:
+        """Why an inconclusive verdict is one: ``reading`` when readings disagree, else the variants' cause
+        (``power`` first: see :attr:`VariantVerdict.cause`); ``None`` for a decided claim."""
+        if self.verdict != "inconclusive":
+            return None
+        full = {k: v for k, v in self.variants.items() if not self.claim.narrowed(k)}
+        if not full:
+            return "coverage"
+        if len({v.verdict for v in full.values()}) > 1:
+            return "reading"
+        causes = [v.cause for v in full.values() if v.cause]
+        for kind in ("power", "error", "evidence", "coverage", "scope"):
+            if kind in causes:
+                return kind
+        return "scope"
+
+    @property
+    def holds_on(self) -> str | None:
+        """Where a refuted claim holds: the sub-domain its cells support, and the narrowed readings that are
+        supported (``None`` when the claim is not refuted or nothing supported remains)."""
+        if self.verdict != "refuted":
+            return None
+        parts = [f"{k}: {v.holds_on}" if len(self.variants) > 1 else v.holds_on
+                 for k, v in self.variants.items() if v.holds_on]
+        parts += [f"the reading {k} ({self.claim.variant_notes.get(k, '')})" for k, v in self.variants.items()
+                  if self.claim.narrowed(k) and v.verdict == "supported"]
+        return "; ".join(parts) or None
+
+    @property
+    def coverage(self) -> dict[str, str | None]:
+        """Per reading, the coverage of its declared domain (``None`` without a declared domain)."""
+        return {k: v.coverage for k, v in self.variants.items()}
+
+    @property
+    def validity(self) -> str | None:
+        """The weakest validity class a ``supported`` verdict rests on (``None`` otherwise)."""
+        if self.verdict != "supported":
+            return None
+        return max((v.validity or "exact" for v in self.variants.values()), key=VALIDITY.index)
+
+    @property
+    def dataset(self):
+        return to_dataset(self)
+
+    def summary(self) -> dict:
+        """The ``verdicts.json`` entry of this claim."""
+        return dict(id=self.claim.id, paper=self.claim.paper, kind=self.claim.kind, verdict=self.verdict,
+                    variants={k: v.verdict for k, v in self.variants.items()}, validity=self.validity,
+                    cause=self.cause, holds_on=self.holds_on,
+                    witness=self.witness,
+                    resolution=_jsonable(self.resolution), tolerance=self.claim.tolerance, cells=len(self.outcomes),
+                    seconds=round(self.seconds, 4), reason=self.reason,
+                    variant_reasons={k: v.reason for k, v in self.variants.items()})
+
+
+@dataclass
+class RunResult:
+    claims: list[ClaimResult]
+    tier: str
+    seed: int
+    alpha: float
+    created: str
+    version: str
+    seconds: float
+
+    @property
+    def failed(self) -> bool:
+        return any(c.failed for c in self.claims)
+
+    def verdicts(self) -> dict:
+        """The ``verdicts.json`` document."""
+        return dict(rfkit_version=self.version, seed=self.seed, tier=self.tier, alpha=self.alpha,
+                    created=self.created, seconds=round(self.seconds, 3),
+                    claims=[c.summary() for c in self.claims])
+
+    def table(self):
+        """One row per claim (a pandas DataFrame)."""
+        import pandas as pd
+
+        return pd.DataFrame([dict(id=c.claim.id, paper=c.claim.paper, kind=c.claim.kind, verdict=c.verdict,
+                                  resolution=c.resolution, tolerance=c.claim.tolerance, cells=len(c.outcomes),
+                                  seconds=c.seconds, reason=c.reason) for c in self.claims])
+
 
 #: Text variables, and numeric ones the engine computes; every other variable of
 #: :data:`~rfkit.validation.model.RESULT_VARIABLES` is an ``Evidence`` field.
