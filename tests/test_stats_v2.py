@@ -277,3 +277,9 @@ def test_slope_with_one_intercept_per_round_removes_round_drift():
     assert fixed.stderr < common.stderr / 3
     with pytest.raises(ValueError, match="label every point"):
         slope_test(x, y, 0.01 * y, 2.0, alpha=1e-3, groups=rounds[:-1])
+
+
+def test_slope_with_one_group_per_point_has_no_degree_of_freedom_and_is_undefined():
+    x = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+    ev = slope_test(x, x, 0.01 * x, 1.0, alpha=1e-3, groups=np.arange(5))
+    assert ev.flags and ev.flags[0].startswith("slope undefined") and ev.p_value == 1.0

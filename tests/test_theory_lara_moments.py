@@ -57,19 +57,19 @@ def test_log_gaussian_ratio_integral_by_quad(num, den, powers):
         return math.exp(val)
 
     ref = integrate.quad(integrand, -30, 30, epsabs=0, epsrel=1e-12, limit=200)[0]
-    got = math.exp(imp.log_gaussian_ratio_integral(num, den_arr, powers))
+    got = math.exp(imp.log_gaussian_product_ratio_integral(num, den_arr, powers))
     assert got == pytest.approx(ref, rel=1e-9)
 
 
 def test_log_gaussian_ratio_integral_infinite_without_precision():
     # two numerators over a squared denominator: the integrand does not decay
-    assert imp.log_gaussian_ratio_integral(np.zeros((2, 1)), np.zeros((1, 1)), [2.0]) == np.inf
+    assert imp.log_gaussian_product_ratio_integral(np.zeros((2, 1)), np.zeros((1, 1)), [2.0]) == np.inf
 
 
 def test_log_gaussian_ratio_integral_2d_pairwise():
     rng = np.random.default_rng(7)
     a, c = rng.normal(size=(2, 3)), rng.normal(size=3)
-    got = imp.log_gaussian_ratio_integral(a, c[None])
+    got = imp.log_gaussian_product_ratio_integral(a, c[None])
     assert got == pytest.approx((a[0] - c) @ (a[1] - c), abs=1e-12)
 
 

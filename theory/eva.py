@@ -520,8 +520,8 @@ SNIS_QUADRATURE_RANK = 4
 _SNIS_NODES = (4.0, 3.0, 6, 40)
 #: Largest ``nodes × shifts`` block of :func:`snis_finite_mse` held at once (bounds its memory).
 _SNIS_ENTRIES = 4_000_000
-#: Fewest nodes per dimension at rank 1, 2, 3 (cheap there).
-_SNIS_MIN_NODES = {1: 64, 2: 32, 3: 12, 4: 6}
+#: Fewest nodes per dimension at rank 1, 2, 3, 4 (cheap at low rank; at most the largest count of _SNIS_NODES).
+_SNIS_MIN_NODES = {1: 40, 2: 32, 3: 12, 4: 6}
 #: Window of ``s = log(t W)`` summed term by term; below it ``e^{-tW} = 1 - tW`` (error ``< e^{2·S_LO}``),
 #: above it ``e^{-tW} = 0`` and ``ψ(tW) = 1/(tW)`` (errors ``< exp(-e^{S_HI})``).
 _S_LO, _S_HI = -14.0, 4.5
@@ -685,7 +685,7 @@ def snis_finite_mse(q, k, v, mu, sizes, *, nodes: int | None = None, refine: flo
     direct ones where they are small, so no difference of near-equal numbers is formed). ``W(x + c)`` depends
     on ``x`` only through its projection on ``span{a_m}`` (rank ``r``): the expectations are product
     Gauss–Hermite rules in ``r`` dimensions along the principal directions of ``{a_m}`` (``nodes`` per dimension,
-    default ``clip(4 + 3σ_i, 6, 40)`` for singular value ``σ_i``, at least 64/32/12/6 for ``r`` = 1..4; ``refine``
+    default ``clip(4 + 3σ_i, 6, 40)`` for singular value ``σ_i``, at least 40/32/12/6 for ``r`` = 1..4; ``refine``
     multiplies the default counts, for convergence checks), the
     ``t`` integral a sum on a lattice of ``log t`` of spacing ``step``. ``S·MSE(S) → σ²_RFA`` of
     :func:`snis_asymptotics` (the sum of the ``φ_2`` coefficients) as ``S → ∞``.

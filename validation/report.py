@@ -108,8 +108,9 @@ def markdown_report(run: RunResult, figures: dict[str, str] | None = None) -> st
                 f"*Tolerance:* {c.claim.tolerance:g} ({c.claim.units or 'effect units'}).", ""]
         if c.reason:
             out += [f"*Reason:* {c.reason}", ""]
-        if _coverage_rows(c):
-            out += ["*Domain and coverage:*", "", _md_table(_COVERAGE_HEAD, _coverage_rows(c)), ""]
+        coverage_rows = _coverage_rows(c)
+        if coverage_rows:
+            out += ["*Domain and coverage:*", "", _md_table(_COVERAGE_HEAD, coverage_rows), ""]
         if c.claim.id in figures:
             out += [f"![{c.claim.id}]({figures[c.claim.id]})", ""]
         if c.witness:
@@ -151,8 +152,9 @@ def html_report(run: RunResult, figures: dict[str, str] | None = None) -> str:
                      f"{c.claim.tolerance:g} ({html.escape(c.claim.units or 'effect units')}).</p>")
         if c.reason:
             parts.append(f"<p><i>Reason:</i> {html.escape(c.reason)}</p>")
-        if _coverage_rows(c):
-            parts.append("<p><i>Domain and coverage:</i></p>" + _html_table(_COVERAGE_HEAD, _coverage_rows(c)))
+        coverage_rows = _coverage_rows(c)
+        if coverage_rows:
+            parts.append("<p><i>Domain and coverage:</i></p>" + _html_table(_COVERAGE_HEAD, coverage_rows))
         if c.claim.id in figures:
             parts.append(f"<img src='{html.escape(figures[c.claim.id])}' alt='{html.escape(c.claim.id)}'>")
         if c.witness:

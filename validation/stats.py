@@ -51,7 +51,8 @@ exact one-sided binomial test of ``P(exceed) <= bound + tolerance`` and a Cloppe
 **Rates** (:func:`slope_test`). Weighted least squares of ``log y`` on ``log x`` with delta-method
 weights ``(y/se)²``, at least 5 sizes; when a χ² lack-of-fit test (level 0.05) finds the points scattering
 more than their errors, the slope's standard error is inflated by ``sqrt(χ²/dof)`` and the quantile is
-Student t with the fit's ``dof = points - 2``; otherwise the errors are known and the quantile is normal
+Student t with the fit's ``dof = points - 2`` (``points - groups - 1`` with one intercept per group, as
+timings have per round); otherwise the errors are known and the quantile is normal
 (asymptotic: normal errors of the log points).
 
 **Timings** (:func:`ratio_test`). A timing is a random variable: claims about relative cost are tested
@@ -555,10 +556,12 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
                                                                         return_inverse=True)[1]
     if labels.size != x.size:
         raise ValueError(f"groups must label every point: {labels.size} labels for {x.size} points")
-    if (y <= 0).any() or not np.isfinite(y).all() or (se <= 0).any() or np.unique(x).size < MIN_SLOPE_POINTS:
+    if (y <= 0).any() or not np.isfinite(y).all() or (se <= 0).any() or np.unique(x).size < MIN_SLOPE_POINTS \
+            or x.size - labels.max() - 2 < 1:  # a fit needs at least one degree of freedom beyond its parameters
         return Evidence(math.nan, predicted_slope, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf,
                         int(x.size), "log-log WLS",
-                        (f"slope undefined (non-positive values or fewer than {MIN_SLOPE_POINTS} sizes)",),
+                        (f"slope undefined (non-positive values, fewer than {MIN_SLOPE_POINTS} sizes, or no "
+                         "degree of freedom left by the groups' intercepts)",),
                         extra=extra, validity="asymptotic")
     lx, ly, w = np.log(x), np.log(y), (y / se) ** 2
     n_groups = int(labels.max()) + 1

@@ -43,7 +43,6 @@ import math
 
 import numpy as np
 from scipy import optimize
-from scipy.special import logsumexp
 
 from rfkit.estimators import softmax_attention
 from rfkit.estimators.control_variates import control_variate_estimate, optimal_coefficient
@@ -1494,32 +1493,6 @@ def _second_moment_target(which: str, mom, y):
                 math.sqrt(mom.var_h * np.trace(mom.var_g)))
     trace = float(np.trace(mom.var_g))
     return (lambda t: np.sum((t.g[:, 0] - y) ** 2, axis=-1)), trace, trace
-
-
-def _weight_power_moments(q, k, mu) -> tuple[float, float, float]:
-    """``(E[W²], E[W³], E[W⁴])`` of one importance weight ``W = Σ_m w_m exp(ω·a_m - μ·a_m - ‖a_m‖²/2)``,
-    ``a_m = q + k_m - μ``, ``ω ~ N(μ, I)``: ``E[Π_i W_{m_i}/w_{m_i}] = exp(Σ_{i<j} a_{m_i}·a_{m_j})`` (the
-    unit-covariance Gaussian integral of rfkit.theory.eva.importance_weight_skewness, one order up)."""
-    log_w = theory.log_softmax_weights(q, k)
-    a = q + k - mu
-    gram = a @ a.T
-    lw = log_w
-    two = lw[:, None] + lw[None, :] + gram
-    three = two[:, :, None] + lw[None, None, :] + gram[:, None, :] + gram[None, :, :]
-    four = (three[:, :, :, None] + lw[None, None, None, :] + gram[:, None, None, :] + gram[None, :, None, :]
-            + gram[None, None, :, :])
-    return tuple(float(np.exp(logsumexp(t))) for t in (two, three, four))
-
-
-def _var_h_replicate_sd(q, k, mu, num_samples: int) -> float:
-    """Exact sd of one replicate ``(h - 1)²`` of the Var[h] cell: ``sqrt(μ₄(h) - Var[h]²)`` with
-    ``μ₄(h) = μ₄(W)/S³ + 3(S - 1)Var[W]²/S³`` for the mean ``h`` of ``S`` iid weights (``E W = 1``)."""
-    m2, m3, m4 = _weight_power_moments(q, k, mu)
-    var_w = m2 - 1.0
-    mu4_w = m4 - 4.0 * m3 + 6.0 * m2 - 3.0
-    s = float(num_samples)
-    mu4_h = mu4_w / s**3 + 3.0 * (s - 1.0) * var_w**2 / s**3
-    return math.sqrt(max(mu4_h - (var_w / s) ** 2, 0.0))
 
 
 def _cv_moment_cell(ctx: CellContext):

@@ -848,6 +848,11 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
         ev = exact_rate_cell(ctx, q, keys, values, mu, sizes, squared_errors, extra=dict(omega_sq=omega_sq))
         if ev is not None:
             return ev
+        # the exact MSE could not be computed: the cheap window need not be asymptotic, so the slope is fitted on
+        # the asymptotic window, as without the quadrature
+        sizes = _asymptotic_sizes(omega_sq, cap)
+        if len(sizes) < MIN_RATE_SIZES:
+            return _beyond_cap(sizes, omega_sq, cap, dict(S=sizes, omega_sq=omega_sq))
     mse, se = [], []
     for size in sizes:
         err = squared_errors(size, ctx.replicates)

@@ -79,10 +79,10 @@ class _SharedRounds:
         def draw(rng: np.random.Generator, n: int) -> np.ndarray:
             i = consumed[0]
             consumed[0] += 1
-            if i == len(self._rounds):
+            if i == len(self._rounds):  # a column reaches round i only after rounds 0..i-1: i <= len
                 self._rounds.append(np.asarray(self._draw(rng, n)))
-            block = self._rounds[i] if i < len(self._rounds) and self._rounds[i].shape[0] == n else None
-            if block is None:  # another round schedule: draw afresh
+            block = self._rounds[i]
+            if block.shape[0] != n:  # another round schedule: draw afresh
                 block = np.asarray(self._draw(rng, n))
             return block[:, j]
 

@@ -257,7 +257,8 @@ def _ratio_bias_draw(ctx: CellContext, q, k, v, delta, entries, num_features: in
 
 def _ratio_bias_cell(ctx: CellContext) -> Evidence:
     """Richardson extrapolation in 1/D: with ``y_D`` the control-variate estimate of ``D·(RMFA - attn^κ)``
-    (:func:`_ratio_bias_draw`), ``E[y_D] = b + c/D + O(D^{-2})``, so ``z = 2y_{2D} - y_D`` has mean
+    (:func:`_ratio_bias_draw`, called with ``2D`` features), ``E[y_D] = b + c/D + O(D^{-2})``, so
+    ``z = 2y_{2D} - (y'_D + y''_D)/2`` (two ``D``-feature halves of the ``2D`` features) has mean
     ``b + O(D^{-2})``: the asymptotic statement is tested, not its value at one finite D.
 
     Arms ``(D, 2D)`` (``D`` the grid's): the ratio's tails come from small denominators, which the smaller arm

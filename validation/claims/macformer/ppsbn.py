@@ -264,13 +264,14 @@ def _scale_restoration_cell(ctx: CellContext) -> Evidence:
     left = _quiet(estimator, pre.q, pre.k, v, replicates=replicates, num_features=num_features, rng=ctx.rng).out
     raw = _quiet(estimator, q, k, v, replicates=replicates, num_features=num_features, rng=ctx.rng).out
     values = _discrepancy(left, _quiet(_rhs, left, raw, k, v, pre, r, reading), reading["reference"])
-    extra = dict(r=r, median=float(np.median(values)), saturated=int((values >= 1.0).sum()))
+    saturated = int((values >= 1.0).sum())
+    extra = dict(r=r, median=float(np.median(values)), saturated=saturated)
     # each discrepancy is capped at 1 (non-finite counts as 1): a bounded quantity, so the mean gets the betting
     # sequence (non-asymptotic, no tail assumption). Replicates that all sit at the cap are not a frozen generator
     # but a saturated one: since the mean is at least P(discrepancy = 1) (Markov), an exact binomial test of
     # P(discrepancy = 1) <= tolerance refutes the claim's mean too (Bonferroni over the two sub-tests).
     return combine([mean_test(values, 0.0, alternative="less", bounds=(0.0, 1.0), **ctx.sub_test(2), extra=extra),
-                    binomial_test(int((values >= 1.0).sum()), values.size, 0.0, **ctx.sub_test(2),
+                    binomial_test(saturated, values.size, 0.0, **ctx.sub_test(2),
                                   extra=dict(test="P(discrepancy = 1) <= tolerance"))], extra=extra)
 
 

@@ -967,7 +967,7 @@ def _eq54_cell(ctx: CellContext) -> Evidence:
     (law, ks), orthogonal = _eq54_case(p), p["side"] == "ort"
     z_norm = 0.8
     prediction = _eq54_prediction(law, z_norm, ks, orthogonal)
-    mean, sd, skew = _moment_law(law, z_norm, ks, orthogonal)
+    mean, sd, _ = _moment_law(law, z_norm, ks, orthogonal)
     rms = math.sqrt(sd * sd + mean * mean)
     exact = exact_test(prediction, mean, tolerance=ctx.tolerance, scale=rms)
     z = z_norm * _unit(law.d, ctx.rng)
@@ -996,7 +996,7 @@ EQ54 = Claim(
     plot_x="case",
     notes="Exact part: the paper's right-hand sides (Lemma 5 for the direction moment) against E Y from a Beta-"
           "integral recursion over the frame's coordinates; Monte Carlo part: the estimator's rows, with the "
-          "exact standard deviation and skewness of Y.",
+          "exact standard deviation of Y (a Catoni sequence).",
 )
 
 
@@ -1054,8 +1054,8 @@ EQ62 = Claim(
 # =================================================================================== Lemmas 5-6
 
 
-#: Monte Carlo of Lemma 5's ratio only for tuples whose exact skewness is at most this: the mean of 4e4 draws is
-#: then nearly normal at the cells' levels (larger skewness forces a Chebyshev interval that cannot resolve 5%).
+#: Monte Carlo of Lemma 5's ratio only for tuples whose exact skewness is at most this: with larger skewness the
+#: mean of 4e4 draws cannot resolve 5% at the cells' levels.
 MAX_SKEWNESS = 10.0
 
 
@@ -1076,7 +1076,7 @@ def _lemma5_cell(ctx: CellContext) -> Evidence:
     g = ctx.rng.standard_normal((ctx.replicates, d))
     v = g[:, :s] / np.linalg.norm(g, axis=1, keepdims=True)
     for ks in chosen:
-        mean, sd, skew = laws[ks]
+        mean, sd, _ = laws[ks]
         y = np.prod(v ** np.asarray(ks), axis=1)
         parts.append(mean_test(y, bt.normalized_gaussian_moment(d, ks), scale=math.sqrt(sd * sd + mean * mean),
                                sd=sd, **ctx.sub_test(len(chosen) + 1)))
@@ -1099,7 +1099,7 @@ LEMMA5 = Claim(
     plot_x="d",
     notes="Left side exactly through Dirichlet moments (a Beta-integral recursion over the coordinates of "
           "g/‖g‖, independent of the Gaussian-radius argument of the proof) and by Monte Carlo for six "
-          "tuples per cell (skewness <= 10) with the exact standard deviation and skewness.",
+          "tuples per cell (skewness <= 10) with the exact standard deviation (a Catoni sequence).",
 )
 
 

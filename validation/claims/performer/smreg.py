@@ -245,8 +245,8 @@ SMREG_MSE = Claim(
     # estimator replicates per cell (plus a batched QR per orthogonal block).
     replicates={"smoke": 100_000, "quick": 1_000_000, "full": 10_000_000},
     where=lambda p, v: p["m"] <= p["d"], roles=("feature_map.positive",), plot_x="s",
-    notes="Squared errors are tested against the exact MSE with the exact sd and skewness of the squared "
-          "error (joint moments E Π Y_i^{k_i} = ₀F₁(; d/2; d s Σk_i²/4) for a Haar frame).",
+    notes="Squared errors are tested against the exact MSE with the exact sd of the squared error (joint moments "
+          "E Π Y_i^{k_i} = ₀F₁(; d/2; d s Σk_i²/4) for a Haar frame).",
 )
 
 # ------------------------------------------------------------------------------ Eqs 21, 29, 30
