@@ -39,8 +39,9 @@ invalid input raises ``ValueError``/``TypeError`` naming the argument; unavoidab
 :class:`NumericalError`.
 """
 
+from rfkit.base.checks import NonPositiveDenominatorWarning, NumericalError
+
 from . import lara, maclaurin_kernels, mis, ppsbn, ra, rfa, rmf
-from ._checks import NonPositiveDenominatorWarning, NumericalError
 from .attention import (
     AttentionStats,
     kernel_attention,

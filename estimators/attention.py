@@ -24,16 +24,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import (
+from rfkit.base.checks import (
     NonPositiveDenominatorWarning,
     NumericalError,
     as_float_array,
     as_mask,
     check_positive_float,
     check_positive_int,
+    check_qkv,
     check_same_last_dim,
     compute_dtype,
 )
+
 from .features import Features
 from .kernels import get_kernel
 
@@ -66,16 +68,6 @@ class AttentionStats:
 
 def _swap(a: np.ndarray) -> np.ndarray:
     return np.swapaxes(a, -1, -2)
-
-
-def _qkv(q, k, v, dtype):
-    q = as_float_array(q, "q", dtype=dtype, min_ndim=2)
-    k = as_float_array(k, "k", dtype=dtype, min_ndim=2)
-    v = as_float_array(v, "v", dtype=dtype, min_ndim=2)
-    check_same_last_dim(q, k, "q", "k")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same number of rows, got {k.shape[-2]} and {v.shape[-2]}")
-    return q, k, v
 
 
 def _attend_mask(n: int, m: int, causal: bool, mask, lead: tuple[int, ...]) -> np.ndarray | None:
@@ -158,7 +150,7 @@ def softmax_attention(q, k, v, *, scale: float | None = None, causal: bool = Fal
     >>> softmax_attention(np.zeros((1, 2)), np.zeros((3, 2)), [[0.0], [3.0], [6.0]])
     array([[3.]])
     """
-    q, k, v = _qkv(q, k, v, dtype)
+    q, k, v = check_qkv(q, k, v, dtype=dtype)
     d = q.shape[-1]
     scale = 1.0 / np.sqrt(d) if scale is None else check_positive_float(scale, "scale")
     n, m = q.shape[-2], k.shape[-2]
@@ -206,7 +198,7 @@ def kernel_attention(q, k, v, kernel="softmax", *, causal: bool = False, mask=No
     Materialises ``A``: ``O(NMd)`` time, ``O(NM)`` memory. ``kernel="softmax"`` is ``exp(q_iᵀk_j)`` with
     no shift; use :func:`softmax_attention` where logits are large.
     """
-    q, k, v = _qkv(q, k, v, dtype)
+    q, k, v = check_qkv(q, k, v, dtype=dtype)
     gram = get_kernel(kernel)(q, k, dtype=dtype)
     lead = np.broadcast_shapes(gram.shape[:-2], v.shape[:-2])
     full_mask = _attend_mask(q.shape[-2], k.shape[-2], causal, mask, lead)
@@ -290,13 +282,14 @@ def linear_attention(q_features, k_features, v, *, causal: bool = False, chunk_s
 
 
 def linear_attention_buffers(q_features, k_features, v, *, causal: bool = False, chunk_size: int | None = None,
-                             dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
+                             dtype=np.float64, gemms: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     r"""Algorithm 1's ``Buf_2 = [Buf_3 | buf_4] = Q'((K')ᵀ[V 1])`` on a stabilised scale, and ``log_ref``.
 
     The true buffers are ``Buf_2 · exp(log_ref)[..., None]`` (``log_ref`` per query row: the query's
     log-scale plus the key reference). Causal rows use the chunked prefix sums of :func:`linear_attention`.
     Inputs as in :func:`linear_attention`; non-finite inputs are not checked here (they surface in the
-    normalisation).
+    normalisation). ``gemms``: a list to which every matrix product performed is appended as
+    ``(n, k, p, count)`` (``count`` products of ``(n×k)·(k×p)``, one per batch entry).
     """
     dt = compute_dtype(dtype)
     qf, kf = _as_features(q_features, "q_features", dt), _as_features(k_features, "k_features", dt)
@@ -310,13 +303,20 @@ def linear_attention_buffers(q_features, k_features, v, *, causal: bool = False,
             raise ValueError("causal attention needs as many queries as keys, got "
                              f"N={qf.values.shape[-2]} and M={kf.values.shape[-2]}")
         chunk = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
-        buf, key_ref = _causal_scan(qf, kf, v, chunk)
+        buf, key_ref = _causal_scan(qf, kf, v, chunk, gemms)
     else:
         key_ref = kf.log_scale.max(axis=-1, keepdims=True)
         weights = np.exp(kf.log_scale - key_ref)
         # (K')ᵀ[wV w] computed as ([wV w]ᵀK')ᵀ: the faster BLAS layout for a tall K'
         buf = qf.values @ _swap(_swap(_with_ones(v, weights)) @ kf.values)
+        if gemms is not None:
+            (n, r), m, dv, batch = qf.values.shape[-2:], kf.values.shape[-2], v.shape[-1], _batch(buf)
+            gemms += [(dv + 1, m, r, batch), (n, r, dv + 1, batch)]
     return buf, qf.log_scale + key_ref
+
+
+def _batch(buf: np.ndarray) -> int:
+    return int(np.prod(buf.shape[:-2], dtype=np.int64))
 
 
 #: Largest rise of a key log-scale above its chunk's starting reference for which the key is weighted by
@@ -324,7 +324,7 @@ def linear_attention_buffers(q_features, k_features, v, *, causal: bool = False,
 _RANK_ONE_SPREAD = {np.dtype(np.float64): 300.0, np.dtype(np.float32): 30.0}
 
 
-def _causal_scan(qf: Features, kf: Features, v: np.ndarray, chunk: int):
+def _causal_scan(qf: Features, kf: Features, v: np.ndarray, chunk: int, gemms: list | None = None):
     """Chunked causal prefix sums; returns ``[num | den]`` and the per-row key log reference.
 
     Row ``i``'s keys are weighted by ``exp(kls_j - ref_i)`` with ``ref_i = max_{j<=i} kls_j`` (past and
@@ -332,7 +332,7 @@ def _causal_scan(qf: Features, kf: Features, v: np.ndarray, chunk: int):
     ``exp(kls_j - ref_s)·exp(ref_s - ref_i)``, a rank-one scaling of the masked ``b×b`` scores. A key
     whose log-scale rises more than :data:`_RANK_ONE_SPREAD` above ``ref_s`` is left out of that product
     and added with its exact weights. Every decision about key ``j`` depends on tokens ``<= j`` only, so
-    an output row is bit-for-bit independent of later tokens.
+    an output row is bit-for-bit independent of later tokens. Products performed are appended to ``gemms``.
     """
     qv, kv = qf.values, kf.values
     lead = np.broadcast_shapes(qv.shape[:-2], kv.shape[:-2], v.shape[:-2])
@@ -342,6 +342,8 @@ def _causal_scan(qf: Features, kf: Features, v: np.ndarray, chunk: int):
     key_ref = np.empty(lead + (n,), dtype=qv.dtype)
     tri = np.tri(chunk, dtype=qv.dtype)
     spread_limit = _RANK_ONE_SPREAD[qv.dtype]
+    record = [] if gemms is None else gemms
+    batch, r = int(np.prod(lead, dtype=np.int64)), qv.shape[-1]
     state = None  # Σ_{j < s} exp(kls_j - c) φ̃(k_j)[v_j, 1]ᵀ, shape lead + (r, dv + 1)
     c = None      # max of kls over the previous chunks, shape lead + (1,)
     for s in range(0, n, chunk):
@@ -362,8 +364,11 @@ def _causal_scan(qf: Features, kf: Features, v: np.ndarray, chunk: int):
             expo = np.where(outlier[..., None, :] & (tri[: e - s, : e - s] > 0),
                             ls[..., None, :] - running[..., :, None], -np.inf)
             block += (masked * np.exp(expo)) @ vo
+            record.append((e - s, e - s, dv + 1, batch))
         if state is not None:
             block += (qv[..., s:e, :] @ state) * np.exp(c - running)[..., None]
+            record.append((e - s, r, dv + 1, batch))
+        record += [(e - s, r, e - s, batch), (e - s, e - s, dv + 1, batch), (dv + 1, e - s, r, batch)]
         buf[..., s:e, :] = block
         c_new = ls.max(axis=-1, keepdims=True) if c is None else np.maximum(c, ls.max(axis=-1, keepdims=True))
         update = _swap(_swap(vo * np.exp(ls - c_new)[..., None]) @ kv[..., s:e, :])

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import NumericalError, as_float_array, compute_dtype
+from rfkit.base.checks import NumericalError, as_float_array, compute_dtype
+
 from .importance import is_estimate, snis_estimate
 
 __all__ = [

@@ -8,7 +8,7 @@ ratio ``r(ω) = N(ω; 0, I)/ρ(ω)``, and ``λ_{s,m} = r(ω_s) ξ(q_n, ω_s) ξ(
 What this module provides, each a composition of rfkit's primitives:
 
 * **proposals** — :class:`GaussianProposal` ``N(μ, τ²I)`` and :class:`GaussianMixtureProposal` (``sample``,
-  ``logpdf``, ``log_ratio``); :func:`log_xi` (``log ξ``) and :func:`log_standard_normal`;
+  ``logpdf``, ``log_ratio``); :func:`log_xi` (``log ξ``);
 * **RFA as SNIS** (§2.2, Eq 4) — :func:`rfa_attention`: ``Σ_{s,m} λ v_m / Σ_{s,m} λ``; shared samples use
   :func:`~rfkit.estimators.attention.linear_attention` (linear in ``N`` and ``M``, bidirectional or causal);
   query-dependent samples the direct ``O(NSMd)`` path;
@@ -45,17 +45,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
-from ._checks import (
+from rfkit.base.checks import (
     NumericalError,
     as_float_array,
     check_choice,
     check_positive_float,
     check_positive_int,
+    check_qkv,
     check_rng,
     compute_dtype,
 )
+from rfkit.base.laws import EXACT, EXCLUDED
+from rfkit.base.numerics import LOG_2PI, half_sq_norm, log_normal, logsumexp
+
 from .attention import linear_attention
 from .features import Features
 
@@ -65,7 +68,6 @@ __all__ = [
     "EXACT",
     "EXCLUDED",
     "MU_RULES",
-    "log_standard_normal",
     "log_xi",
     "GaussianProposal",
     "GaussianMixtureProposal",
@@ -97,28 +99,12 @@ __all__ = [
 #: Frames of every estimator here; the practical and causal estimators also accept ``"reference_code"``.
 FRAMES = ("theory", "sqrt_d")
 PRACTICAL_FRAMES = ("theory", "sqrt_d", "reference_code")
-#: Label of a key treated exactly (the set ``E``) in a partition label array.
-EXACT = -1
-#: Label of a key that is not attended at all (e.g. a future key in the causal form).
-EXCLUDED = -2
 #: Proposal-mean rules of practical EVA: ``q̃_c + k̃_c`` (Eq 28), ``½(q̃_c + k̃_c)``, ``q̃_c``, ``0``.
 MU_RULES = ("q+k", "half", "q", "zero")
 
-_LOG_2PI = math.log(2 * math.pi)
 
 
 # ------------------------------------------------------------------------------------------ inputs
-
-
-def _qkv(q, k, v, dtype):
-    q = as_float_array(q, "q", dtype=dtype, min_ndim=2)
-    k = as_float_array(k, "k", dtype=dtype, min_ndim=2)
-    v = as_float_array(v, "v", dtype=dtype, min_ndim=2)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share their last dimension, got {q.shape[-1]} and {k.shape[-1]}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same number of rows, got {k.shape[-2]} and {v.shape[-2]}")
-    return q, k, v
 
 
 def _in_frame(q, k, frame: str):
@@ -130,22 +116,12 @@ def _in_frame(q, k, frame: str):
     return q, k
 
 
-def _half_sq(x: np.ndarray) -> np.ndarray:
-    return 0.5 * np.einsum("...i,...i->...", x, x)
-
-
 def _exp_checked(log_values: np.ndarray, what: str) -> np.ndarray:
     with np.errstate(over="ignore"):
         out = np.exp(log_values)
     if not np.isfinite(out).all():
         raise NumericalError(f"{what} overflows in {out.dtype}; use its log form")
     return out
-
-
-def log_standard_normal(omega) -> np.ndarray:
-    """``log N(ω; 0, I_d)`` along the last axis."""
-    omega = as_float_array(omega, "omega", min_ndim=1)
-    return -_half_sq(omega) - 0.5 * omega.shape[-1] * _LOG_2PI
 
 
 def log_xi(x, omega, *, dtype=np.float64) -> np.ndarray:
@@ -169,7 +145,7 @@ def log_xi(x, omega, *, dtype=np.float64) -> np.ndarray:
     omega = as_float_array(omega, "omega", dtype=dtype, min_ndim=2)
     if x.shape[-1] != omega.shape[-1]:
         raise ValueError(f"x and omega must share their last dimension, got {x.shape[-1]} and {omega.shape[-1]}")
-    return x @ np.swapaxes(omega, -1, -2) - _half_sq(x)[..., None]
+    return x @ np.swapaxes(omega, -1, -2) - half_sq_norm(x)[..., None]
 
 
 # --------------------------------------------------------------------------------------- proposals
@@ -210,15 +186,15 @@ class GaussianProposal:
         """``log ρ(ω)`` for ``ω`` of shape ``(..., S, d)`` (``mean`` broadcast over the sample axis)."""
         omega = as_float_array(omega, "omega", min_ndim=1)
         z = (omega - self.mean[..., None, :]) / self.scale if self.mean.ndim > 1 else (omega - self.mean) / self.scale
-        return -_half_sq(z) - self.dim * (0.5 * _LOG_2PI + math.log(self.scale))
+        return -half_sq_norm(z) - self.dim * (0.5 * LOG_2PI + math.log(self.scale))
 
     def log_ratio(self, omega) -> np.ndarray:
         """``log r(ω) = log N(ω; 0, I) - log ρ(ω)``."""
         omega = as_float_array(omega, "omega", min_ndim=1)
         if self.scale == 1.0:
             mu = self.mean[..., None, :] if self.mean.ndim > 1 else self.mean
-            return -np.einsum("...i,...i->...", omega, mu) + _half_sq(mu)
-        return log_standard_normal(omega) - self.logpdf(omega)
+            return -np.einsum("...i,...i->...", omega, mu) + half_sq_norm(mu)
+        return log_normal(omega) - self.logpdf(omega)
 
 
 @dataclass(frozen=True)
@@ -254,12 +230,12 @@ class GaussianMixtureProposal:
     def logpdf(self, omega) -> np.ndarray:
         omega = as_float_array(omega, "omega", min_ndim=1)
         z = (omega[..., None, :] - self.means) / self.scales[:, None]
-        comp = -_half_sq(z) - self.dim * (0.5 * _LOG_2PI + np.log(self.scales))
+        comp = -half_sq_norm(z) - self.dim * (0.5 * LOG_2PI + np.log(self.scales))
         with np.errstate(divide="ignore"):
             return logsumexp(comp + np.log(self.weights), axis=-1)
 
     def log_ratio(self, omega) -> np.ndarray:
-        return log_standard_normal(omega) - self.logpdf(omega)
+        return log_normal(omega) - self.logpdf(omega)
 
 
 def _draw(proposal, rng, num_samples, d):
@@ -345,7 +321,7 @@ def rfa_attention(q, k, v, *, omega=None, proposal=None, num_samples: int | None
     array([[3.]])
     """
     dt = compute_dtype(dtype)
-    q, k, v = _qkv(q, k, v, dt)
+    q, k, v = check_qkv(q, k, v, dtype=dt)
     q, k = _in_frame(q, k, frame)
     omega, log_ratio = _samples(omega, log_ratio, proposal, rng, num_samples, q.shape[-1], dt)
     if per_query:
@@ -358,8 +334,8 @@ def _rfa_direct(q, k, v, omega, log_ratio, causal):
     """Query-dependent samples ``omega (..., N, S, d)``: joint log-sum-exp over ``(s, m)``."""
     if omega.ndim < 3 or omega.shape[-3] != q.shape[-2]:
         raise ValueError(f"per_query omega must have shape (..., N, S, d) with N = {q.shape[-2]}, got {omega.shape}")
-    lq = np.einsum("...nd,...nsd->...ns", q, omega) - _half_sq(q)[..., None] + log_ratio
-    lk = np.einsum("...md,...nsd->...nsm", k, omega) - _half_sq(k)[..., None, None, :]
+    lq = np.einsum("...nd,...nsd->...ns", q, omega) - half_sq_norm(q)[..., None] + log_ratio
+    lk = np.einsum("...md,...nsd->...nsm", k, omega) - half_sq_norm(k)[..., None, None, :]
     log_lam = lq[..., None] + lk
     if causal:
         log_lam = np.where(np.tri(q.shape[-2], k.shape[-2], dtype=bool)[:, None, :], log_lam, -np.inf)
@@ -487,7 +463,7 @@ def control_variate_terms(q, k, v, *, omega=None, proposal=None, num_samples: in
     quadratic theory object (the oracle of the claims), not an efficient estimator. Randomness: ``omega``.
     """
     dt = compute_dtype(dtype)
-    q, k, v = _qkv(q, k, v, dt)
+    q, k, v = check_qkv(q, k, v, dtype=dt)
     q, k = _in_frame(q, k, frame)
     omega, log_ratio = _samples(omega, log_ratio, proposal, rng, num_samples, q.shape[-1], dt)
     lq = log_xi(q, omega) + log_ratio[..., None, :]
@@ -720,7 +696,7 @@ def eva_ideal(q, k, v, labels, *, omega, log_ratio=None, sampling: str = "shared
     True
     """
     dt = compute_dtype(dtype)
-    q, k, v = _qkv(q, k, v, dt)
+    q, k, v = check_qkv(q, k, v, dtype=dt)
     if q.ndim != 2 or k.ndim != 2 or v.ndim != 2:
         raise ValueError("eva_ideal takes unbatched q (N, d), k (M, d), v (M, d_v); replicate axes go on omega")
     q, k = _in_frame(q, k, frame)
@@ -772,8 +748,8 @@ def _eva_ideal_rows(q, k, v, labels, omega, log_ratio, sampling, coefficient, wa
         else:
             om = omega[:, c] if sampling == "per_chunk" else omega
             lr = log_ratio[:, c] if sampling == "per_chunk" else log_ratio
-            lq = np.einsum("nd,rsd->rns", q, om) - _half_sq(q)[:, None] + lr[:, None, :]
-            lk = np.einsum("pd,rsd->rsp", k[idx], om) - _half_sq(k[idx])
+            lq = np.einsum("nd,rsd->rns", q, om) - half_sq_norm(q)[:, None] + lr[:, None, :]
+            lk = np.einsum("pd,rsd->rsp", k[idx], om) - half_sq_norm(k[idx])
             log_lam = lq[..., None] + lk[:, None]
             e = np.exp(log_lam - log_lam.max(axis=(-2, -1), keepdims=True)).sum(axis=-2)
             inner = e / e.sum(axis=-1, keepdims=True)
@@ -1080,7 +1056,7 @@ def _chunk_stats(q, k, v, chunks, opts: _Options, rng, eps, dtype) -> _ChunkStat
     q_tilde = opts.sigma_q(_pool(qc, opts.pool))
     mu = _proposal_mean(q_tilde, k_tilde, opts.mu_rule)
     omega = _chunk_samples(mu, opts, rng, eps, dtype)
-    log_feat = (np.einsum("...sd,...ld->...sl", omega, kc) - _half_sq(kc)[..., None, :]) * opts.logit_scale
+    log_feat = (np.einsum("...sd,...ld->...sl", omega, kc) - half_sq_norm(kc)[..., None, :]) * opts.logit_scale
     return _ChunkStats(k_tilde, q_tilde, mu, omega, log_feat, kc, vc)
 
 
@@ -1108,11 +1084,11 @@ def _multi_sample_coefficients(qb, stats: _ChunkStats, group, want_inner: bool):
     are formed only when ``want_inner`` (details requested); otherwise ``None``.
     """
     omega, mu = stats.omega[..., group, :, :, :], stats.mu[..., group, :, :]
-    log_r = -np.einsum("...csd,...cd->...cs", omega, mu) + _half_sq(mu)[..., None]
+    log_r = -np.einsum("...csd,...cd->...cs", omega, mu) + half_sq_norm(mu)[..., None]
     lf = stats.log_feat[..., group, :, :, :]
     shift = lf.max(axis=-1)
     key_w = np.exp(lf - shift[..., None])                          # (..., B, C, S, l)
-    lq = np.einsum("...bqd,...bcsd->...bqcs", qb, omega) - _half_sq(qb)[..., None, None]
+    lq = np.einsum("...bqd,...bcsd->...bqcs", qb, omega) - half_sq_norm(qb)[..., None, None]
     a = lq + (log_r + shift)[..., None, :, :]
     u = np.exp(a - a.max(axis=-1, keepdims=True))                  # (..., B, q, C, S)
     values = stats.chunk_values[..., group, :, :, :]
@@ -1230,7 +1206,7 @@ def eva_practical(q, k, v, *, block_size: int, num_chunks: int, partition_domain
     array([3., 3., 3.])
     """
     dt = compute_dtype(dtype)
-    q, k, v = _qkv(q, k, v, dt)
+    q, k, v = check_qkv(q, k, v, dtype=dt)
     n, d = q.shape[-2], q.shape[-1]
     if k.shape[-2] != n:
         raise ValueError(f"practical EVA is self-attention: q and k need the same length, got {n} and {k.shape[-2]}")
@@ -1409,7 +1385,7 @@ def eva_causal(q, k, v, *, block_size: int, chunk_size: int, chunk_mask: str = "
     Cost ``O(N(|E| + C)(d + d_v))``, no recurrence over tokens. Randomness: ``ε`` only.
     """
     dt = compute_dtype(dtype)
-    q, k, v = _qkv(q, k, v, dt)
+    q, k, v = check_qkv(q, k, v, dtype=dt)
     n, d = q.shape[-2], q.shape[-1]
     if k.shape[-2] != n:
         raise ValueError(f"causal EVA is self-attention: q and k need the same length, got {n} and {k.shape[-2]}")
@@ -1495,7 +1471,7 @@ def eva_causal_incremental(q, k, v, *, block_size: int, chunk_size: int, chunk_m
     Cost ``O(N(|E| + C)(d + d_v))`` in a Python loop (a reference, not a fast path).
     """
     dt = compute_dtype(dtype)
-    q, k, v = _qkv(q, k, v, dt)
+    q, k, v = check_qkv(q, k, v, dtype=dt)
     if q.ndim != 2 or k.shape[0] != q.shape[0]:
         raise ValueError("eva_causal_incremental takes unbatched self-attention inputs q, k (N, d), v (N, d_v)")
     n, d = q.shape
@@ -1535,7 +1511,7 @@ def _one_chunk(q, k, v, start, stop, opts: _Options, noise):
     omega = _proposal_mean(q_tilde, k_tilde, opts.mu_rule)
     if noise is not None:
         omega = omega + noise
-    log_feat = (k[start:stop] @ omega - _half_sq(k[start:stop])) * opts.logit_scale
+    log_feat = (k[start:stop] @ omega - half_sq_norm(k[start:stop])) * opts.logit_scale
     inner = np.exp(log_feat - log_feat.max())
     return k_tilde, inner @ v[start:stop] / inner.sum()
 
@@ -1591,7 +1567,7 @@ def scatterbrain_attention(q, k, v, *, omega, exact=None, block_size: int | None
     whatever that coefficient is.
     """
     dt = compute_dtype(dtype)
-    q, k, v = _qkv(q, k, v, dt)
+    q, k, v = check_qkv(q, k, v, dtype=dt)
     q, k = _in_frame(q, k, frame)
     omega = as_float_array(omega, "omega", dtype=dt, ndim=2)
     check_choice(method, "method", ("direct", "linear"))

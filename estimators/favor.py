@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from ._checks import (
+from rfkit.base.checks import (
     NumericalError,
     as_float_array,
     check_choice,
@@ -59,6 +59,7 @@ from ._checks import (
     check_rng,
     compute_dtype,
 )
+
 from .attention import AttentionStats, _as_features, _normalize, _with_ones, linear_attention, linear_attention_buffers
 from .features import FEATURE_MAPS, Features, _half_sq_norm, project
 from .generalized import generalized_features

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import NumericalError, as_float_array, check_choice, check_same_last_dim
+from rfkit.base.checks import NumericalError, as_float_array, check_choice, check_same_last_dim
 
 __all__ = [
     "Features",

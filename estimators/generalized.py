@@ -28,43 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy import special
 
-from ._checks import as_float_array, check_choice, check_positive_float
+from rfkit.base.checks import as_float_array, check_choice, check_positive_float
+from rfkit.base.laws import GENERALIZED_FUNCTIONS
+
 from .features import Features, project
 
 __all__ = ["GENERALIZED_FUNCTIONS", "template_features", "generalized_features"]
-
-
-def _relu(u):
-    return np.maximum(u, 0.0)
-
-
-def _gelu(u):
-    return u * special.ndtr(u)
-
-
-def _elu_plus_one(u):
-    return np.where(u > 0, u + 1.0, np.exp(np.minimum(u, 0.0)))
-
-
-def _identity(u):
-    return np.asarray(u, dtype=np.float64).copy()
-
-
-#: Elementwise ``f`` of generalized attention (Performer D.3: sigmoid, exponential, ReLU, absolute, gelu,
-#: cosine, tanh, identity; D.4: elu + 1 of the Linear Transformer).
-GENERALIZED_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "relu": _relu,
-    "sigmoid": special.expit,
-    "exp": np.exp,
-    "abs": np.abs,
-    "gelu": _gelu,
-    "cos": np.cos,
-    "tanh": np.tanh,
-    "identity": _identity,
-    "elu_plus_one": _elu_plus_one,
-}
 
 
 def template_features(x, omega, functions: Sequence[Callable[[np.ndarray], np.ndarray]], *,
@@ -163,6 +133,7 @@ def generalized_features(x, omega=None, *, function: str = "relu", kernel_epsilo
         return Features(np.asarray(f(x), dtype=x.dtype) + epsilon, np.zeros(x.shape[:-1], x.dtype))
     if function != "exp":
         return template_features(x, omega, [lambda p: f(p) + epsilon], dtype=dtype)
-    feats = template_features(x, omega, [_identity], dtype=dtype)  # values = Wx, log_scale = -½ log m
+    # values = Wx, log_scale = -½ log m
+    feats = template_features(x, omega, [GENERALIZED_FUNCTIONS["identity"]], dtype=dtype)
     values, shift = _shifted_exp(feats.values, epsilon)
     return Features(values, feats.log_scale + shift)

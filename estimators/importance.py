@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import NumericalError, as_float_array, compute_dtype
+from rfkit.base.checks import NumericalError, as_float_array, compute_dtype
 
 __all__ = [
     "log_importance_weights",

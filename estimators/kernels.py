@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._checks import NumericalError, as_float_array, check_same_last_dim
+from rfkit.base.checks import NumericalError, as_float_array, check_same_last_dim
 
 __all__ = [
     "softmax_kernel",

@@ -44,7 +44,9 @@ import numba
 import numpy as np
 from scipy.special import softmax
 
-from ._checks import as_float_array, check_choice, check_positive_int
+from rfkit.base.checks import as_float_array, check_choice, check_positive_int, check_qkv
+from rfkit.base.numerics import half_sq_norm
+
 from .mis import (
     EQ37_INNER,
     RPRIME_AXES,
@@ -60,7 +62,6 @@ from .ra import GaussianMixtures, attention_mixture
 from .rfa import (
     _half_sq_norm,
     _matrix,
-    _qkv,
     _shifted_key_sums,
     integrand,
     key_statistics,
@@ -229,12 +230,10 @@ def log_ratio_to_standard(proposals, omega) -> np.ndarray:
     Gaussian proposals: the closed form ``-ω·μ_c + ‖μ_c‖²/2`` (register ``lara.derived.gaussian_density_ratio``);
     mixtures: the difference of log densities.
     """
-    from rfkit.theory.lara import log_density_ratio_standard  # the closed form's one implementation (lazy: the
-    # theory module imports the estimators)
-
     w = as_float_array(omega, "omega", ndim=3)
     if isinstance(proposals, GaussianProposals):
-        return log_density_ratio_standard(w, proposals.means[:, None, :])
+        mu = proposals.means[:, None, :]
+        return -(w * mu).sum(axis=-1) + half_sq_norm(mu)
     return log_normal(w) - proposals.log_density_own(w)
 
 
@@ -361,7 +360,7 @@ def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | 
     check_choice(form, "form", tuple(_FORMS))
     check_choice(weights, "weights", WEIGHTS)
     check_choice(eq37_inner, "eq37_inner", EQ37_INNER)
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     if proposals is None:
         proposals = lara_proposals(q, k, C, proposal=proposal, eq35_reading=eq35_reading, means=means,
                                    layout=layout, grid=grid, windows=windows, uneven=uneven)
@@ -430,7 +429,7 @@ def lara_algorithm3(q, k, v, omega, alpha, log_q_own, *, reading: str = "P1") ->
     terms are shifted by their maximum (both cancel in ``N/D``). Cost ``O(C(N + M)(D + D_v))``.
     """
     check_choice(reading, "reading", ALG3_READINGS)
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     w = _matrix(omega, "omega", q.shape[1])
     a = as_float_array(alpha, "alpha", ndim=2)
     lq = as_float_array(log_q_own, "log_q_own", ndim=1)

@@ -1,23 +1,9 @@
-r"""Dot-product kernels with non-negative Maclaurin coefficients (Macformer Table 1) and exact kernelized attention.
+r"""Exact kernelized attention with the dot-product kernels of Macformer's Table 1 (Definition 2).
 
-A dot-product kernel is ``K(x, y) = f(x·y)`` with ``f(t) = Σ_{N>=0} a_N t^N`` (radius of convergence ``R_f``).
-Macformer (``004_803b6fd9a1d4a879.txt``, Table 1) uses five of them, registered here under their Table 1 names:
-
-=======  ======================  ======================================  =====================
-name     f(t) as printed         a_N as printed                          domain of the closed form
-=======  ======================  ======================================  =====================
-exp      exp(t)                  1/N!                                    all t
-inv      1/(1 - t)               1                                       t < 1
-log      1 - log(1 - t)          1/min(1, N)                             t < 1
-trigh    sinh(t) + cosh(t)       1/N!                                    all t
-sqrt     2 - sqrt(1 - t)         max(1, 2N - 3)/(2^N N!)                 t <= 1
-=======  ======================  ======================================  =====================
-
-Each :class:`MaclaurinKernel` carries the printed closed form (numpy), its sympy expression (from which
-:mod:`rfkit.theory.maclaurin` derives the true coefficients exactly), the printed coefficient formula in exact
-rational arithmetic (``None`` where it has no value: ``1/min(1, 0)`` is ``1/0``), and the log of the true
-coefficients in closed form (for the estimator at any ``N``; tests compare it with the sympy expansion). The
-Gram functions are registered in :data:`rfkit.estimators.kernels.KERNELS` on import.
+The kernel table itself (:class:`~rfkit.base.maclaurin.MaclaurinKernel`, :data:`MACLAURIN_KERNELS`,
+:func:`kernel_values`) lives in :mod:`rfkit.base.maclaurin`, below both the estimators and the theory; it is
+re-exported here. The Gram functions ``K(x, y) = f(x·y)`` are registered in
+:data:`rfkit.estimators.kernels.KERNELS` on import.
 
 Design notes
 ------------
@@ -33,147 +19,21 @@ Design notes
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
-from scipy import special
 
-from ._checks import NumericalError, as_float_array, as_mask, check_choice, check_same_last_dim
+from rfkit.base.checks import NumericalError, as_float_array, as_mask, check_choice, check_same_last_dim
+from rfkit.base.maclaurin import MACLAURIN_KERNELS, MaclaurinKernel, get_maclaurin_kernel, kernel_values
+
 from .kernels import KERNELS, dot_product_kernel
 
 __all__ = ["MaclaurinKernel", "MACLAURIN_KERNELS", "MASK_FILLS", "get_maclaurin_kernel", "kernel_values",
            "kernel_scores", "masked_fill", "kernelized_attention", "KernelAttentionStats"]
 
 
-@dataclass(frozen=True)
-class MaclaurinKernel:
-    """A dot-product kernel ``f(t) = Σ a_N t^N`` with ``a_N >= 0``.
-
-    Attributes
-    ----------
-    name : str
-    expression : str
-        ``f`` as printed, a sympy expression in ``t`` (the theory module expands it).
-    closed_form : callable
-        ``f`` as printed, elementwise on numpy arrays (no domain check: see :func:`kernel_values`).
-    printed : callable
-        ``N -> Fraction | None``: the printed ``a_N`` in exact arithmetic (``None``: undefined at ``N``).
-    log_coefficient : callable
-        ``N (int array) -> log a_N`` of the true coefficients, in closed form (``-inf`` for ``a_N = 0``).
-    radius : float
-        Radius of convergence ``R_f`` of the series (``inf`` for entire functions).
-    boundary_decay : float
-        ``α`` with ``a_N ~ C N^{-α} R_f^{-N}`` (decides convergence of coefficient series on ``|t| = R_f``).
-    domain_max : float
-        Largest argument of the closed form; ``domain_closed`` says whether it is included.
-    """
-
-    name: str
-    expression: str
-    closed_form: Callable[[np.ndarray], np.ndarray]
-    printed: Callable[[int], Fraction | None]
-    log_coefficient: Callable[[np.ndarray], np.ndarray]
-    radius: float
-    boundary_decay: float
-    domain_max: float = math.inf
-    domain_closed: bool = True
-    exponential: bool = False
-
-    def in_domain(self, t: np.ndarray) -> np.ndarray:
-        """Boolean mask of arguments where the printed closed form is defined (nan is outside)."""
-        t = np.asarray(t)
-        return t <= self.domain_max if self.domain_closed else t < self.domain_max
-
-
-def _log_factorial(n: np.ndarray) -> np.ndarray:
-    return special.gammaln(np.asarray(n, dtype=np.float64) + 1.0)
-
-
-def _log_inverse_n(n: np.ndarray) -> np.ndarray:
-    n = np.asarray(n, dtype=np.float64)
-    return -np.log(np.maximum(n, 1.0))
-
-
-def _log_sqrt_coefficient(n: np.ndarray) -> np.ndarray:
-    """``a_0 = 1``, ``a_N = (2N-3)!!/(2^N N!)`` for ``N >= 1`` with ``(2N-3)!! = (2N-2)!/(2^{N-1}(N-1)!)``."""
-    n = np.asarray(n, dtype=np.float64)
-    m = np.maximum(n, 1.0)
-    log_double_factorial = special.gammaln(2 * m - 1) - (m - 1) * math.log(2) - special.gammaln(m)
-    log_a = log_double_factorial - m * math.log(2) - _log_factorial(m)
-    return np.where(n == 0, 0.0, log_a)
-
-
-def _printed_sqrt(n: int) -> Fraction:
-    return Fraction(max(1, 2 * n - 3), 2**n * math.factorial(n))
-
-
-def _printed_log(n: int) -> Fraction | None:
-    return None if min(1, n) == 0 else Fraction(1, min(1, n))
-
-
-def _trigh(t):
-    # sinh t + cosh t, evaluated as e^t: the same function, while the printed sum cancels catastrophically for
-    # t << 0 (float64 sinh(-20) + cosh(-20) is exactly 0) and gives -inf + inf = nan at a -inf fill.
-    return np.exp(t)
-
-
-def _inv(t):
-    return 1.0 / (1.0 - t)
-
-
-def _log(t):
-    return 1.0 - np.log1p(-t)
-
-
-def _sqrt(t):
-    return 2.0 - np.sqrt(1.0 - t)
-
-
-#: Table 1's kernels.
-MACLAURIN_KERNELS: dict[str, MaclaurinKernel] = {
-    "exp": MaclaurinKernel("exp", "exp(t)", np.exp, lambda n: Fraction(1, math.factorial(n)),
-                           lambda n: -_log_factorial(n), math.inf, math.inf, exponential=True),
-    "inv": MaclaurinKernel("inv", "1/(1 - t)", _inv, lambda n: Fraction(1),
-                           lambda n: np.zeros(np.shape(n)), 1.0, 0.0, 1.0, False),
-    "log": MaclaurinKernel("log", "1 - log(1 - t)", _log, _printed_log, _log_inverse_n, 1.0, 1.0, 1.0, False),
-    "trigh": MaclaurinKernel("trigh", "sinh(t) + cosh(t)", _trigh, lambda n: Fraction(1, math.factorial(n)),
-                             lambda n: -_log_factorial(n), math.inf, math.inf, exponential=True),
-    "sqrt": MaclaurinKernel("sqrt", "2 - sqrt(1 - t)", _sqrt, _printed_sqrt, _log_sqrt_coefficient, 1.0, 1.5,
-                            1.0, True),
-}
-
 #: Masked-fill semantics of Definition 1's ``S ⊙ M`` (``M`` boolean, True = keep).
 MASK_FILLS = ("additive", "neg_inf", "neg_1e9", "dtype_min")
-
-
-def get_maclaurin_kernel(kernel) -> MaclaurinKernel:
-    """A kernel by name (a key of :data:`MACLAURIN_KERNELS`) or a :class:`MaclaurinKernel` itself."""
-    if isinstance(kernel, MaclaurinKernel):
-        return kernel
-    return MACLAURIN_KERNELS[check_choice(kernel, "kernel", MACLAURIN_KERNELS)]
-
-
-def kernel_values(kernel, t) -> np.ndarray:
-    """``f(t)`` by the printed closed form; ``ValueError`` if some ``t`` lies outside its domain.
-
-    Examples
-    --------
-    >>> kernel_values("inv", [0.0, 0.5])
-    array([1., 2.])
-    """
-    spec = get_maclaurin_kernel(kernel)
-    t = np.asarray(t, dtype=np.float64)
-    outside = ~spec.in_domain(t)
-    if outside.any():
-        bound = "<=" if spec.domain_closed else "<"
-        largest = float(np.max(t[~np.isnan(t)], initial=-np.inf))
-        raise ValueError(f"kernel {spec.name!r} is defined for t {bound} {spec.domain_max:g}; "
-                         f"{int(outside.sum())} argument(s) lie outside (largest {largest:.6g}, "
-                         f"{int(np.isnan(t).sum())} nan)")
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return spec.closed_form(t)
 
 
 def kernel_scores(kernel, t, *, mode: str = "closed_form", coefficients=None) -> np.ndarray:

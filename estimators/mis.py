@@ -46,9 +46,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import softmax
 
-from ._checks import NumericalError, as_float_array, check_choice, check_positive_int, check_rng
+from rfkit.base.checks import NumericalError, as_float_array, check_choice, check_positive_int, check_qkv, check_rng
+
 from .ra import GaussianMixtures, attention_mixture
-from .rfa import _half_sq_norm, _matrix, _qkv, integrand, log_normal, logsumexp
+from .rfa import _half_sq_norm, _matrix, integrand, log_normal, logsumexp
 
 __all__ = [
     "WEIGHTS",
@@ -391,7 +392,7 @@ def mis_attention(q, k, v, proposals, *, S_c: int = 1, omega=None, rng=None, wei
     ``log p_n(ω) = LSE_m(log π_nm + log N(ω; q_n + k_m, I))``: cost ``O(C·S_c·N·M·D)`` in total, for tests.
     Unbiased when ``Σ_c α_nc(ω) = 1`` for every ``ω`` (App F) and ``normalise=False``.
     """
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     _check_proposals(proposals)
     if omega is None:
         omega = proposals.draw(S_c, rng)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import as_float_array, check_choice, check_positive_float
+from rfkit.base.checks import as_float_array, check_choice, check_positive_float
+from rfkit.base.numerics import POWER_SIGNS, signed_power
 
 __all__ = ["BN_STATS", "VAR_ESTIMATORS", "NORM_READINGS", "NORM_SCOPES", "POWER_SIGNS", "PreSBN",
            "batch_norm_stats", "matrix_norm", "presbn", "signed_power", "postsbn", "ppsbn_rmfa"]
@@ -45,7 +46,6 @@ BN_STATS = {
 VAR_ESTIMATORS = {"biased": 0, "unbiased": 1}
 NORM_READINGS = ("row", "fro", "spec")
 NORM_SCOPES = ("matrix", "tensor")
-POWER_SIGNS = ("real", "signed", "abs")
 
 
 def _as_tensor(x, name: str) -> tuple[np.ndarray, bool]:
@@ -175,21 +175,6 @@ def presbn(q, k, v=None, *, eps: float = 1e-12, bn_stats: str = "feature_batch",
         v_out = None if v_out is None else v_out[0, 0]
     bad = int((~np.isfinite(q_out)).sum() + (~np.isfinite(k_out)).sum())
     return PreSBN(arrays[0], arrays[1], v_out, *arrays[2:], eps, bad, bn_stats, norm_reading)
-
-
-def signed_power(x, exponent, power_sign: str = "real") -> np.ndarray:
-    """``x^e`` entrywise under a reading for negative bases (Macformer register ``power_sign``).
-
-    ``real``: ``numpy.power`` (``nan`` for a negative base and a non-integer exponent); ``signed``:
-    ``sign(x)|x|^e``; ``abs``: ``|x|^e``.
-    """
-    power_sign = check_choice(power_sign, "power_sign", POWER_SIGNS)
-    x = np.asarray(x, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        if power_sign == "real":
-            return np.power(x, exponent)
-        magnitude = np.power(np.abs(x), exponent)
-        return np.sign(x) * magnitude if power_sign == "signed" else magnitude
 
 
 def postsbn(att, gamma=1.0, beta=1.0, *, power_sign: str = "real") -> np.ndarray:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_choice, check_positive_int, check_rng, compute_dtype
+from rfkit.base.checks import check_choice, check_positive_int, check_rng, compute_dtype
 
 __all__ = [
     "haar_orthogonal",

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from ._checks import as_float_array, check_choice, check_positive_int, check_rng
-from .rfa import NONNEGATIVE_MAPS, _half_sq_norm, _matrix, _qkv, integrand, logsumexp, over_heads
+from rfkit.base.checks import as_float_array, check_choice, check_positive_int, check_qkv, check_rng
+
+from .rfa import NONNEGATIVE_MAPS, _half_sq_norm, _matrix, integrand, logsumexp, over_heads
 
 __all__ = [
     "RA_EVAL_MODES",
@@ -325,7 +326,7 @@ def ra_attention(q, k, v, *, S: int = 1, rng=None, draws: RADraws | None = None,
     """
     check_choice(feature_map, "feature_map", NONNEGATIVE_MAPS)
     check_choice(eval_mode, "eval_mode", RA_EVAL_MODES)
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     if feature_map == "hyperbolic" and f_form == "simplified":
         f_form = "literal"  # the hyperbolic integrand keeps q_n (no query cancellation)
     if draws is None and eval_mode != "mean":
@@ -344,7 +345,7 @@ def biased_ra_attention(q, k, v, *, S: int = 1, rng=None, eps=None, eval_mode: s
     may be given; otherwise drawn from ``rng``. Positive map. Cost as :func:`ra_attention`.
     """
     check_choice(eval_mode, "eval_mode", BIASED_EVAL_MODES)
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     center = attention_mixture(q, k).mean()[:, None, :]
     if eval_mode == "mean":
         omega = center
@@ -408,7 +409,7 @@ def ra_algorithm1(q, k, v, z, eps) -> np.ndarray:
 
     Positive map, float64, Numba loops; ``N_ns`` and ``D_ns`` share one max shift (it cancels). ``O(SNM(D+D_v))``.
     """
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     z = np.asarray(z)
     if z.ndim != 2 or z.shape[0] != q.shape[0] or not np.issubdtype(z.dtype, np.integer):
         raise ValueError(f"z must be an integer array of shape (N={q.shape[0]}, S), got {z.shape} {z.dtype}")

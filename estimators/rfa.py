@@ -53,7 +53,10 @@ import numba
 import numpy as np
 from scipy.special import softmax
 
-from ._checks import NumericalError, as_float_array, check_choice, check_positive_int, check_rng
+from rfkit.base.checks import NumericalError, as_float_array, check_choice, check_positive_int, check_qkv, check_rng
+from rfkit.base.numerics import half_sq_norm as _half_sq_norm
+from rfkit.base.numerics import log_normal, logsumexp
+
 from .attention import linear_attention
 from .features import Features, hyperbolic_features, positive_features, trig_features
 from .importance import effective_sample_size, snis_estimate
@@ -87,7 +90,6 @@ NONNEGATIVE_MAPS = ("positive", "hyperbolic")
 #: Computational forms of :func:`rfa_attention`.
 RFA_FORMS = ("softmax", "features", "double_sum", "algorithm")
 
-_LOG_2PI = math.log(2 * math.pi)
 _HALF_LOG_2 = 0.5 * math.log(2.0)
 
 
@@ -128,17 +130,6 @@ def _matrix(x, name: str, d: int | None = None) -> np.ndarray:
     return arr
 
 
-def _qkv(q, k, v):
-    q = _matrix(q, "q")
-    k = _matrix(k, "k", q.shape[1])
-    v = _matrix(v, "v")
-    if v.shape[0] != k.shape[0]:
-        raise ValueError(f"k and v must have the same number of rows, got {k.shape[0]} and {v.shape[0]}")
-    if q.shape[0] == 0 or k.shape[0] == 0:
-        raise ValueError("q and k need at least one row each")
-    return q, k, v
-
-
 def _omega(omega, d: int, *, per_query: int | None = None) -> np.ndarray:
     """``(S, D)`` shared samples, or ``(N, S, D)`` per-query samples when ``per_query = N`` is allowed."""
     arr = as_float_array(omega, "omega", min_ndim=2)
@@ -164,36 +155,6 @@ def _phase(phase, feature_map: str, n_samples: int):
     if b.shape[0] != n_samples:
         raise ValueError(f"phase must have one entry per sample ({n_samples}), got {b.shape[0]}")
     return b
-
-
-def logsumexp(a, axis=None) -> np.ndarray:
-    """``log Σ exp(a)`` along ``axis`` (int or tuple), max-shifted; ``-inf`` where every term is ``-inf``.
-
-    A lean replacement of :func:`scipy.special.logsumexp` for the small arrays of the hot paths here.
-    """
-    a = np.asarray(a, dtype=np.float64)
-    top = np.max(a, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(a - top), axis=axis, keepdims=True)) + top
-    return np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
-
-
-def _half_sq_norm(x: np.ndarray) -> np.ndarray:
-    return 0.5 * np.einsum("...i,...i->...", x, x)
-
-
-def log_normal(omega, mean=None) -> np.ndarray:
-    r"""``log N(ω; μ, I)`` with the ``(2π)^{-D/2}`` factor; ``omega (..., D)``, ``mean`` broadcasting to it.
-
-    Examples
-    --------
-    >>> float(log_normal(np.zeros(1)))  # -log √(2π)
-    -0.9189385332046727
-    """
-    w = as_float_array(omega, "omega", min_ndim=1)
-    diff = w if mean is None else w - as_float_array(mean, "mean", min_ndim=1)
-    return -_half_sq_norm(diff) - 0.5 * w.shape[-1] * _LOG_2PI
 
 
 def draw_rfa_samples(S: int, d: int, *, rng, feature_map: str = "positive"):
@@ -352,7 +313,7 @@ def integrand(q, k, v, omega, *, feature_map: str = "positive", form: str = "lit
     (simplified, shared samples).
     """
     check_choice(form, "form", ("literal", "simplified"))
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     w = _omega(omega, q.shape[1], per_query=q.shape[0])
     if form == "simplified":
         if feature_map != "positive":
@@ -406,7 +367,7 @@ def rfa_snis(q, k, v, omega, *, feature_map: str = "positive", log_proposal=None
     any proposal (pass its ``log_proposal``): the general-proposal SNIS of Eq 3. Non-negative maps only.
     Cost ``O(N·S·M·(D + D_v))`` with the literal integrand.
     """
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     w = _omega(omega, q.shape[1])
     log_w = rfa_log_weights(q, k, w, feature_map=feature_map, log_proposal=log_proposal)
     f = integrand(q, k, v, w, feature_map=feature_map, form=f_form)
@@ -484,7 +445,7 @@ def rfa_attention(q, k, v, *, S: int | None = None, omega=None, phase=None, rng=
     array([[7.]])
     """
     check_choice(feature_map, "feature_map", XI_MAPS)
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     if omega is None:
         if S is None:
             raise TypeError("give S= (with rng=) or explicit omega=")
@@ -579,7 +540,7 @@ def rfa_algorithm2(q, k, v, omega) -> np.ndarray:
     ``exp(c_s)``, ``c_s = max_m log ξ(k_m, ω_s)``, and each query's sums over ``s`` are shifted by their
     maximum; both shifts cancel in ``N/D`` (the only change to the printed algorithm). Cost ``O(S(N+M)(D+D_v))``.
     """
-    q, k, v = _qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v, matrices=True)
     w = _omega(omega, q.shape[1])
     out = np.empty((q.shape[0], v.shape[1]))
     _alg2_kernel(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v),

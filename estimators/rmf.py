@@ -50,25 +50,23 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from ._checks import (
+from rfkit.base.checks import (
     as_float_array,
     as_mask,
     check_choice,
     check_positive_float,
     check_positive_int,
+    check_qkv,
     check_rng,
-    check_same_last_dim,
 )
+from rfkit.base.maclaurin import N_LAWS, WEIGHTS, check_law, get_maclaurin_kernel, log_degree_mass, log_weight_squared
+
 from .attention import DEFAULT_CHUNK_SIZE, linear_attention_buffers
-from .maclaurin_kernels import get_maclaurin_kernel
 
 __all__ = ["N_LAWS", "WEIGHTS", "DRAW_SHARINGS", "MaclaurinCoefficients", "RMFDraw", "draw_rmf", "rmf_features",
            "RMFAResult", "rmfa", "rmfa_replicates"]
 
-N_LAWS = ("geom", "defective")
-WEIGHTS = ("printed", "importance")
 DRAW_SHARINGS = ("shared", "per_head", "per_batch_head")
-_VALID = {("geom", "printed"), ("geom", "importance"), ("defective", "printed")}
 
 
 # ------------------------------------------------------------------------------------ coefficients
@@ -145,36 +143,6 @@ def as_coefficients(kernel, coeffs) -> MaclaurinCoefficients:
     if isinstance(coeffs, str):
         return MaclaurinCoefficients.from_kernel(kernel, coeffs)
     return MaclaurinCoefficients.from_sequence(coeffs)
-
-
-def log_degree_mass(n: np.ndarray, p: float, n_law: str) -> np.ndarray:
-    """``log π_n`` of the degree law (``geom``: ``(1 - 1/p) p^{-n}``; ``defective``: ``p^{-(n+1)}``)."""
-    n = np.asarray(n, dtype=np.float64)
-    if n_law == "geom":
-        return math.log1p(-1.0 / p) - n * math.log(p)
-    return -(n + 1.0) * math.log(p)
-
-
-def log_weight_squared(n: np.ndarray, log_a: np.ndarray, p: float, n_law: str, weight: str) -> np.ndarray:
-    """``log c_n²``: ``log a_n + (n+1) log p`` (printed) or ``log a_n - log π_n`` (importance)."""
-    n = np.asarray(n, dtype=np.float64)
-    if weight == "printed":
-        return log_a + (n + 1.0) * math.log(p)
-    return log_a - log_degree_mass(n, p, n_law)
-
-
-def check_law(p: float, n_law: str, weight: str) -> float:
-    """Validate ``p > 1`` and the (law, weight) pair; ``defective`` needs ``p >= 2``."""
-    p = check_positive_float(p, "p")
-    if p <= 1:
-        raise ValueError(f"p must be > 1 (Definition 3), got {p}")
-    n_law = check_choice(n_law, "n_law", N_LAWS)
-    weight = check_choice(weight, "weight", WEIGHTS)
-    if (n_law, weight) not in _VALID:
-        raise ValueError(f"(n_law, weight) = ({n_law}, {weight}) is not a valid pair; expected one of {sorted(_VALID)}")
-    if n_law == "defective" and p < 2:
-        raise ValueError(f"the defective law needs p >= 2 (its masses sum to 1/(p-1) <= 1), got p = {p}")
-    return p
 
 
 # ------------------------------------------------------------------------------------------- draws
@@ -378,8 +346,6 @@ def _mask_route(n_q: int, n_k: int, lead: tuple[int, ...], mask, key_padding, ca
 
 def _buffers(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, route: str, keep, chunk_size):
     """``[numerator | denominator]`` of RMFA from plain feature arrays, and the GEMMs performed."""
-    from rfkit.theory.cost import linear_attention_gemms
-
     n, r, dv = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
     lead = np.broadcast_shapes(phi_q.shape[:-2], phi_k.shape[:-2], v.shape[:-2])
     batch = int(np.prod(lead, dtype=np.int64))
@@ -391,8 +357,9 @@ def _buffers(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, route: str, ke
         phi_k = phi_k * keep[..., None]
     causal = route == "causal"
     chunk = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
-    buf, _ = linear_attention_buffers(phi_q, phi_k, v, causal=causal, chunk_size=chunk)
-    return buf, linear_attention_gemms(n, r, dv, causal=causal, chunk=chunk, batch=batch)
+    gemms: list = []
+    buf, _ = linear_attention_buffers(phi_q, phi_k, v, causal=causal, chunk_size=chunk, gemms=gemms)
+    return buf, tuple(gemms)
 
 
 def _result(buf: np.ndarray, width: int, gemms: tuple, draws: tuple) -> RMFAResult:
@@ -404,12 +371,7 @@ def _result(buf: np.ndarray, width: int, gemms: tuple, draws: tuple) -> RMFAResu
 
 
 def _inputs(q, k, v, scale_inputs: bool):
-    q = as_float_array(q, "q", min_ndim=2)
-    k = as_float_array(k, "k", min_ndim=2)
-    v = as_float_array(v, "v", min_ndim=2)
-    check_same_last_dim(q, k, "q", "k")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same number of rows, got {k.shape[-2]} and {v.shape[-2]}")
+    q, k, v = check_qkv(q, k, v)
     if scale_inputs:
         scale = q.shape[-1] ** -0.25
         q, k = q * scale, k * scale

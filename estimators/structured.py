@@ -41,7 +41,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from ._checks import as_float_array, check_choice, check_positive_int, check_rng, compute_dtype
+from rfkit.base.checks import as_float_array, check_choice, check_positive_int, check_rng, compute_dtype
+from rfkit.base.numerics import next_power_of_two
+
 from .projections import NORM_LAWS
 
 __all__ = [
@@ -53,11 +55,6 @@ __all__ = [
     "default_givens_rotations",
     "next_power_of_two",
 ]
-
-
-def next_power_of_two(d: int) -> int:
-    """Smallest power of two ``>= d``."""
-    return 1 << max(int(d) - 1, 0).bit_length()
 
 
 def default_givens_rotations(d: int) -> int:

@@ -5,16 +5,18 @@ Nothing here is a formula; the formulas live in the modules that use these helpe
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from rfkit.base import checks as base_checks
+from rfkit.base.checks import NumericalError
 from rfkit.estimators import Features
-from rfkit.estimators._checks import NumericalError
 
 __all__ = ["TorchFeatures", "as_torch_features", "as_tensor", "torch_dtype", "numpy_dtype", "default_device",
-           "make_generator", "generator_from_rng", "check_generator"]
+           "make_generator", "generator_from_rng", "check_generator", "check_qkv"]
 
 _DTYPES = {torch.float64: np.dtype(np.float64), torch.float32: np.dtype(np.float32)}
 
@@ -79,6 +81,12 @@ def as_tensor(x, name: str, *, dtype=None, device=None, min_ndim: int = 0, ndim:
         bad = int((~torch.isfinite(t)).sum())
         raise ValueError(f"{name} contains {bad} non-finite value(s) (nan or inf)")
     return t
+
+
+def check_qkv(q, k, v, dtype=None, **checks):
+    """:func:`rfkit.base.checks.check_qkv` for tensors: ``k`` and ``v`` take ``q``'s dtype and device."""
+    q = as_tensor(q, "q", dtype=dtype)
+    return base_checks.check_qkv(q, k, v, functools.partial(as_tensor, dtype=q.dtype, device=q.device), **checks)
 
 
 def make_generator(seed: int, device=None) -> torch.Generator:

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from rfkit.estimators._checks import check_choice, check_positive_int
+from rfkit.base.checks import check_choice, check_positive_int
 from rfkit.estimators.eva import (
     LinearLayerNorm,
     _causal_chunk_mask,
@@ -23,21 +23,12 @@ from rfkit.estimators.eva import (
     practical_partition,
 )
 
-from ._core import as_tensor, check_generator
+from ._core import as_tensor, check_generator, check_qkv
 
 __all__ = ["eva_practical", "eva_causal"]
 
 
-def _qkv(q, k, v, dtype):
-    q = as_tensor(q, "q", dtype=dtype, min_ndim=2)
-    k = as_tensor(k, "k", dtype=q.dtype, device=q.device, min_ndim=2)
-    v = as_tensor(v, "v", dtype=q.dtype, device=q.device, min_ndim=2)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share their last dimension, got {q.shape[-1]} and {k.shape[-1]}")
-    if k.shape[-2] != v.shape[-2] or q.shape[-2] != k.shape[-2]:
-        raise ValueError(f"EVA is self-attention: q, k and v need the same length, got {q.shape[-2]}, "
-                         f"{k.shape[-2]} and {v.shape[-2]}")
-    return q, k, v
+
 
 
 def _flatten_batch(*tensors):
@@ -156,7 +147,7 @@ def eva_practical(q, k, v, *, block_size: int, num_chunks: int, partition_domain
     ``sigma_q``/``sigma_k``: None (identity), a :class:`~rfkit.estimators.eva.LinearLayerNorm`, or a callable
     on tensors. Cost ``O(N(|E| + C)(d + d_v) + Md)``; randomness: ``ε`` only.
     """
-    q, k, v = _qkv(q, k, v, dtype)
+    q, k, v = check_qkv(q, k, v, dtype, same_length=True)
     n, d = q.shape[-2], q.shape[-1]
     opts = _options(d, sigma_q=sigma_q, sigma_k=sigma_k, pool=pool, mu_rule=mu_rule, num_samples=1, mode=mode,
                     frame=frame, coefficient="sampled", chunk_logit=chunk_logit,
@@ -207,7 +198,7 @@ def eva_causal(q, k, v, *, block_size: int, chunk_size: int, chunk_mask: str = "
     ``(..., C', d)`` (row ``c`` for chunk ``c``) or drawn with ``generator``. Output row ``n`` depends on tokens
     ``<= n`` only. Cost ``O(N(|E| + C)(d + d_v))``; randomness: ``ε`` only.
     """
-    q, k, v = _qkv(q, k, v, dtype)
+    q, k, v = check_qkv(q, k, v, dtype, same_length=True)
     n, d = q.shape[-2], q.shape[-1]
     block = check_positive_int(block_size, "block_size")
     chunk = check_positive_int(chunk_size, "chunk_size")

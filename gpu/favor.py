@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from rfkit.estimators._checks import (
+from rfkit.base.checks import (
     NonPositiveDenominatorWarning,
     NumericalError,
     check_choice,

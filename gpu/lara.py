@@ -14,29 +14,19 @@ import math
 
 import torch
 
-from rfkit.estimators._checks import check_choice, check_positive_int
+from rfkit.base.checks import check_choice, check_positive_int
 from rfkit.estimators.lara import segment_bounds
 from rfkit.estimators.mis import RPRIME_AXES
 from rfkit.estimators.ra import RADraws
 
-from ._core import as_tensor, check_generator
+from ._core import as_tensor, check_generator, check_qkv
 
 __all__ = ["rfa_attention", "ra_attention", "lara_attention"]
 
 _LOG_2PI = math.log(2 * math.pi)
 
 
-def _qkv(q, k, v, dtype):
-    q = as_tensor(q, "q", dtype=dtype, ndim=2)
-    k = as_tensor(k, "k", dtype=q.dtype, device=q.device, ndim=2)
-    v = as_tensor(v, "v", dtype=q.dtype, device=q.device, ndim=2)
-    if k.shape[1] != q.shape[1]:
-        raise ValueError(f"k must have D = {q.shape[1]} columns, got shape {tuple(k.shape)}")
-    if v.shape[0] != k.shape[0]:
-        raise ValueError(f"k and v must have the same number of rows, got {k.shape[0]} and {v.shape[0]}")
-    if q.shape[0] == 0 or k.shape[0] == 0:
-        raise ValueError("q and k need at least one row each")
-    return q, k, v
+
 
 
 def _half_sq(x: torch.Tensor) -> torch.Tensor:
@@ -59,7 +49,7 @@ def _samples(omega, shape: tuple[int, ...], q: torch.Tensor, name: str) -> torch
 def rfa_attention(q, k, v, *, omega, dtype=None) -> torch.Tensor:
     r"""RFA (Eq 2) with shared samples ``omega (S, D)``, positive map, softmax form:
     ``y_n = Σ_s softmax_s(ω_s·q_n + log Den_s) F_s``. Cost ``O(S(N + M)(D + D_v))``; randomness: the given ``ω``."""
-    q, k, v = _qkv(q, k, v, dtype)
+    q, k, v = check_qkv(q, k, v, dtype, matrices=True)
     omega = as_tensor(omega, "omega", dtype=q.dtype, device=q.device, ndim=2)
     if omega.shape[1] != q.shape[1] or omega.shape[0] == 0:
         raise ValueError(f"omega must have shape (S >= 1, D = {q.shape[1]}), got {tuple(omega.shape)}")
@@ -83,7 +73,7 @@ def ra_attention(q, k, v, *, draws: RADraws | None = None, S: int = 1, generator
     Randomness: the given :class:`~rfkit.estimators.ra.RADraws` (``z (N, S)``, ``eps (N, S, D)``) or ``S`` draws
     per query from ``generator``. Cost ``O(NMD + S·N·M·(D + D_v))``: quadratic, like the reference.
     """
-    q, k, v = _qkv(q, k, v, dtype)
+    q, k, v = check_qkv(q, k, v, dtype, matrices=True)
     if draws is not None:
         if draws.sign is not None:
             raise ValueError("the torch RA covers the positive map (draws without signs)")
@@ -159,7 +149,7 @@ def lara_attention(q, k, v, *, C: int, omega=None, generator: torch.Generator | 
     """
     check_choice(mode, "mode", ("train", "eval"))
     check_choice(rprime_axis, "rprime_axis", RPRIME_AXES)
-    q, k, v = _qkv(q, k, v, dtype)
+    q, k, v = check_qkv(q, k, v, dtype, matrices=True)
     C = check_positive_int(C, "C")
     q_landmarks = _landmarks(q, C, uneven)
     mu = q_landmarks + _landmarks(k, C, uneven)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import torch
 
-from rfkit.estimators._checks import check_choice, check_positive_int
+from rfkit.base.checks import check_choice, check_positive_int
 from rfkit.estimators.attention import DEFAULT_CHUNK_SIZE
 from rfkit.estimators.rmf import (
     WEIGHTS,

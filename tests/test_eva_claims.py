@@ -88,8 +88,8 @@ def test_planted_rfa_without_proposal_weights_is_refuted():
     def unweighted(q, k, v, *, omega=None, log_ratio=None, **kw):
         return rfa_attention(q, k, v, omega=omega, **kw)
 
-    assert _verdict("eva.eq7.local_cv_sum", {"rfa_attention": unweighted}) == "refuted"
-    assert _verdict("eva.eq14.rfa_ratio_form", {"rfa_attention": unweighted}) == "refuted"
+    assert _verdict("eva.eq7.local_cv_sum", {"rfa_attention_with_proposal": unweighted}) == "refuted"
+    assert _verdict("eva.eq14.rfa_ratio_form", {"rfa_attention_with_proposal": unweighted}) == "refuted"
 
 
 def test_planted_control_variates_with_a_wrong_normaliser_are_refuted():

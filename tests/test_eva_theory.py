@@ -9,7 +9,14 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from rfkit.estimators import softmax_attention
-from rfkit.estimators.eva import EXACT, GaussianProposal, control_variate_terms, eva_practical, rfa_attention
+from rfkit.estimators.eva import (
+    EXACT,
+    GaussianProposal,
+    control_variate_terms,
+    eva_practical,
+    practical_partition,
+    rfa_attention,
+)
 from rfkit.theory import cost
 from rfkit.theory import eva as th
 from rfkit.validation.testing import assert_moment_matches
@@ -213,7 +220,11 @@ def test_snis_asymptotics_by_monte_carlo(problem):
 def test_eq16_limit_is_the_oracle_practical_estimator():
     rng = np.random.default_rng(SEED)
     q, k, v = rng.normal(scale=0.5, size=(8, 3)), rng.normal(scale=0.5, size=(8, 3)), rng.normal(size=(8, 2))
-    limit = th.eq16_large_s_limit(q, k, v, block_size=2, num_chunks=2)
+    part = practical_partition(8, block_size=2, num_chunks=2)
+    exact = np.zeros((8, 8), dtype=bool)
+    for queries, keys in zip(part.queries, part.exact, strict=True):
+        exact[np.ix_(queries, keys)] = True
+    limit = th.eq16_large_s_limit(q, k, v, exact, part.chunks[0])
     many = eva_practical(q, k, v, block_size=2, num_chunks=2, num_samples=4000, rng=rng)
     # seeded Monte Carlo: at S = 4000 the largest of the 16 output errors is ~0.01 (0.008-0.012 over seeds);
     # 0.03 leaves a wide margin while the S = 1 estimator (errors 0.1-0.25 here) fails

@@ -1,8 +1,8 @@
 r"""Exact theory of beautiful functions and orthogonal ensembles (Performer ``003_4855bc6ab225d7a6.txt``, F.4).
 
 Notation (register ``performer.md``): ``Ω`` is an isotropic law, ``ω = R·u`` with ``u`` uniform on
-``S^{d-1}`` and an independent radius ``R`` (:class:`~rfkit.estimators.beautiful.IsotropicLaw`); ``g(u) =
-Σ a_s u^s`` with ``a_s >= 0`` (:class:`~rfkit.estimators.beautiful.Maclaurin`); ``Y = ωᵀz``, ``X = g(Y)``,
+``S^{d-1}`` and an independent radius ``R`` (:class:`~rfkit.base.laws.IsotropicLaw`); ``g(u) =
+Σ a_s u^s`` with ``a_s >= 0`` (:class:`~rfkit.base.laws.Maclaurin`); ``Y = ωᵀz``, ``X = g(Y)``,
 ``s = ‖z‖²``; ``F = F_{Ω,g}(z) = E X``; ``μ_d(j) = E‖g‖^j = 2^{j/2}Γ((d+j)/2)/Γ(d/2)`` (chi moments);
 an orthogonal ensemble has a Haar ``m``-frame of directions and independent radii (Eq 53).
 
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from rfkit.estimators.beautiful import IsotropicLaw, Maclaurin
+from rfkit.base.laws import IsotropicLaw, Maclaurin
 from rfkit.theory.smreg import log_hyp0f1
 
 __all__ = [

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from rfkit.estimators.structured import next_power_of_two as padded_length
+from rfkit.base.numerics import next_power_of_two as padded_length
 
 __all__ = [
     "gemm_flops",

@@ -48,7 +48,8 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.ndimage import correlate1d
 from scipy.special import logsumexp
 
-from rfkit.estimators.eva import EXACT, EXCLUDED, eva_practical, log_standard_normal, log_xi
+from rfkit.base.laws import EXACT, EXCLUDED
+from rfkit.base.numerics import log_normal
 
 __all__ = [
     "gaussian_product_sides",
@@ -82,7 +83,13 @@ __all__ = [
     "eva_practical_gemms",
 ]
 
-_LOG_2PI = math.log(2 * math.pi)
+
+
+def _log_xi(x, omega) -> np.ndarray:
+    r"""``log ξ(x, ω) = ω·x - ‖x‖²/2`` (EVA §2.2, the positive randomized mapping): ``x (..., L, d)``,
+    ``omega (S, d)`` -> ``(..., L, S)``."""
+    x = np.asarray(x, dtype=np.float64)
+    return x @ np.asarray(omega, dtype=np.float64).T - 0.5 * np.einsum("...i,...i->...", x, x)[..., None]
 
 
 def _vec(x, name: str) -> np.ndarray:
@@ -101,8 +108,8 @@ def gaussian_product_sides(x, y, omega) -> tuple[np.ndarray, np.ndarray]:
     ``x``, ``y`` ``(d,)``, ``omega`` ``(S, d)``; returns two ``(S,)`` arrays.
     """
     x, y, omega = _vec(x, "x"), _vec(y, "y"), _vec(omega, "omega")
-    lhs = log_standard_normal(omega) + log_xi(x[None], omega)[0] + log_xi(y[None], omega)[0]
-    rhs = float(x @ y) + log_standard_normal(omega - (x + y))
+    lhs = log_normal(omega) + _log_xi(x[None], omega)[0] + _log_xi(y[None], omega)[0]
+    rhs = float(x @ y) + log_normal(omega - (x + y))
     return lhs, rhs
 
 
@@ -113,8 +120,8 @@ def log_target_density(omega, q, k) -> np.ndarray:
     """
     omega, q, k = _vec(omega, "omega"), _vec(q, "q"), _vec(k, "k")
     log_z = logsumexp(k @ q)
-    pair = log_xi(q[None], omega)[0] + log_xi(k, omega)                   # (M, S)
-    return log_standard_normal(omega) + logsumexp(pair, axis=0) - log_z
+    pair = _log_xi(q[None], omega)[0] + _log_xi(k, omega)                   # (M, S)
+    return log_normal(omega) + logsumexp(pair, axis=0) - log_z
 
 
 def log_mixture_components(omega, q, k) -> np.ndarray:
@@ -122,7 +129,7 @@ def log_mixture_components(omega, q, k) -> np.ndarray:
     ``W(ω) = Σ_m w_m N(ω; u_m, I)/ρ(ω)`` and ``W(ω) f_n(ω) = Σ_m w_m v_m N(ω; u_m, I)/ρ(ω)``."""
     omega, q, k = _vec(omega, "omega"), _vec(q, "q"), _vec(k, "k")
     log_w = k @ q - logsumexp(k @ q)
-    return log_w[:, None] + log_standard_normal(omega[None, :, :] - (q + k)[:, None, :])
+    return log_w[:, None] + log_normal(omega[None, :, :] - (q + k)[:, None, :])
 
 
 def log_target_mixture_density(omega, q, k) -> np.ndarray:
@@ -762,12 +769,27 @@ def eva13_asymptotics(q, k, v, labels, mu, *, sampling: str = "shared", tau: flo
     return total
 
 
-def eq16_large_s_limit(q, k, v, **options) -> np.ndarray:
+def eq16_large_s_limit(q, k, v, exact, chunks) -> np.ndarray:
     r"""``EVA16*``: Eq 16 with ``β̂_c`` replaced by the local softmax ``β*_c(q_n)``, the ``S → ∞`` limit of the
-    multi-sample practical estimator (``eva.derived.eq16_large_s_limit``). ``options`` are those of
-    :func:`~rfkit.estimators.eva.eva_practical` (``coefficient`` and ``mode`` are fixed here)."""
-    options = dict(options, coefficient="oracle", mode="eval")
-    return eva_practical(q, k, v, **options)
+    multi-sample practical estimator (App C; ``eva.derived.eq16_large_s_limit``), from its definition:
+
+    ``y_n = (Σ_{m∈E_n} e^{q_n·k_m} v_m + Σ_c e^{q_n·k̃_c} β*_c(q_n)) / (Σ_{m∈E_n} e^{q_n·k_m} + Σ_c e^{q_n·k̃_c})``,
+    ``β*_c(q_n) = Σ_{m∈P_c} softmax_m(q_n·k_m) v_m`` and ``k̃_c`` the mean of ``P_c``'s keys (mean pooling, no
+    ``σ``). ``exact`` ``(N, M)`` bool marks ``E_n``; ``chunks`` lists the key indices of each ``P_c``.
+    """
+    q, k, v = _vec(q, "q"), _vec(k, "k"), _vec(v, "v")
+    logits = q @ k.T                                                              # (N, M)
+    chunks = [np.asarray(idx) for idx in chunks]
+    beta = np.stack([_softmax_rows(logits[:, idx]) @ v[idx] for idx in chunks], axis=1)       # (N, C, d_v)
+    chunk_logits = q @ np.stack([k[idx].mean(axis=0) for idx in chunks]).T                     # (N, C)
+    weights = _softmax_rows(np.concatenate([np.where(exact, logits, -np.inf), chunk_logits], axis=-1))
+    m = k.shape[0]
+    return weights[:, :m] @ v + np.einsum("nc,ncv->nv", weights[:, m:], beta)
+
+
+def _softmax_rows(logits: np.ndarray) -> np.ndarray:
+    w = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return w / w.sum(axis=-1, keepdims=True)
 
 
 def eva_practical_gemms(n: int, d: int, dv: int, block: int, num_chunks: int) -> tuple:

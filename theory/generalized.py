@@ -11,7 +11,7 @@ kernel here is an expectation over that pair (Performer ``003_4855bc6ab225d7a6.t
 * :func:`angular_kernel` — ``E sgn(u) sgn(v) = 1 - 2θ/π`` (Eq 5 with ``f_1 = sgn``; Grothendieck's
   identity ``P(sgn u ≠ sgn v) = θ/π``).
 * :func:`feature_moment` — ``E[(f(u) + ε)^p (f(v) + ε)^p]`` for any function of
-  :data:`rfkit.estimators.generalized.GENERALIZED_FUNCTIONS` by exact quadrature (``p = 1``: the kernel
+  :data:`rfkit.base.laws.GENERALIZED_FUNCTIONS` by exact quadrature (``p = 1``: the kernel
   ``K_f``; ``p = 2``: the second moment, whence the variance of one random-feature term).
 
 Quadrature. Writing ``(u, v) = r (a cos α, b cos(α - θ))`` with ``r e^{-r²/2}`` the radial density and
@@ -100,7 +100,7 @@ def feature_moment(function: str, norm_x: float, norm_y: float, angle: float, *,
     Parameters
     ----------
     function : str
-        A key of :data:`rfkit.estimators.generalized.GENERALIZED_FUNCTIONS`.
+        A key of :data:`rfkit.base.laws.GENERALIZED_FUNCTIONS`.
     norm_x, norm_y, angle : float
         ``‖x‖``, ``‖y‖`` and the angle ``θ ∈ [0, π]`` (only these enter the law of ``(u, v)``).
     epsilon : float
@@ -113,7 +113,7 @@ def feature_moment(function: str, norm_x: float, norm_y: float, angle: float, *,
     See the module docstring for the polar quadrature. ``f = exp`` with large norms may overflow: the
     result is then ``inf``.
     """
-    from rfkit.estimators.generalized import GENERALIZED_FUNCTIONS
+    from rfkit.base.laws import GENERALIZED_FUNCTIONS
 
     a, b, theta = _check_pair(norm_x, norm_y, angle)
     if function not in GENERALIZED_FUNCTIONS:

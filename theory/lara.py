@@ -50,8 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import softmax
 
-from rfkit.estimators.ra import attention_mixture, softmax_log_weights
-from rfkit.estimators.rfa import integrand, log_normal, logsumexp
+from rfkit.base.numerics import log_normal, logsumexp
 from rfkit.theory.importance import gram_fourth_power_integral, mixture_square_integral
 from rfkit.theory.softmax import relative_mse
 
@@ -94,6 +93,20 @@ def _exp_or_inf(log_value):
         return np.exp(log_value)
 
 
+def log_softmax_weights(q, k) -> np.ndarray:
+    """``log π_nm = q_n·k_m - LSE_m(q_n·k_m)`` (RA Eq 5's mixture weights): ``(N, M)``."""
+    logits = np.asarray(q, dtype=np.float64) @ np.asarray(k, dtype=np.float64).T
+    return logits - logsumexp(logits, axis=-1)[:, None]
+
+
+def target_log_density(query, keys, omega) -> np.ndarray:
+    r"""``log p_n(ω) = log Σ_m π_nm N(ω; q_n + k_m, I)`` (RA Eq 5) for one query ``(D,)`` at points
+    ``omega (..., D)`` -> ``(...)``."""
+    q, k = np.asarray(query, dtype=np.float64), np.asarray(keys, dtype=np.float64)
+    log_pi = log_softmax_weights(q[None], k)[0]
+    return logsumexp(log_pi + log_normal(np.asarray(omega, dtype=np.float64)[..., None, :], q + k), axis=-1)
+
+
 def _half_sq(x):
     return 0.5 * np.einsum("...i,...i->...", x, x)
 
@@ -106,7 +119,7 @@ def mixture_moments(q, k) -> tuple[np.ndarray, np.ndarray]:
     ``I + Σ_m π_nm (k_m - K^Tπ_n)(k_m - K^Tπ_n)^T``. Cost ``O(NMD²)``."""
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
-    pi = np.exp(softmax_log_weights(q, k)[0])
+    pi = np.exp(log_softmax_weights(q, k))
     kbar = pi @ k
     centered = k[None, :, :] - kbar[:, None, :]
     cov = np.einsum("nm,nmi,nmj->nij", pi, centered, centered) + np.eye(q.shape[1])
@@ -121,7 +134,7 @@ def log_is_weight_second_moment(q, k, mu) -> np.ndarray:
     """
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
-    log_pi = softmax_log_weights(q, k)[0]
+    log_pi = log_softmax_weights(q, k)
     a = q[:, None, :] + k[None, :, :] - np.broadcast_to(np.asarray(mu, dtype=np.float64), q.shape)[:, None, :]
     gram = np.einsum("nmd,npd->nmp", a, a)
     return logsumexp(log_pi[:, :, None] + log_pi[:, None, :] + gram, axis=(1, 2))
@@ -140,7 +153,7 @@ def log_is_weight_moment(q, k, mu, power: int) -> np.ndarray:
         raise ValueError(f"power must be an integer in 1..6, got {power}")
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
-    log_pi = softmax_log_weights(q, k)[0]                                        # (N, M)
+    log_pi = log_softmax_weights(q, k)                                           # (N, M)
     a = q[:, None, :] + k[None, :, :] - np.broadcast_to(np.asarray(mu, dtype=np.float64), q.shape)[:, None, :]
     gram = np.einsum("nmd,npd->nmp", a, a)                                       # (N, M, M)
     n, m = log_pi.shape
@@ -268,7 +281,12 @@ def hyperbolic_integrand(q, k, v, omega) -> np.ndarray:
 def hyperbolic_target_log_density(omega, q, k) -> np.ndarray:
     r"""Corollary C.1's target ``log ½Σ_m π_nm [N(ω; q_n+k_m, I) + N(ω; -q_n-k_m, I)]``: ``omega (N, S, D)``
     (each query at its own points) -> ``(N, S)``."""
-    return attention_mixture(q, k, feature_map="hyperbolic").log_density_own(omega)
+    q, k, w = (np.asarray(a, dtype=np.float64) for a in (q, k, omega))
+    centers = q[:, None, :] + k[None, :, :]                                     # (N, M, D)
+    log_pi = log_softmax_weights(q, k)[:, None, :]                              # (N, 1, M)
+    plus = log_normal(w[:, :, None, :], centers[:, None])                       # (N, S, M)
+    minus = log_normal(w[:, :, None, :], -centers[:, None])
+    return logsumexp(log_pi + np.logaddexp(plus, minus), axis=-1) - math.log(2.0)
 
 
 def tilted_gaussian_log_density(omega, q, k) -> np.ndarray:
@@ -324,9 +342,8 @@ class AppDSolution:
         """``g(ω) = p_n(ω)(f_n(ω) - μ_n)`` at scalar points ``omega (...,)``."""
         w = np.asarray(omega, dtype=np.float64)
         pts = w.reshape(-1, 1)
-        mix = attention_mixture(self.query[None], self.keys)
-        p = np.exp(mix.log_density(pts)[:, 0])
-        f = integrand(self.query[None], self.keys, self.values, pts, form="simplified")[0, :, 0]
+        p = np.exp(target_log_density(self.query, self.keys, pts))
+        f = cancelled_integrand(self.keys, self.values, pts)[:, 0]
         return (p * (f - self.mu)).reshape(w.shape)
 
 
@@ -348,7 +365,7 @@ def appd_d1_solution(query, keys, values, means, *, step: float = 0.05, margin: 
     weights = np.full(grid.size, step)
     weights[[0, -1]] = step / 2
     log_q = log_normal(grid[:, None, None], mu_c[None, :, None])               # (G, C)
-    log_pi, _ = softmax_log_weights(q[None], k)
+    log_pi = log_softmax_weights(q[None], k)
     mu = float(np.exp(log_pi[0]) @ v[:, 0])
     sol = AppDSolution(grid, weights, log_q, np.zeros(grid.size), np.zeros((mu_c.size,) * 2), np.zeros(mu_c.size),
                        np.zeros(mu_c.size), mu, q, k, v, mu_c[:, None])
@@ -401,8 +418,8 @@ class AppDGridSolution:
         """``g(ω) = p_n(ω)(f_n(ω) - μ_n)`` at points ``omega (..., D)``: shape ``(..., D_v)``."""
         w = np.asarray(omega, dtype=np.float64)
         pts = w.reshape(-1, self.query.size)
-        p = np.exp(attention_mixture(self.query[None], self.keys).log_density(pts))[:, :1]
-        f = integrand(self.query[None], self.keys, self.values, pts, form="simplified")[0]
+        p = np.exp(target_log_density(self.query, self.keys, pts))[:, None]
+        f = cancelled_integrand(self.keys, self.values, pts)
         return (p * (f - self.mu)).reshape(w.shape[:-1] + (self.values.shape[1],))
 
     def alpha_at(self, omega) -> np.ndarray:
@@ -463,9 +480,8 @@ def appd_grid_solution(query, keys, values, means, *, step: float = 0.1, margin:
         raise ValueError(f"grid quadrature needs D <= 2, got D = {q.size}")
     points, weights = _tensor_grid(np.vstack([mu_c, q + k, np.zeros((1, q.size))]), step, margin)
     log_q = log_normal(points[:, None, :], mu_c[None])                                  # (G, C)
-    mix = attention_mixture(q[None], k)
-    mu = np.exp(mix.log_weights[0]) @ v
-    g = np.exp(mix.log_density(points))[:, :1] * (integrand(q[None], k, v, points, form="simplified")[0] - mu)
+    mu = np.exp(log_softmax_weights(q[None], k)[0]) @ v
+    g = np.exp(target_log_density(q, k, points))[:, None] * (cancelled_integrand(k, v, points) - mu)
     sol = AppDGridSolution(points, weights, log_q, g, np.zeros((mu_c.shape[0], v.shape[1])), mu, q, k, v, mu_c)
     n_c, n_v = sol.r.shape
     bh, qc, proj = softmax(log_q, axis=-1), np.exp(log_q), sol.projector()

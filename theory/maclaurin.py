@@ -42,9 +42,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from rfkit.estimators.maclaurin_kernels import MACLAURIN_KERNELS, get_maclaurin_kernel
-from rfkit.estimators.ppsbn import signed_power
-from rfkit.estimators.rmf import log_degree_mass, log_weight_squared
+from rfkit.base.maclaurin import MACLAURIN_KERNELS, get_maclaurin_kernel, log_degree_mass, log_weight_squared
+from rfkit.base.numerics import signed_power
 
 __all__ = [
     "derived_coefficients", "general_term_sign", "cauchy_coefficients", "printed_coefficients", "coefficient_values",

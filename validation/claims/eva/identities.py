@@ -140,7 +140,7 @@ def _eq4_cell(ctx: CellContext):
     omega, log_ratio = _draws(ctx, proposal)
     terms = control_variate_terms(q, k, v, omega=omega, log_ratio=log_ratio)
     snis = snis_estimate(terms.f, log_weights=_log_importance_weights(q, k, omega, proposal))
-    phi_form = ctx.impl("rfa_attention", rfa_attention)(q, k, v, omega=omega)
+    phi_form = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega)
     return _identity(ctx, snis, phi_form)
 
 
@@ -159,7 +159,7 @@ EQ4 = Claim(
                    "R2": "ρ = N(μ, I), μ ≠ 0: left side with the proposal's weights, right side the φ form on "
                          "the same samples (Eq 4's generic proposal)"},
     where=lambda p, variant: (p["mu"] == "zero") == (variant == "R1"),
-    roles=("rfa_attention",), plot_x="S",
+    roles=("rfa_attention_with_proposal",), plot_x="S",
 )
 
 # ------------------------------------------------------------------- App B.1: variance expansion
@@ -364,7 +364,7 @@ def _eq7_cell(ctx: CellContext):
     omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
     terms = _terms(ctx, q, k, v, omega, log_ratio)
     tokens = control_variate_family(terms, shared_coefficients(terms), per_token=True)
-    rfa = ctx.impl("rfa_attention", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
+    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
     return _identity(ctx, tokens.sum(axis=-2), rfa, tokens.sum(axis=-2), terms.g, lead=2)
 
 
@@ -376,7 +376,7 @@ EQ7 = Claim(
     hypotheses="E[h_m] = exp(q_n·k_m)/Z (Eq 22); samples shared by all keys",
     tolerance=TOLERANCE, units=UNITS,
     cell=_eq7_cell, grid=_sw(),
-    roles=("control_variate_terms", "rfa_attention"), plot_x="S",
+    roles=("control_variate_terms", "rfa_attention_with_proposal"), plot_x="S",
     notes="Right side: rfa_attention's linear-cost path (features and linear_attention) on the same ω.",
 )
 
@@ -386,7 +386,7 @@ def _eq14_cell(ctx: CellContext):
     omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
     terms = _terms(ctx, q, k, v, omega, log_ratio)
     ratio = terms.g_tokens.sum(axis=-2) / terms.h_tokens.sum(axis=-1)[..., None]
-    rfa = ctx.impl("rfa_attention", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
+    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
     return _identity(ctx, ratio, rfa)
 
 
@@ -396,7 +396,7 @@ EQ14 = Claim(
     kind="identity", hypotheses="definitions of §3.1; samples shared by all keys",
     tolerance=TOLERANCE, units=UNITS,
     cell=_eq14_cell, grid=_sw(),
-    roles=("control_variate_terms", "rfa_attention"), plot_x="S",
+    roles=("control_variate_terms", "rfa_attention_with_proposal"), plot_x="S",
 )
 
 # ----------------------------------------------------------------------------------- Prop 1, Eq 12
@@ -436,7 +436,7 @@ def _recovery_cell(ctx: CellContext):
     g_tilde = tokens.sum(axis=-2)
     if part == "b":
         return _identity(ctx, g_tilde, np.broadcast_to(_softmax(q, k, v), g_tilde.shape), terms.g)
-    rfa = ctx.impl("rfa_attention", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
+    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
     return _identity(ctx, rfa, g_tilde, extra=dict(reading="RFA_ρ(q_n) = g̃(ω), the chain's first equality"))
 
 
@@ -448,7 +448,7 @@ PROP1_RECOVERY = Claim(
     tolerance=TOLERANCE, units=UNITS,
     cell=_recovery_cell,
     grid=_sw(part=["a", "b", "c"]),
-    roles=("control_variate_terms", "rfa_attention"), plot_x="part",
+    roles=("control_variate_terms", "rfa_attention_with_proposal"), plot_x="part",
     notes="Parts: (a) g̃_m - w_m v_m per draw; (b) ‖g̃ - SoftmaxAttn‖; (c) ‖RFA_ρ(q_n) - g̃(ω)‖ with RFA_ρ from "
           "rfa_attention on the same ω (the printed chain's first equality).",
 )
@@ -538,7 +538,7 @@ def _eq11_cell(ctx: CellContext):
     terms = _terms(ctx, q, k, v, omega, log_ratio)
     tokens = control_variate_family(terms, eva_coefficients(terms, labels), per_token=True)
     log_pi, _ = theory.local_softmax(q, k, v, labels)
-    rfa = ctx.impl("rfa_attention", rfa_attention)
+    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)
     lhs = np.stack([tokens[..., labels == c, :].sum(axis=-2) for c in range(log_pi.shape[-1])])
     rhs = np.stack([np.exp(log_pi[:, c])[:, None] * rfa(q, k[labels == c], v[labels == c], omega=omega,
                                                          log_ratio=log_ratio) for c in range(log_pi.shape[-1])])
@@ -557,7 +557,7 @@ EQ11 = Claim(
                      "full": ["contiguous", "random", "clustered"]},
              mu={"smoke": ["zero"], "quick": ["zero", "far"], "full": ["zero", "q+mean_k", "far"]}),
     where=lambda p, v: p["C"] <= p["M"],
-    roles=("control_variate_terms", "rfa_attention"), plot_x="C",
+    roles=("control_variate_terms", "rfa_attention_with_proposal"), plot_x="C",
     notes="Right side: π_c from the exact local log-sum-exp, β̂_c as RFA restricted to P_c on the same ω "
           "(rfa_attention's linear path).",
 )
@@ -996,7 +996,7 @@ APPG1_SINGLETON = Claim(
 def _one_chunk_cell(ctx: CellContext):
     p = ctx.params
     q, k, v = _practical_inputs(ctx)
-    rfa = ctx.impl("rfa_attention", rfa_attention)
+    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)
     if ctx.variant == "ideal":
         omega = ctx.rng.normal(size=(SETS, p["S"], q.shape[1]))
         y = ctx.impl("eva_ideal", eva_ideal)(q, k, v, np.zeros(k.shape[0], dtype=np.int64), omega=omega)
@@ -1027,7 +1027,7 @@ APPG1_ONE_CHUNK = Claim(
                                         "at the same ω",
                    "practical_mu_rule": "as practical_mu_zero with μ_1 = q̃_1 + k̃_1 (Eq 28)"},
     where=lambda p, v: (p["mode"] == "train") if v == "ideal" else p["S"] == 1,
-    roles=("eva_ideal", "eva_practical", "rfa_attention"), plot_x="N",
+    roles=("eva_ideal", "eva_practical", "rfa_attention_with_proposal"), plot_x="N",
     notes="Practical cells also report, with no pass/fail role, the mean squared error to softmax of practical EVA "
           "and of vanilla RFA with S = 128 (extra fields).",
 )
@@ -1245,7 +1245,7 @@ def _f_invariant_cell(ctx: CellContext):
     q, k, v = _inputs(ctx, n=4)
     omega, log_ratio = _draws(ctx, _proposal(ctx, q, k), sets=1)
     f = control_variate_terms(q, k, v, omega=omega, log_ratio=log_ratio).f[0]           # (N, S, d_v)
-    rfa = ctx.impl("rfa_attention", rfa_attention)
+    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)
     query_free = rfa(np.zeros((1, q.shape[1])), k, v, omega=omega[0][:, None, :])[:, 0]  # S = 1 RFA at q = 0
     return _identity(ctx, f, np.broadcast_to(query_free, f.shape), lead=2)
 
@@ -1256,7 +1256,7 @@ F_INVARIANT = Claim(
     kind="identity", hypotheses="any q_n, K, V, ω",
     tolerance=TOLERANCE, units=UNITS,
     cell=_f_invariant_cell, grid=_sw(),
-    roles=("rfa_attention",), plot_x="S",
+    roles=("rfa_attention_with_proposal",), plot_x="S",
     notes="Left: f_n(ω_s) from Eq 3 with each query; right: single-sample RFA at q = 0 (the query-free formula).",
 )
 
@@ -1449,7 +1449,7 @@ def _eq13_decomposition_cell(ctx: CellContext):
                                                   return_weights=True)
     if p["part"] == "error":
         log_pi, local = theory.local_softmax(q, k, v, labels)
-        rfa = ctx.impl("rfa_attention", rfa_attention)
+        rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)
         beta_hat = np.stack([rfa(q, k[labels == c], v[labels == c], omega=omega, log_ratio=log_ratio)
                              for c in range(chunks)], axis=-2)                      # (sets, N, C, d_v)
         predicted = theory.eq13_error(log_pi, beta_hat, local)
@@ -1475,7 +1475,7 @@ EQ13_DECOMPOSITION = Claim(
                        mu=["zero", "q+mean_k", "far"], layout=["contiguous", "random", "clustered"],
                        inputs=["iid", "clustered", "peaked", "outlier"], part=["error", "convex", "values"])},
     where=lambda p, v: p["E"] + p["C"] <= p["M"] and p["C"] > 0,
-    roles=("eva_ideal", "rfa_attention"), plot_x="C",
+    roles=("eva_ideal", "rfa_attention_with_proposal"), plot_x="C",
     notes="Parts: 'error' (β̂_c as RFA restricted to P_c on the same ω, π_c and β*_c exact); 'convex' (rows of A sum "
           "to 1 and min A >= 0); 'values' (A V = EVA13).",
 )

@@ -53,6 +53,7 @@ from rfkit.estimators.eva import (
     eva_practical,
     log_xi,
     partition_labels,
+    practical_partition,
     rfa_attention,
 )
 from rfkit.theory import eva as theory
@@ -903,7 +904,7 @@ def _eq16_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     problem = _problem(ctx)
     options = dict(block_size=p["E"], num_chunks=p["C"], mu_rule=EQ16_RULES[ctx.variant])
-    limit = theory.eq16_large_s_limit(problem.q, problem.k, problem.v, **options)
+    limit = theory.eq16_large_s_limit(problem.q, problem.k, problem.v, *_eq16_partition(p["N"], p["E"], p["C"]))
     omega_sq = _largest_omega_sq(problem, options)
     sizes = _asymptotic_sizes(omega_sq, p["S_max"])
     undecided = _beyond_cap(sizes, omega_sq, p["S_max"], dict(S=sizes, omega_sq=omega_sq))
@@ -920,6 +921,15 @@ def _eq16_cell(ctx: CellContext) -> Evidence:
     return slope_test(sizes, mse, se, SNIS_SLOPE, alternative="less",
                       extra=dict(S=sizes, mse=[float(m) for m in mse], limit_gap_to_softmax=float(gap),
                                  omega_sq=omega_sq), **ctx.test)
+
+
+def _eq16_partition(n: int, block: int, chunks: int) -> tuple[np.ndarray, np.ndarray]:
+    """The practical partition (App C) as EVA16*'s data: ``E_n`` as an ``(N, N)`` mask and the chunks' key indices."""
+    part = practical_partition(n, block_size=block, num_chunks=chunks)
+    exact = np.zeros((n, n), dtype=bool)
+    for queries, keys, valid in zip(part.queries, part.exact, part.exact_valid, strict=True):
+        exact[np.ix_(queries, keys[valid])] = True
+    return exact, part.chunks[0]
 
 
 def _largest_omega_sq(problem: Problem, options: dict) -> float:

@@ -34,11 +34,11 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy import stats as sps
 from scipy.special import softmax
 
+from rfkit.estimators import is_estimate, softmax_attention
 from rfkit.estimators import lara as lara_est
 from rfkit.estimators import mis as mis_est
 from rfkit.estimators import ra as ra_est
 from rfkit.estimators import rfa as rfa_est
-from rfkit.estimators import softmax_attention
 from rfkit.theory import lara as theory
 from rfkit.theory import softmax as softmax_theory
 from rfkit.validation.engine import MAX_EXTENSION
@@ -437,7 +437,7 @@ def _is_cell(ctx: CellContext) -> Evidence:
     second_g = theory.is_second_moment(q[0], k, mu_q, coef=v @ u)
     sd_b = math.sqrt(max(second - 1.0, 0.0) / p["S"])
     sd_g = math.sqrt(max(second_g - target**2, 0.0) / p["S"])
-    estimator = ctx.impl("is_estimate", _plain_is)
+    estimator = ctx.impl("is_estimate", is_estimate)
 
     def draw(part: int):
         def run(rng, n):
@@ -445,10 +445,10 @@ def _is_cell(ctx: CellContext) -> Evidence:
             for size in chunks(n, max(1, IS_CHUNK_POINTS // p["S"])):  # cache-sized batches of draws
                 omega = mu_q + rng.standard_normal((size * p["S"], q.shape[1]))
                 w = np.exp(_log_is_weights(q[0], k, mu_q, omega)).reshape(size, p["S"])
-                if part == 1:  # the weight mean needs no integrand
-                    out.append(estimator(w, np.zeros_like(w))[1])
+                if part == 1:  # the weight mean: the estimate of E_p[1]
+                    out.append(estimator(np.ones_like(w), weights=w))
                 else:
-                    out.append(estimator(w, (rfa_est.key_statistics(k, v, omega).F @ u).reshape(size, -1))[0])
+                    out.append(estimator((rfa_est.key_statistics(k, v, omega).F @ u).reshape(size, -1), weights=w))
             return np.concatenate(out)
         return run
 
@@ -469,11 +469,6 @@ def _catoni_part(ctx: CellContext, draw, prediction: float, parts: int, sd: floa
         return _sequential(ctx, draw, prediction, parts, scale=scale, sd=sd)
     return mean_test(draw(ctx.rng, planned), prediction, scale=scale, sd=sd, **ctx.sub_test(parts),
                      extra=dict(replicates_needed=need))
-
-
-def _plain_is(weights, values) -> tuple[np.ndarray, np.ndarray]:
-    """Plain IS per replicate: ``(1/S)Σ_s w_s f_s`` and ``(1/S)Σ_s w_s`` for ``(R, S)`` arrays."""
-    return (weights * values).mean(axis=1), weights.mean(axis=1)
 
 
 IS_UNBIASED = Claim(

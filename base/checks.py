@@ -1,4 +1,4 @@
-"""Input validation shared by every public estimator function.
+"""Input validation shared by every public estimator function (numpy and torch backends).
 
 Design notes
 ------------
@@ -15,7 +15,7 @@ Design notes
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -30,6 +30,7 @@ __all__ = [
     "check_rng",
     "compute_dtype",
     "check_same_last_dim",
+    "check_qkv",
 ]
 
 _FLOAT_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
@@ -142,3 +143,24 @@ def check_same_last_dim(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) 
     if a.shape[-1] != b.shape[-1]:
         raise ValueError(f"{name_a} and {name_b} must share their last dimension, got "
                          f"{a.shape[-1]} and {b.shape[-1]}")
+
+
+def check_qkv(q, k, v, convert: Callable = as_float_array, *, matrices: bool = False, same_length: bool = False,
+              **options):
+    """Validate attention inputs ``q (..., N, D)``, ``k (..., M, D)``, ``v (..., M, D_v)`` for any backend.
+
+    ``convert(x, name, **options)`` validates one array (:func:`as_float_array` for numpy,
+    :func:`rfkit.gpu.as_tensor` with ``dtype=``/``device=`` for torch); it gets ``ndim=2`` when ``matrices``
+    (one head, at least one query and key) and ``min_ndim=2`` otherwise. ``same_length``: self-attention
+    (``N = M``). Raises ``ValueError`` naming the mismatched dimensions.
+    """
+    shape = dict(ndim=2) if matrices else dict(min_ndim=2)
+    q, k, v = (convert(x, name, **shape, **options) for x, name in ((q, "q"), (k, "k"), (v, "v")))
+    check_same_last_dim(q, k, "q", "k")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same number of rows, got {k.shape[-2]} and {v.shape[-2]}")
+    if same_length and q.shape[-2] != k.shape[-2]:
+        raise ValueError(f"self-attention needs q, k and v of the same length, got {q.shape[-2]} and {k.shape[-2]}")
+    if matrices and (q.shape[0] == 0 or k.shape[0] == 0):
+        raise ValueError("q and k need at least one row each")
+    return q, k, v
