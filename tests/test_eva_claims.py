@@ -19,7 +19,7 @@ from rfkit.estimators.eva import (
     scatterbrain_attention,
 )
 from rfkit.validation import validate
-from rfkit.validation.claims import get_claim
+from rfkit.validation.claims import claims_in, get_claim
 from rfkit.validation.claims.eva import identities
 
 REGISTER_IDS = {
@@ -57,8 +57,8 @@ def run(ids, **kw):
 
 
 def test_register_ids_all_present():
-    assert {c.id for c in identities.CLAIMS} == REGISTER_IDS
-    assert all(c.kind == "identity" and c.paper == "eva" for c in identities.CLAIMS)
+    assert {c.id for c in claims_in(identities)} == REGISTER_IDS
+    assert all(c.kind == "identity" and c.paper == "eva" for c in claims_in(identities))
 
 
 @pytest.mark.parametrize("group", range(4))

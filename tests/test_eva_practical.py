@@ -13,7 +13,7 @@ from rfkit.estimators.eva import eva_ideal, eva_practical, rfa_attention
 from rfkit.theory import cost
 from rfkit.theory import eva as theory
 from rfkit.validation import validate
-from rfkit.validation.claims import get_claim
+from rfkit.validation.claims import claims_in, get_claim
 from rfkit.validation.claims.eva import practical
 
 REGISTER_IDS = {
@@ -42,7 +42,7 @@ def _verdict(claim_id, variant=None, **kw):
 
 
 def test_register_ids_all_present_and_registered():
-    assert {c.id for c in practical.CLAIMS} == REGISTER_IDS
+    assert {c.id for c in claims_in(practical)} == REGISTER_IDS
     assert all(get_claim(i).paper == "eva" for i in REGISTER_IDS)
 
 

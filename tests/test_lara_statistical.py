@@ -16,6 +16,7 @@ from rfkit.estimators import ra as ra_est
 from rfkit.estimators import rfa as rfa_est
 from rfkit.theory import lara as theory
 from rfkit.validation import engine
+from rfkit.validation.claims import claims_in
 from rfkit.validation.claims.lara import statistical as st
 from rfkit.validation.claims.lara.inputs import attention_inputs, norm_inputs
 
@@ -215,7 +216,7 @@ def test_fast_claims_run_at_smoke(claim):
 
 @pytest.mark.slow
 def test_every_statistical_claim_runs_at_smoke_without_failing_cells():
-    run = engine.validate(st.CLAIMS, tier="smoke", progress=False)
+    run = engine.validate(claims_in(st), tier="smoke", progress=False)
     failing = [(c.claim.id, o.error) for c in run.claims for o in c.outcomes if o.error]
     assert not failing
 

@@ -10,10 +10,11 @@ from scipy import integrate, optimize
 from rfkit.estimators import positive_features
 from rfkit.estimators.beautiful import IsotropicLaw, Maclaurin, beautiful_terms
 from rfkit.theory import beautiful as bt
+from rfkit.validation.claims import claims_in
 from rfkit.validation.claims.performer import beautiful as claims
 from rfkit.validation.engine import validate
 
-BY_ID = {c.id.removeprefix("performer."): c for c in claims.CLAIMS}
+BY_ID = {c.id.removeprefix("performer."): c for c in claims_in(claims)}
 
 
 def run(*names, **options):

@@ -14,11 +14,11 @@ from test_performer_convergence import _brute_success
 from rfkit.estimators import Features, linear_attention_quadratic, orthogonal_projection, trig_features
 from rfkit.theory import convergence as theory
 from rfkit.theory.softmax import term_variance
-from rfkit.validation.claims import get_claim
+from rfkit.validation.claims import claims_in, get_claim
 from rfkit.validation.claims.performer import convergence as conv
 from rfkit.validation.engine import validate
 
-IDS = [c.id for c in conv.CLAIMS]
+IDS = [c.id for c in claims_in(conv)]
 
 
 @pytest.mark.parametrize("claim_id", IDS)

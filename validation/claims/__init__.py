@@ -1,12 +1,15 @@
-"""The claim registry: one module (or package) per paper, each exporting ``CLAIMS`` (a list of Claim objects).
+"""The claim registry: one module (or package of topic modules) per paper, in :data:`MODULES` order.
 
-Modules are listed in :data:`MODULES`; ``rfkit list --ids`` prints the ids in this order. A paper with
-many claims is a package whose ``__init__`` concatenates its topic modules' ``CLAIMS``.
+The registry collects claims itself: every :class:`~rfkit.validation.model.Claim` a module defines at module level
+(alone or in a list), in order of definition; a package's topic modules are read in name order. Nothing lists the
+claims again. ``rfkit list --ids`` prints the ids in this order.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from types import ModuleType
 
 from rfkit.validation.model import Claim
 
@@ -16,10 +19,20 @@ MODULES = ("core", "performer", "lara", "eva", "macformer")
 REGISTRY: dict[str, Claim] = {}
 
 
+def claims_in(module: ModuleType) -> list[Claim]:
+    """The claims ``module`` defines at module level (a package: its topic modules', in name order), each once."""
+    if hasattr(module, "__path__"):
+        names = sorted(info.name for info in pkgutil.iter_modules(module.__path__))
+        found = [c for name in names for c in claims_in(importlib.import_module(f"{module.__name__}.{name}"))]
+    else:
+        found = [c for value in vars(module).values()
+                 for c in (value if isinstance(value, (list, tuple)) else (value,)) if isinstance(c, Claim)]
+    return list({id(c): c for c in found}.values())
+
+
 def _load() -> None:
     for name in MODULES:
-        module = importlib.import_module(f"{__name__}.{name}")
-        for claim in module.CLAIMS:
+        for claim in claims_in(importlib.import_module(f"{__name__}.{name}")):
             if claim.id in REGISTRY:
                 raise RuntimeError(f"claim id {claim.id} registered twice")
             REGISTRY[claim.id] = claim

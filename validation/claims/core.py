@@ -437,5 +437,3 @@ ESS_RANGE = Claim(
     restarts={"smoke": 2, "quick": 6, "full": 30},
     roles=("effective_sample_size",), plot_x="S",
 )
-
-CLAIMS = [IS_UNBIASED, SNIS_RATE, LINEAR_EXACT, NO_FUTURE_LEAK, HAAR_LAW, FEATURES_UNBIASED, ESS_RANGE]

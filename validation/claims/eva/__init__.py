@@ -10,7 +10,3 @@ Register: ``../shared/claims/eva.md``; seed text ``002_b2e9d84e2f6b65de.txt``. T
   complexity statements and the efficiency reproductions (Figures 1-2, Tables 1-4, 6, 7);
 * :mod:`.inputs` — the register's input generators (the standard sweep) and proposal means.
 """
-
-from . import control_variates, identities, practical
-
-CLAIMS = [*identities.CLAIMS, *control_variates.CLAIMS, *practical.CLAIMS]

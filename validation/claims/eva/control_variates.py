@@ -1673,7 +1673,3 @@ LARA_CV = Claim(
           "under LARA's sampling (an expectation, it needs its own claim tolerance), and LARA's default signed Eq 9 "
           "weights (the log-space terms need positive weights).",
 )
-
-CLAIMS = [EQ17, EQ2, EQ5, EQ20_OPTIMAL, APPB1, APPB2_MEAN, APPB2_BIAS, EQ21, EQ22, PROP1_OPTIMAL, PROP1_ZERO,
-          SEC3_2_COST, LEMMA3, PROP2_OPTIMAL, PROP2_BEATS, SEC4_1_EXACT, KERNEL_MOMENTS, CV_MOMENTS, SNIS_ASYMPTOTICS,
-          EVA13_ASYMPTOTICS, LARA_CV]

@@ -1479,7 +1479,3 @@ EQ13_DECOMPOSITION = Claim(
     notes="Parts: 'error' (β̂_c as RFA restricted to P_c on the same ω, π_c and β*_c exact); 'convex' (rows of A sum "
           "to 1 and min A >= 0); 'values' (A V = EVA13).",
 )
-
-CLAIMS = [EQ4, EQ20_EXPANSION, EQ6, GH, ALPHA, EQ7, PROP1_RATIO, PROP1_RECOVERY, APPB6, EQ11, EQ12, EQ14, EQ15, EQ16,
-          EQ27_MIXTURE, APPC_QUERY_FREE, ALG1, CAUSAL, APPG1_FULL, APPG1_SINGLETON, APPG1_ONE_CHUNK, SCATTERBRAIN,
-          SCATTERBRAIN_BETA, GAUSSIAN_PRODUCT, F_INVARIANT, CV_PARABOLA, J_PYTHAGORAS, EQ13_DECOMPOSITION]

@@ -1476,9 +1476,3 @@ PARAMS_FLOPS = Claim(
           "positional embeddings and extra modules unstated) and the baselines without an rfkit implementation "
           "(LARA rows, Scatterbrain, Nyströmformer, Combiner, Long-Short, Linformer, Reformer).",
 )
-
-
-CLAIMS = [PARTITIONING_REDUCES_ERROR, GAP_SHRINKS_WITH_C, GAP_VS_RFA, SUM_EXP_BRACKET, LOCAL_TARGET,
-          LOCAL_CONSISTENCY, EQ16_LARGE_S_LIMIT, PARTITION_OVER_ALL_INDICES, COEFFICIENT_MEMORY, LINEAR_COMPLEXITY,
-          CAUSAL_EFFICIENCY, FIG1_RUNTIME_MEMORY, SHORT_SEQUENCES, FIG2_FLASHATTENTION, TABLE6_EFFICIENCY,
-          TABLE7_EFFICIENCY, PARAMS_FLOPS]

@@ -10,7 +10,3 @@ Register: ``../shared/claims/lara.md``; seed text ``000_d62fa2cae7f5a446.txt``. 
 * :mod:`.performance` — complexity claims, Table 6 and Figure 1 (via :mod:`rfkit.validation.reproductions.lara`);
 * :mod:`.inputs` — the register's input generators (G-gauss, G-norm, G-peaked, G-smooth, G-degenerate).
 """
-
-from . import identities, performance, statistical
-
-CLAIMS = [*identities.CLAIMS, *statistical.CLAIMS, *performance.CLAIMS]

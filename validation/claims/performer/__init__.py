@@ -11,7 +11,3 @@ Register: ``../shared/claims/performer.md``; seed text ``003_4855bc6ab225d7a6.tx
 * :mod:`.convergence` — uniform convergence and the number of features (Theorems 4 and 7, m = Θ(d log d),
   variance against m) and the model-level reproductions (Fig 3, App E).
 """
-
-from . import attention, beautiful, convergence, moments, smreg
-
-CLAIMS = [*attention.CLAIMS, *moments.CLAIMS, *smreg.CLAIMS, *beautiful.CLAIMS, *convergence.CLAIMS]

@@ -1508,6 +1508,3 @@ ORF_PROJECTION_LAW = Claim(
           "coordinates against c_d(1-t²)^{(d-3)/2}, Σt_i² against Beta(m/2, (d-m)/2), and the direction t/‖t‖ "
           "against the coordinate law of S^{m-1}. The quadrature rule built on this law is tested in the suite.",
 )
-
-CLAIMS = [REMARK1, EQ39, LEMMA4, THM5, EQ43, EQ68, EQ54, EQ62, LEMMA5, LEMMA6_BOUND, LEMMA6_ARGMAX, THM6, EQ73,
-          GAUSSIAN_PRF_MGF, THM3_IID, THM3_ORT, THM3_SHARPER, SMREG_TERM_MGF, ORF_PROJECTION_LAW]

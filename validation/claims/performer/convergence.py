@@ -1323,6 +1323,3 @@ MAX_LENGTH = Claim(
     untestable=f"the largest length is a property of GPU memory: needs the Regular Performer and Transformer "
                f"forward+backward up to out-of-memory on {_V100}",
 )
-
-CLAIMS = [THM4_UNIFORM, NO_L_DEPENDENCE, M_DLOGD, ANY_PRECISION, THM7_GENERAL, VARIANCE_VS_M, FIG3_LINEAR,
-          FIG3_NEAR_OPTIMAL, LAYERS_20, ATTENTION_ONLY, MAX_LENGTH]

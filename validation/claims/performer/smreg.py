@@ -1042,6 +1042,3 @@ SMREG_PROXY = Claim(
           "replicate and compare paired mean row TVs (batch means) over the first 32 query rows against all "
           "keys; they run at L <= 256.",
 )
-
-CLAIMS = [SMREG_UNBIASED, SMREG_CLOSED_FORM, SMREG_MSE, SMREG_SERIES, SPHERE_EVEN_MOMENTS, PROOF_RECURSIONS,
-          SMREG_LE_SM, THM1_UPPER, THM1_W_BOUND, THM1_LOWER, PROOF_CHAIN, THM2_ORF_SMREG, SMREG_PROXY]
