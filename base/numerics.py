@@ -5,17 +5,22 @@ r"""Stable log-space arithmetic and small numeric helpers shared by the estimato
 * :func:`half_sq_norm` — ``‖x‖²/2`` along the last axis.
 * :func:`signed_power` — ``x^e`` entrywise under a reading for negative bases (Macformer's post-SBN power).
 * :func:`next_power_of_two` — the padded length of a Walsh–Hadamard transform.
+* :func:`gauss_hermite_rule` — tensor Gauss–Hermite nodes and weights for Gaussian expectations.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+from numpy.polynomial.hermite_e import hermegauss
 
 from .checks import as_float_array, check_choice
 
-__all__ = ["LOG_2PI", "POWER_SIGNS", "half_sq_norm", "log_normal", "logsumexp", "next_power_of_two", "signed_power"]
+__all__ = ["LOG_2PI", "POWER_SIGNS", "gauss_hermite_rule", "half_sq_norm", "log_normal", "logsumexp",
+           "next_power_of_two",
+           "signed_power"]
 
 LOG_2PI = math.log(2 * math.pi)
 #: Readings of ``x^e`` for a negative base (Macformer register ``power_sign``).
@@ -82,3 +87,31 @@ def signed_power(x, exponent, power_sign: str = "real") -> np.ndarray:
 def next_power_of_two(d: int) -> int:
     """Smallest power of two ``>= d`` (``1`` for ``d <= 1``)."""
     return 1 << max(int(d) - 1, 0).bit_length()
+
+
+@functools.lru_cache(maxsize=32)
+def _gauss_hermite_rule(counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    rules = [hermegauss(n) for n in counts]
+    nodes = np.stack(np.meshgrid(*(x for x, _ in rules), indexing="ij"), axis=-1).reshape(-1, len(counts))
+    weights = functools.reduce(np.multiply.outer, [w / math.sqrt(2 * math.pi) for _, w in rules]).ravel()
+    nodes.flags.writeable = weights.flags.writeable = False
+    return nodes, weights
+
+
+def gauss_hermite_rule(nodes, d: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    r"""The tensor (probabilists') Gauss–Hermite rule for ``E_{N(0, I_d)}[g]``: ``Σ_i w_i g(z_i)``.
+
+    ``nodes``: the number of nodes per axis (an int, the same on each of ``d`` axes, or one count per axis).
+    Returns read-only ``z (Π n_i, d)`` and ``w (Π n_i,)`` (``Σ w = 1``; exact for polynomials of degree
+    ``< 2 n_i`` along axis ``i``).
+
+    Examples
+    --------
+    >>> z, w = gauss_hermite_rule(3, d=2)
+    >>> z.shape, round(float(w @ z[:, 0] ** 2), 12)
+    ((9, 2), 1.0)
+    """
+    counts = (int(nodes),) * d if np.ndim(nodes) == 0 else tuple(int(n) for n in nodes)
+    if not counts or min(counts) < 1:
+        raise ValueError(f"a Gauss-Hermite rule needs at least one node on each of at least one axis, got {counts}")
+    return _gauss_hermite_rule(counts)

@@ -542,8 +542,8 @@ def contiguous_labels(m: int, num_chunks: int, exact=None) -> np.ndarray:
 
     Examples
     --------
-    >>> contiguous_labels(6, 2, exact=[0])
-    array([-1,  0,  0,  1,  1,  1])
+    >>> contiguous_labels(6, 2, exact=[0])  # 5 keys: chunks of 3 and 2
+    array([-1,  0,  0,  0,  1,  1])
     """
     m = check_positive_int(m, "m")
     labels = np.full(m, EXACT, dtype=np.int64)

@@ -106,8 +106,8 @@ def is_estimate(values, *, weights=None, log_weights=None, dtype=np.float64) -> 
 
     Examples
     --------
-    >>> is_estimate([1.0, 2.0], weights=[0.5, 1.5])
-    array(1.75)
+    >>> float(is_estimate([1.0, 2.0], weights=[0.5, 1.5]))
+    1.75
     """
     dt = compute_dtype(dtype)
     w, shift = _shifted_weights(weights, log_weights, dt)
@@ -132,8 +132,8 @@ def snis_estimate(values, *, weights=None, log_weights=None, dtype=np.float64) -
 
     Examples
     --------
-    >>> snis_estimate([1.0, 2.0], weights=[1.0, 3.0])
-    array(1.75)
+    >>> float(snis_estimate([1.0, 2.0], weights=[1.0, 3.0]))
+    1.75
     """
     dt = compute_dtype(dtype)
     w, _ = _shifted_weights(weights, log_weights, dt)
@@ -149,8 +149,8 @@ def effective_sample_size(*, weights=None, log_weights=None, dtype=np.float64) -
 
     Examples
     --------
-    >>> effective_sample_size(weights=[1.0, 1.0, 1.0, 1.0])
-    array(4.)
+    >>> float(effective_sample_size(weights=[1.0, 1.0, 1.0, 1.0]))
+    4.0
     """
     w, _ = _shifted_weights(weights, log_weights, compute_dtype(dtype))
     total = w.sum(axis=-1)

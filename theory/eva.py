@@ -44,12 +44,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.polynomial.hermite_e import hermegauss
 from scipy.ndimage import correlate1d
 from scipy.special import logsumexp
 
 from rfkit.base.laws import EXACT, EXCLUDED
-from rfkit.base.numerics import log_normal
+from rfkit.base.numerics import gauss_hermite_rule, log_normal
 
 __all__ = [
     "gaussian_product_sides",
@@ -534,15 +533,6 @@ _SNIS_MIN_NODES = {1: 40, 2: 32, 3: 12, 4: 6}
 _S_LO, _S_HI = -14.0, 4.5
 
 
-def _gauss_hermite_product(counts) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes ``(Π counts, len(counts))`` and weights of the product Gauss–Hermite rule for ``N(0, I)`` with
-    ``counts[i]`` nodes along axis ``i``."""
-    rules = [hermegauss(int(n)) for n in counts]
-    nodes = np.stack(np.meshgrid(*(x for x, _ in rules), indexing="ij"), -1).reshape(-1, len(rules))
-    weights = np.prod(np.stack(np.meshgrid(*(w / math.sqrt(2 * math.pi) for _, w in rules), indexing="ij"), -1)
-                      .reshape(-1, len(rules)), axis=1)
-    return nodes, weights
-
 
 def _laplace_transforms(log_w, weights, tau0: float, tau1: float, step: float):
     r"""``Λ_k(τ) = E[e^{-tW_k}]`` and ``Ψ_k(τ) = E[ψ(tW_k)]``, ``ψ(u) = (1 - e^{-u})/u``, ``t = e^τ``, on
@@ -625,7 +615,7 @@ def _snis_laplace(q, k, v, mu, largest: float, nodes, refine: float, step: float
                          refine * high)
     else:
         counts = np.full(rank, int(nodes))
-    z, weights = _gauss_hermite_product(np.ceil(counts))
+    z, weights = gauss_hermite_rule(np.ceil(counts))
     m = k.shape[0]
     gram = a @ a.T
     with np.errstate(over="ignore"):

@@ -30,20 +30,18 @@ Design notes
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 
 import numpy as np
-from numpy.polynomial.hermite_e import hermegauss
 from scipy.special import softmax
 
+from rfkit.base.numerics import gauss_hermite_rule, logsumexp
 from rfkit.estimators import lara as lara_est
 from rfkit.estimators import mis as mis_est
 from rfkit.estimators import ra as ra_est
 from rfkit.estimators import rfa as rfa_est
 from rfkit.estimators import snis_estimate, softmax_attention
-from rfkit.estimators.rfa import logsumexp
 from rfkit.theory import lara as theory
 from rfkit.validation.harness import condition_scale, controlled_pair
 from rfkit.validation.model import CellContext, Claim
@@ -148,17 +146,6 @@ def _omega_points(ctx: CellContext, placement: str, q, k, count: int) -> np.ndar
         return ra_est.attention_mixture(q, k).draw(count, ctx.rng)
     return 50.0 * unit_vectors(ctx.rng, n * count, d).reshape(n, count, d)
 
-
-@functools.lru_cache(maxsize=8)
-def _gh_rule(d: int, n: int):
-    """Probabilists' Gauss–Hermite tensor rule for ``N(0, I_d)``, ``d <= 2``: nodes ``(G, d)``, weights ``(G,)``."""
-    x, w = hermegauss(n)
-    w = w / math.sqrt(2 * PI)
-    x.flags.writeable = False
-    if d == 1:
-        return x[:, None], w
-    xx, yy = np.meshgrid(x, x, indexing="ij")
-    return np.stack([xx.ravel(), yy.ravel()], axis=1), np.outer(w, w).ravel()
 
 
 def _proposal(name: str):
@@ -303,7 +290,7 @@ def _eq3_quadrature_error(mix, f, mu, v) -> float:
     (``cosh`` vanishes at ``iπ/2``), where Gauss–Hermite converges slowly: 300 nodes (D = 1) and 200² (D = 2)
     bring both rules below 1e-11 here (measured against 300/500 nodes)."""
     d = mu.shape[0]
-    nodes, weights = _gh_rule(d, 300 if d == 1 else 200)
+    nodes, weights = gauss_hermite_rule(300 if d == 1 else 200, d)
     w = mu + nodes
     ratio = np.exp(mix.log_density(w).T - rfa_est.log_normal(w, mu))         # (N, G): p/q
     num = np.einsum("g,ng,ngd->nd", weights, ratio, f(w))
@@ -387,7 +374,7 @@ def _z_quadrature_error(q, k) -> float:
     (the first :data:`QUADRATURE_KEYS` keys): the difference of logs over ``1 + max q·k``."""
     d = q.shape[1]
     k = k[:QUADRATURE_KEYS]
-    nodes, weights = _gh_rule(d, 150)
+    nodes, weights = gauss_hermite_rule(150, d)
     _, pair = rfa_est.pair_log_kernel(q[:1], k, nodes)
     log_quad = logsumexp(pair[0] + np.log(weights)[:, None])
     log_exact = logsumexp(q[0] @ k.T)
@@ -490,7 +477,7 @@ def _component_errors(q, k, omega) -> dict:
 def _mass_quadrature_error(q, k) -> float:
     """``max_m |∫ p(ω|m) dω - 1|`` by Gauss–Hermite (``D <= 2``) for the first query and keys."""
     k = k[:QUADRATURE_KEYS]
-    nodes, weights = _gh_rule(q.shape[1], 150)
+    nodes, weights = gauss_hermite_rule(150, q.shape[1])
     _, pair = rfa_est.pair_log_kernel(q[:1], k, nodes)
     mass = np.exp(pair[0] - (q[0] @ k.T)[None, :]).T @ weights
     return float(np.abs(mass - 1.0).max())

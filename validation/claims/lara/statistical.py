@@ -30,10 +30,10 @@ import functools
 import math
 
 import numpy as np
-from numpy.polynomial.hermite_e import hermegauss
 from scipy import stats as sps
 from scipy.special import softmax
 
+from rfkit.base.numerics import gauss_hermite_rule
 from rfkit.estimators import is_estimate, softmax_attention
 from rfkit.estimators import lara as lara_est
 from rfkit.estimators import mis as mis_est
@@ -213,13 +213,6 @@ def _plane_pair(norm_x: float, norm_y: float, angle: float):
     return np.array([norm_x, 0.0]), np.array([norm_y * math.cos(angle), norm_y * math.sin(angle)])
 
 
-@functools.lru_cache(maxsize=1)
-def _gh_plane():
-    x, w = hermegauss(GH_NODES)
-    w = w / math.sqrt(2 * PI)
-    xx, yy = np.meshgrid(x, x, indexing="ij")
-    return np.stack([xx.ravel(), yy.ravel()], axis=1), np.outer(w, w).ravel()
-
 
 _PHASES = np.linspace(0.0, 2 * PI, 16, endpoint=False)  # trapezoid on a period: exact for trigonometric polynomials
 
@@ -227,7 +220,7 @@ _PHASES = np.linspace(0.0, 2 * PI, 16, endpoint=False)  # trapezoid on a period:
 def _kernel_moments_quadrature(x2, y2, feature_map: str) -> tuple[float, float, float]:
     """``E[ξᵀξ]``, ``E[(ξᵀξ)²]`` and ``E|ξᵀξ|`` (the magnitude summed: round-off scale) for one ω by 2-D
     Gauss-Hermite; the phase map integrates over a phase grid too (its square needs the phase inside)."""
-    nodes, weights = _gh_plane()
+    nodes, weights = gauss_hermite_rule(GH_NODES, 2)
     phases = _PHASES if feature_map == "trig_cos_phase" else [None]
     first = second = magnitude = 0.0
     for b in phases:
@@ -501,14 +494,6 @@ IS_UNBIASED = Claim(
 GH_F_NODES = 60
 
 
-def _gh_rule(d: int):
-    x, w = hermegauss(GH_F_NODES)
-    w = w / math.sqrt(2 * PI)
-    if d == 1:
-        return x[:, None], w
-    xx, yy = np.meshgrid(x, x, indexing="ij")
-    return np.stack([xx.ravel(), yy.ravel()], axis=1), np.outer(w, w).ravel()
-
 
 def _values_for(ctx: CellContext, v):
     kind = ctx.params.get("values", "gaussian")
@@ -530,7 +515,7 @@ def _prop32_cell(ctx: CellContext) -> Evidence:
     centers = q[0] + k                                                            # (M, D)
     scale = _value_scale(v)
     if p["d"] <= 2:
-        nodes, weights = _gh_rule(p["d"])
+        nodes, weights = gauss_hermite_rule(GH_F_NODES, p["d"])
         f = rfa_est.key_statistics(k, v, centers[:, None, :] + nodes[None]).F       # (M, G, D_v)
         expectation = np.einsum("m,g,mgd->d", pi, weights, f)
         return exact_test(expectation / QUADRATURE_THRESHOLD, mu / QUADRATURE_THRESHOLD, tolerance=ctx.tolerance,
@@ -873,15 +858,6 @@ GH_WEIGHT_MAX_D = 4
 GH_WEIGHT_NODES = {2: 60, 3: 40, 4: 20}
 
 
-@functools.lru_cache(maxsize=4)
-def _gh_tensor(d: int, n: int):
-    """Tensor Gauss-Hermite rule for ``E_{N(0, I_d)}``: nodes ``(n^d, d)`` and weights ``(n^d,)``."""
-    x, w = hermegauss(n)
-    w = w / math.sqrt(2 * PI)
-    grids = np.meshgrid(*([x] * d), indexing="ij")
-    weights = functools.reduce(np.multiply.outer, [w] * d).ravel()
-    return np.stack([g.ravel() for g in grids], axis=1), weights
-
 
 def _weight_moment_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
@@ -923,7 +899,7 @@ def _weight_moment_cell(ctx: CellContext) -> Evidence:
     elif d <= GH_WEIGHT_MAX_D:
         # tensor Gauss-Hermite under q = N(μ, I): w² is a sum of exponentials of linear forms, for which the rule
         # converges super-exponentially in the nodes (error ~ t^{2n}/(2n)! per axis)
-        nodes, weights = _gh_tensor(d, GH_WEIGHT_NODES[d])
+        nodes, weights = gauss_hermite_rule(GH_WEIGHT_NODES[d], d)
         omega = mu_q + nodes
         quad = float(weights @ np.exp(2 * (_log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q))))
     else:
@@ -1601,7 +1577,7 @@ def _proposal_points(ctx: CellContext, lp) -> tuple[np.ndarray, np.ndarray | Non
     if props.dim > 2:
         return props.draw(REFERENCE_PER_PROPOSAL, ctx.rng), None
     means, log_rho = _proposal_terms(props)
-    nodes, weights = _gh_tensor(props.dim, GH_PROPOSAL_NODES if log_rho is None else GH_MIXTURE_NODES)
+    nodes, weights = gauss_hermite_rule(GH_PROPOSAL_NODES if log_rho is None else GH_MIXTURE_NODES, props.dim)
     if log_rho is None:
         return means[:, None, :] + nodes[None], np.broadcast_to(weights, (means.shape[0], weights.size))
     omega = (means[:, :, None, :] + nodes[None, None]).reshape(means.shape[0], -1, props.dim)
