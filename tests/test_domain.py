@@ -40,6 +40,10 @@ def test_open_end_must_be_approached_and_infinite_end_needs_a_declared_limit_or_
     cov = declared.cover("r", [0.01, 8.0], False)
     assert cov.covered and "up to 8" in cov.declared
     assert unbounded.cover("r", [], True).covered  # an adversarial search covers the whole axis
+    # an open end beside an infinite one is approached relative to the declared practical span: p > 1 up to 4
+    p_axis = Range("every p > 1", 1.0, math.inf, strict=(True, False), up_to=(None, 4.0), why="closed forms in p")
+    assert p_axis.cover("p", [1.1, 4.0], False).covered          # 0.1 <= 5% of the span 3
+    assert not p_axis.cover("p", [1.2, 4.0], False).covered      # 0.2 > 0.15
     with pytest.raises(ValueError, match="why"):
         Range("r", 0.0, math.inf, up_to=(None, 8.0))
 

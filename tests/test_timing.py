@@ -24,3 +24,21 @@ def test_single_threaded_blas_is_restored():
     with single_threaded_blas():
         assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
+
+
+def test_geometric_sizes_spacing_and_rounding():
+    from rfkit.validation.timing import geometric_sizes
+
+    assert geometric_sizes(256, 1024) == [256, 368, 512, 720, 1024]  # √2 steps, multiples of 16
+    assert geometric_sizes(256, 4096) == [256, 512, 1024, 2048, 4096]
+    assert geometric_sizes(2, 32) == [2, 4, 8, 16, 32]  # below 64: integers
+
+
+def test_ratio_slope_sees_a_growing_ratio():
+    from rfkit.validation.timing import timing_ratio_slope_test
+
+    sizes = [1, 2, 4, 8, 16]
+    slow = [lambda n=n: sum(range(20_000 * n)) for n in sizes]
+    fast = [lambda: sum(range(20_000))] * len(sizes)
+    ev = timing_ratio_slope_test(sizes, slow, fast, 0.5, repeats=3, alpha=1e-3, tolerance=0.1, alternative="greater")
+    assert ev.estimate > 0.5 and ev.extra["repeats"] == 3

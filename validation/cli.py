@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="test claims and compute verdicts")
     p.add_argument("--paper", help="only this paper's claims")
-    p.add_argument("--claim", nargs="+", metavar="ID", help="only these claims")
+    p.add_argument("--claim", nargs="+", action="extend", metavar="ID", help="only these claims (repeatable)")
     p.add_argument("--tier", choices=TIERS, default="quick", help="sweep size (default quick)")
     p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     p.add_argument("--alpha", type=float, default=1e-3, help="family-wise level per claim (default 1e-3)")

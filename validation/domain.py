@@ -87,9 +87,10 @@ class Range(Axis):
     """A real interval from ``lo`` to ``hi``; ``strict = (lower, upper)`` marks open ends.
 
     Covered when the tested values reach each end: a closed finite end is tested exactly; an open one is
-    approached to within ``near`` of the span (``near·(hi - lo)``, or ``near·|end|`` when the other end is
-    infinite); an infinite end is reached by the declared practical end ``up_to`` (with ``why``), or by an
-    adversarial search over the axis. Every ``boundaries`` point is tested exactly.
+    approached to within ``near`` of the span (``near·(hi - lo)``; when the other end is infinite, of the span
+    to its declared practical end ``up_to``, else ``near·max(|end|, 1)``); an infinite end is reached by the
+    declared practical end ``up_to`` (with ``why``), or by an adversarial search over the axis. Every
+    ``boundaries`` point is tested exactly.
     """
 
     lo: float = -math.inf
@@ -130,7 +131,9 @@ class Range(Axis):
             return (None if ok else f"{_fmt(practical)} (declared practical end)"), declared
         if not strict:
             return (None if any(_same(v, end) for v in values) else f"the end {_fmt(end)}"), ""
-        width = abs(other - end) if math.isfinite(other) else max(abs(end), 1.0)
+        practical_other = self.up_to[1 if side < 0 else 0]
+        width = (abs(other - end) if math.isfinite(other) else abs(practical_other - end)
+                 if practical_other is not None else max(abs(end), 1.0))
         gap = min(abs(v - end) for v in values)
         return (None if gap <= self.near * width else f"values near the open end {_fmt(end)} "
                 f"(closest {_fmt(gap)} away, needs <= {_fmt(self.near * width)})"), ""

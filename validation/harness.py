@@ -1,4 +1,5 @@
-"""Measurement helpers shared by claim checks: batched replicates of estimators, controlled inputs.
+"""Measurement helpers shared by claim checks: batched replicates of estimators, controlled inputs, and the small
+wrappers every paper's checks use (:func:`quiet`, :func:`single_threaded`, :func:`padded`).
 
 Checks draw all replicates of a cell at once (one projection matrix holding every replicate's rows) so
 that a cell costs a few matrix products, and chunk replicates to bound memory.
@@ -6,17 +7,46 @@ that a cell costs a few matrix products, and chunk replicates to bound memory.
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from rfkit.estimators import Features, gaussian_projection, orthogonal_projection, spherical_projection
+from rfkit.validation.timing import single_threaded_blas
 
 __all__ = ["controlled_pair", "replicate_projections", "kernel_estimates", "gram_estimates", "as_features", "chunks",
-           "condition_scale"]
+           "condition_scale", "quiet", "single_threaded", "padded"]
 
 #: Replicates drawn per batch inside a cell (bounds memory at about chunk · m · d doubles).
 CHUNK = 20_000
+
+
+def quiet(fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with warnings and floating-point notices silenced: checks measure what estimators
+    warn about (a renormaliser <= 0 of signed features, an overflow a cell reports as its outcome)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def single_threaded(check: Callable) -> Callable:
+    """A cell running ``check(ctx)`` with BLAS on one thread: small products on a shared machine lose more to
+    idle BLAS workers spinning against other processes than they gain (results are identical)."""
+    @functools.wraps(check)
+    def cell(ctx):
+        with single_threaded_blas():
+            return check(ctx)
+
+    return cell
+
+
+def padded(lo: float, hi: float) -> tuple[float, float]:
+    """A known range ``[lo, hi]`` widened by its round-off (1e-9 of its width and magnitude): a convex combination
+    computed in floating point may leave the exact hull of its points by a few ulps."""
+    pad = 1e-9 * max(hi - lo, abs(lo), abs(hi), np.finfo(float).tiny)
+    return lo - pad, hi + pad
 
 
 def chunks(total: int, size: int = CHUNK) -> Iterator[int]:

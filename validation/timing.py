@@ -11,7 +11,11 @@ Complexity claims and the benchmark's memory column use these; the benchmark's `
   so its work is on the calling thread too. :func:`interleaved_best_times` summarises them as best-of-k.
 * :func:`timing_slope_test` — a timing is a random variable: the log-log slope of time against size is
   fitted on *every* repeated measurement (at least 5 sizes), with Student t on the fit's degrees of freedom.
+* :func:`timing_ratio_slope_test` — the same fit for the ratio of two calls' paired times (an acceleration).
+* :func:`cell_timing_slope` — :func:`timing_slope_test` at a claim cell's level, repeats and tolerance.
 * :func:`timing_ratio_test` — "A is k times faster than B" on paired repeated timings (log-ratios, t).
+* :func:`geometric_sizes` — the sizes of a timing sweep.
+* :func:`count_slope_test` — a deterministic log-log slope (flop counts, peak bytes) against a claimed order.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from collections.abc import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from rfkit.validation.stats import ratio_test, slope_test
+from rfkit.validation.search import margin_evidence
+from rfkit.validation.stats import exact_test, ratio_test, slope_test
 
 __all__ = ["peak_bytes", "single_threaded_blas", "interleaved_times", "interleaved_best_times", "timing_slope_test",
-           "timing_ratio_test", "MACHINE_MARGIN"]
+           "timing_ratio_slope_test", "cell_timing_slope", "timing_ratio_test", "geometric_sizes", "loglog_slope",
+           "count_slope_test", "MACHINE_MARGIN"]
 
 #: Log-ratio a claim about relative speed measured on this CPU allows for the machine (another CPU, BLAS and
 #: memory system than the paper's): 25% either way.
@@ -75,6 +81,36 @@ def interleaved_times(calls: list[Callable[[], object]], *, repeats: int) -> np.
     return times
 
 
+def geometric_sizes(lo: int, hi: int, count: int = 5) -> list[int]:
+    """``count`` sizes from ``lo`` to ``hi``, geometrically spaced, rounded to multiples of 16 (of 1 below 64).
+
+    Timing sweeps span the asymptotic end of a size range (fixed per-call overheads and cache transitions
+    bend the curve at small sizes) with at least the 5 sizes a slope test needs: ``geometric_sizes(lo, 4·lo)``
+    has √2 steps, ``geometric_sizes(lo, 2^k·lo, 2k + 1)`` too. Multiples of 16 keep BLAS on its aligned
+    kernels (an odd size such as 181 can take longer than 256, a curvature that is no growth).
+    """
+    step = 16 if lo >= 64 else 1
+    return [int(round(lo * (hi / lo) ** (k / (count - 1)) / step)) * step for k in range(count)]
+
+
+def _rounds_slope(sizes, times: np.ndarray, resolution: float, claimed: float, *, alpha: float, tolerance: float,
+                  alternative: str, extra: dict):
+    """Log-log least-squares slope of ``times (rounds, sizes)`` against ``sizes``: one intercept per round and
+    one slope, each point with the relative resolution ``resolution`` (inflated by the fit's scatter when
+    larger); Student t on ``points - rounds - 1`` degrees of freedom."""
+    x = np.broadcast_to(np.asarray(sizes, dtype=np.float64), times.shape).ravel()
+    rounds = np.broadcast_to(np.arange(times.shape[0])[:, None], times.shape).ravel()
+    y = times.ravel()
+    info = dict(extra, sizes=np.asarray(sizes, dtype=np.float64).tolist(), repeats=int(times.shape[0]),
+                measured="CPU time of the calling thread, single-threaded BLAS")
+    return slope_test(x, y, resolution * y, claimed, alpha=alpha, tolerance=tolerance, alternative=alternative,
+                      groups=rounds, extra=info)
+
+
+def _floored(times: np.ndarray) -> np.ndarray:
+    return np.maximum(times, TIMING_FLOOR * np.median(times, axis=0))
+
+
 def timing_slope_test(sizes, calls: list[Callable[[], object]], claimed: float, *, repeats: int, alpha: float,
                       tolerance: float, alternative: str = "less", extra: dict | None = None):
     """Log-log slope of CPU time against ``sizes`` versus ``claimed`` from ``repeats`` rounds of every call.
@@ -88,20 +124,52 @@ def timing_slope_test(sizes, calls: list[Callable[[], object]], claimed: float, 
     Needs at least 5 sizes. ``alternative="less"``: "grows no faster than size^claimed". Validity:
     asymptotic (normal log-time errors).
     """
-    sizes = np.asarray(sizes, dtype=np.float64)
-    times = interleaved_times(calls, repeats=max(repeats, 2))
-    floor = TIMING_FLOOR * np.median(times, axis=0)
-    times = np.maximum(times, floor)
-    x = np.broadcast_to(sizes, times.shape).ravel()
-    y = times.ravel()
-    rounds = np.broadcast_to(np.arange(times.shape[0])[:, None], times.shape).ravel()
-    best = times.min(axis=0)
-    info = dict(extra or {}, sizes=sizes.tolist(), seconds=best.tolist(), repeats=int(times.shape[0]),
-                measured="CPU time of the calling thread, single-threaded BLAS")
-    # equal weights with a floor: each log time is given the resolution TIMING_FLOOR, and the fit's scatter
-    # (within rounds, curvature) inflates it by sqrt(χ²/dof) when larger
-    return slope_test(x, y, TIMING_FLOOR * y, claimed, alpha=alpha, tolerance=tolerance, alternative=alternative,
-                      groups=rounds, extra=info)
+    times = _floored(interleaved_times(calls, repeats=max(repeats, 2)))
+    return _rounds_slope(sizes, times, TIMING_FLOOR, claimed, alpha=alpha, tolerance=tolerance,
+                         alternative=alternative, extra=dict(extra or {}, seconds=times.min(axis=0).tolist()))
+
+
+def timing_ratio_slope_test(sizes, numerators: list[Callable[[], object]], denominators: list[Callable[[], object]],
+                            claimed: float, *, repeats: int, alpha: float, tolerance: float, alternative: str,
+                            extra: dict | None = None):
+    """:func:`timing_slope_test` for the ratio ``t(numerators[i])/t(denominators[i])`` of paired CPU times (an
+    acceleration ratio): both calls of a size are timed in the same round, each log ratio has the resolution of
+    two timings (``√2·TIMING_FLOOR``), one intercept per round."""
+    calls = [c for pair in zip(numerators, denominators, strict=True) for c in pair]
+    times = _floored(interleaved_times(calls, repeats=max(repeats, 2)))
+    ratios = times[:, 0::2] / times[:, 1::2]
+    return _rounds_slope(sizes, ratios, math.sqrt(2) * TIMING_FLOOR, claimed, alpha=alpha, tolerance=tolerance,
+                         alternative=alternative, extra=dict(extra or {}, ratios=np.median(ratios, axis=0).tolist()))
+
+
+def _batched(calls: list[Callable[[], object]], min_seconds: float) -> tuple[list[Callable[[], object]], int]:
+    """``calls`` each repeated ``loops`` times so that the smallest lasts ``min_seconds`` (one pilot call; a
+    constant factor at every size, so the slope is unchanged; at most 1000 loops)."""
+    with single_threaded_blas():
+        calls[0]()
+        t0 = time.thread_time()
+        calls[0]()
+        pilot = time.thread_time() - t0
+    loops = int(min(1000, max(1, math.ceil(min_seconds / max(pilot, 1e-7)))))
+    if loops == 1:
+        return list(calls), 1
+    return [lambda call=call: [call() for _ in range(loops)] for call in calls], loops
+
+
+def cell_timing_slope(ctx, sizes, calls: list[Callable[[], object]], claimed: float, *, parts: int = 1,
+                      repeats: int | None = None, min_seconds: float = 0.0, extra: dict | None = None):
+    """"Time grows no faster than ``size^claimed``" in a claim cell: :func:`timing_slope_test` with ``repeats``
+    rounds (default ``ctx.replicates``) at the level of one of ``parts`` sub-tests and the claim's tolerance.
+
+    Calls faster than ``min_seconds`` are timed in loops of the same length at every size (the timer's jitter
+    would swamp them); such sweeps are cheap and get twice the repeats."""
+    loops = 1
+    if min_seconds > 0:
+        calls, loops = _batched(calls, min_seconds)
+    repeats = (ctx.replicates if repeats is None else repeats) * (2 if loops > 1 else 1)
+    return timing_slope_test(sizes, calls, claimed, repeats=repeats, alpha=ctx.alpha / parts,
+                             tolerance=ctx.tolerance, alternative="less",
+                             extra=dict(extra or {}, **({"calls_per_measurement": loops} if min_seconds > 0 else {})))
 
 
 def timing_ratio_test(fast: Callable[[], object], slow: Callable[[], object], claimed_ratio: float, *, repeats: int,
@@ -124,3 +192,19 @@ def interleaved_best_times(calls: list[Callable[[], object]], *, repeats: int) -
     ordered = np.sort(times, axis=0)
     best = ordered[0]
     return best, np.maximum(ordered[1] - best, TIMING_FLOOR * best)
+
+
+def loglog_slope(sizes, values) -> float:
+    """Least-squares slope of ``log values`` against ``log sizes``."""
+    return float(np.polyfit(np.log(np.asarray(sizes, float)), np.log(np.asarray(values, float)), 1)[0])
+
+
+def count_slope_test(sizes, values, claimed: float, *, tolerance: float, two_sided: bool = False,
+                     extra: dict | None = None):
+    """Exact evidence on a deterministic log-log slope (flop counts, peak bytes): ``slope <= claimed`` (an upper
+    order, ``O``), or ``slope ≈ claimed`` with ``two_sided`` (``Θ``), up to ``tolerance``."""
+    slope = loglog_slope(sizes, values)
+    info = dict(extra or {}, sizes=list(sizes), values=[float(v) for v in values], slope=slope, claimed_slope=claimed)
+    if two_sided:
+        return exact_test(slope, claimed, tolerance=tolerance, extra=info)
+    return margin_evidence(claimed - slope, tolerance=tolerance, extra=info)

@@ -63,7 +63,7 @@ from rfkit.estimators.lara import lara_attention, lara_proposals, log_ratio_to_s
 from rfkit.estimators.mis import cross_log_density, mis_weights
 from rfkit.theory import eva as theory
 from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
-from rfkit.validation.harness import chunks, controlled_pair
+from rfkit.validation.harness import chunks, controlled_pair, padded
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import (
@@ -154,13 +154,6 @@ def _terms_draw(ctx: CellContext, q, k, v, proposal: GaussianProposal, num_sampl
     return draw
 
 
-def _padded(lo: float, hi: float) -> tuple[float, float]:
-    """A known range widened by its round-off (a convex combination computed in floating point may leave the
-    exact hull of its points by a few ulps)."""
-    pad = 1e-9 * max(hi - lo, abs(lo), abs(hi), _TINY)
-    return lo - pad, hi + pad
-
-
 def sequential_coordinates(ctx: CellContext, draw, target, *, scale: float, sd=None, bounds=None, extra=None):
     """Sequential mean cells (:func:`~rfkit.validation.stats.sequential_mean`) of every coordinate of a vector
     mean, at ``alpha/p`` each (``ctx.sub_test``), combined (Bonferroni).
@@ -193,7 +186,7 @@ def sequential_coordinates(ctx: CellContext, draw, target, *, scale: float, sd=N
         if bounds is not None:
             lo, hi = float(bounds[0][j]), float(bounds[1][j])
             if lo < hi:
-                options["bounds"] = _padded(lo, hi)
+                options["bounds"] = padded(lo, hi)
             else:
                 options["sd"] = 0.0
         parts.append(sequential_mean(column(j), float(target[j]), rng=np.random.default_rng(seed),

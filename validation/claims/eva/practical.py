@@ -68,12 +68,18 @@ from rfkit.theory.cost import (
 )
 from rfkit.validation.claims.eva.control_variates import exact_rate_cell, rate_window, sequential_coordinates
 from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
-from rfkit.validation.harness import chunks
+from rfkit.validation.harness import chunks, single_threaded
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.reproductions.eva import FIG1_OPTIONS, attention_call, efficiency_sweep, is_capped
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, slope_test
-from rfkit.validation.timing import peak_bytes, single_threaded_blas, timing_ratio_test, timing_slope_test
+from rfkit.validation.timing import (
+    count_slope_test,
+    peak_bytes,
+    single_threaded_blas,
+    timing_ratio_test,
+    timing_slope_test,
+)
 
 #: Relative excess error (of the partitioned / EVA estimator over the reference) that refutes a "reduces the
 #: error" statement: 5% of the reference error.
@@ -1067,13 +1073,6 @@ PARTITION_OVER_ALL_INDICES = Claim(
 # --------------------------------------------------------------------------------- complexity helpers
 
 
-def _slope_margin(ctx: CellContext, sizes, values, claimed: float, extra: dict | None = None) -> Evidence:
-    """Exact evidence that a deterministic log-log slope is at most ``claimed`` (up to the tolerance)."""
-    slope = float(np.polyfit(np.log(np.asarray(sizes, float)), np.log(np.asarray(values, float)), 1)[0])
-    extra = dict(extra or {}, sizes=list(sizes), values=[float(v) for v in values], slope=slope, claimed=claimed)
-    return margin_evidence(claimed - slope, tolerance=ctx.tolerance, extra=extra)
-
-
 def _peaks(calls: list[Callable[[], object]]) -> list[int]:
     calls[0]()  # warm-up outside the trace (lazy imports allocate once)
     gc.collect()
@@ -1092,11 +1091,6 @@ COMPLEXITY_TOLERANCE = 0.25
 #: divides them) at the asymptotic end up to 8192, where fixed per-call overheads no longer bend the curve.
 TIMED_SIZES = (2048, 2880, 4096, 5760, 8192)
 COMPLEXITY_UNITS = "log-log slope above the claimed order (exact sizes: any mismatch with rfkit.theory.cost)"
-
-
-def _single_threaded(check: Callable[[CellContext], Evidence], ctx: CellContext) -> Evidence:
-    with single_threaded_blas():
-        return check(ctx)
 
 
 # ----------------------------------------------------------------------------- eva.appc.coefficient_memory
@@ -1131,10 +1125,10 @@ def _coefficient_memory_cell(ctx: CellContext) -> Evidence:
     claimed = 0.0 if ctx.variant == "single_sample" else 1.0
     parts = [exact_test(stored, predicted, tolerance=0.0, scale=np.asarray(predicted, float),
                         extra=dict(stored=stored)),
-             _slope_margin(ctx, sizes, stored, claimed, extra=dict(what="stored coefficients"))]
+             count_slope_test(sizes, stored, claimed, tolerance=ctx.tolerance, extra=dict(what="stored coefficients"))]
     if ctx.variant == "single_sample":  # see the claim's notes for the multi-sample forward pass
-        parts.append(_slope_margin(ctx, sizes, _peaks([call for call, _, _ in setups]), 1.0,
-                                   extra=dict(what="peak memory")))
+        parts.append(count_slope_test(sizes, _peaks([call for call, _, _ in setups]), 1.0, tolerance=ctx.tolerance,
+                                      extra=dict(what="peak memory")))
     return combine(parts, extra=dict(stored_bytes=stored))
 
 
@@ -1190,10 +1184,10 @@ def _linear_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     sizes = list(p["N"])
     if p["measure"] == "flops":
-        return _slope_margin(ctx, sizes, [_linear_flops(ctx.variant, n, p) for n in sizes], 1.0)
+        return count_slope_test(sizes, [_linear_flops(ctx.variant, n, p) for n in sizes], 1.0, tolerance=ctx.tolerance)
     calls = [_linear_setup(ctx, n) for n in sizes]
     if p["measure"] == "memory":
-        return _slope_margin(ctx, sizes, _peaks(calls), 1.0)
+        return count_slope_test(sizes, _peaks(calls), 1.0, tolerance=ctx.tolerance)
     return _time_slope(ctx, sizes, calls, 1.0)
 
 
@@ -1202,7 +1196,7 @@ LINEAR_COMPLEXITY = Claim(
     statement="EVA's time and memory grow linearly with sequence length, as for RFA.",
     kind="complexity", hypotheses="fixed |E|, C and d; numpy on this machine's CPU (single-threaded BLAS)",
     tolerance=COMPLEXITY_TOLERANCE, units=COMPLEXITY_UNITS,
-    cell=functools.partial(_single_threaded, _linear_cell),
+    cell=single_threaded(_linear_cell),
     grid={"smoke": dict(measure=["time", "memory", "flops"], N=[[1024, 1472, 2048, 2880, 4096]], d=[16],
                         E=[64], C=[16]),
           "quick": dict(measure=["time", "memory", "flops"], N=[list(TIMED_SIZES)], d=[32], E=[64], C=[16]),
@@ -1244,7 +1238,7 @@ def _causal_cell(ctx: CellContext) -> Evidence:
     sizes = list(ctx.params["N"])
     if ctx.variant == "time_slope":
         return _time_slope(ctx, sizes, [_causal_eva_call(ctx, n) for n in sizes], 1.0)
-    return _slope_margin(ctx, sizes, _peaks([_causal_eva_call(ctx, n) for n in sizes]), 1.0)
+    return count_slope_test(sizes, _peaks([_causal_eva_call(ctx, n) for n in sizes]), 1.0, tolerance=ctx.tolerance)
 
 
 CAUSAL_EFFICIENCY = Claim(
@@ -1253,7 +1247,7 @@ CAUSAL_EFFICIENCY = Claim(
               "causal EVA variant stays highly efficient.",
     kind="complexity", hypotheses="parallel (training-mode) computation, forward pass, numpy on CPU",
     tolerance=COMPLEXITY_TOLERANCE, units=COMPLEXITY_UNITS,
-    cell=functools.partial(_single_threaded, _causal_cell),
+    cell=single_threaded(_causal_cell),
     grid={"smoke": dict(N=[[1024, 1472, 2048, 2880, 4096]], d=[16], E=[128], C=[64]),
           "quick": dict(N=[list(TIMED_SIZES)], d=[32], E=[128], C=[64]),
           "full": dict(N=[[512, 1024, 2048, 4096, 8192, 16384]], d=[64], E=[128], C=[64])},

@@ -31,7 +31,6 @@ Design notes
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from scipy.special import softmax
@@ -43,7 +42,7 @@ from rfkit.estimators import ra as ra_est
 from rfkit.estimators import rfa as rfa_est
 from rfkit.estimators import snis_estimate, softmax_attention
 from rfkit.theory import lara as theory
-from rfkit.validation.harness import condition_scale, controlled_pair
+from rfkit.validation.harness import condition_scale, controlled_pair, quiet
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, required_replicates, sequential_mean
@@ -112,13 +111,6 @@ def _log_magnitude(omega, *vectors) -> np.ndarray:
     for x in vectors:
         out = out + 2 * _half_sq(x)
     return out
-
-
-def _quiet(fn, *args, **kwargs):
-    """Signed (trigonometric) renormalisers <= 0 are measured by the checks, not announced on every call."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
 
 
 def _degenerate(kind: str, q, k, v):
@@ -217,8 +209,8 @@ def _eq2_cell(ctx: CellContext) -> Evidence:
     q, k, v = norm_inputs(ctx.rng, p["N"], p["M"], d, p["norm"])
     omega, phase = rfa_est.draw_rfa_samples(S, d, rng=ctx.rng, feature_map=fmap)
     attention = ctx.impl("rfa_attention", rfa_est.rfa_attention)
-    reuse = np.asarray(_quiet(attention, q, k, v, omega=omega, phase=phase, feature_map=fmap, form="features"))
-    double = _quiet(rfa_est.rfa_attention, q, k, v, omega=omega, phase=phase, feature_map=fmap, form="double_sum")
+    reuse = np.asarray(quiet(attention, q, k, v, omega=omega, phase=phase, feature_map=fmap, form="features"))
+    double = quiet(rfa_est.rfa_attention, q, k, v, omega=omega, phase=phase, feature_map=fmap, form="double_sum")
     fq = rfa_est.rf_features(q, omega, feature_map=fmap, phase=phase)
     fk = rfa_est.rf_features(k, omega, feature_map=fmap, phase=phase)
     form_error = float((np.abs(reuse - double) / condition_scale(fq, fk, v, double, False)).max())

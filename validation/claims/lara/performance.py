@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 
 import numpy as np
 
@@ -33,7 +32,7 @@ from rfkit.theory import lara as theory
 from rfkit.validation.model import CellContext, Claim, per_tier
 from rfkit.validation.search import margin_evidence
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, slope_test
-from rfkit.validation.timing import peak_bytes, single_threaded_blas, timing_ratio_test, timing_slope_test
+from rfkit.validation.timing import cell_timing_slope, peak_bytes, single_threaded_blas, timing_ratio_test
 
 from .inputs import attention_inputs
 
@@ -50,29 +49,6 @@ def _count_slope(sizes, counts) -> float:
 #: of the same length at every size, so the timer's jitter does not swamp them (a constant factor: the
 #: slope is unchanged); such sweeps are cheap, so they get twice the claim's repeats.
 MIN_TIMED_SECONDS = 5e-4
-
-
-def _batched(calls) -> tuple[list, int]:
-    """``calls`` each repeated ``loops`` times, ``loops`` chosen from one pilot call of the smallest size."""
-    with single_threaded_blas():
-        calls[0]()
-        t0 = time.thread_time()
-        calls[0]()
-        pilot = time.thread_time() - t0
-    loops = int(min(1000, max(1, math.ceil(MIN_TIMED_SECONDS / max(pilot, 1e-7)))))
-    if loops == 1:
-        return list(calls), 1
-    return [lambda call=call: [call() for _ in range(loops)] for call in calls], loops
-
-
-def _timing_slope(ctx: CellContext, sizes, calls, claimed: float, parts: int, repeats: int | None = None) -> Evidence:
-    """Log-log slope of CPU time over every repeated measurement (>= 5 sizes), one of ``parts`` sub-tests;
-    ``repeats`` rounds (default the claim's replicates)."""
-    calls, loops = _batched(calls)
-    repeats = (ctx.replicates if repeats is None else repeats) * (2 if loops > 1 else 1)
-    return timing_slope_test(sizes, calls, claimed, repeats=repeats, alternative="less",
-                             alpha=ctx.sub_test(parts)["alpha"], tolerance=ctx.tolerance,
-                             extra=dict(calls_per_measurement=loops))
 
 
 def _counts_evidence(ctx: CellContext, sizes, counts, claimed: float) -> Evidence:
@@ -119,7 +95,8 @@ def _rfa_cost_cell(ctx: CellContext) -> Evidence:
         seed = int(ctx.rng.integers(2**32))
         calls.append(lambda q=q, k=k, v=v, S=S, seed=seed: attend(q, k, v, S=S, rng=seed))
     counts = [cost.gemm_flops(theory.rfa_gemms(n, n, S, d, d)) for n, S in shapes]
-    return combine([_timing_slope(ctx, sizes, calls, 1.0, 3), _counts_evidence(ctx, sizes, counts, 1.0),
+    return combine([cell_timing_slope(ctx, sizes, calls, 1.0, parts=3, min_seconds=MIN_TIMED_SECONDS),
+                    _counts_evidence(ctx, sizes, counts, 1.0),
                     _memory_evidence(ctx, sizes, calls, 1.0)])
 
 
@@ -168,7 +145,8 @@ def _ra_cost_cell(ctx: CellContext) -> Evidence:
     claimed = 2.0 if sweep == "n" else 1.0
     counts = [cost.gemm_flops(theory.ra_gemms(n, n, d, d, S)) for n, S in shapes]
     repeats = per_tier(RA_N_REPEATS, ctx.tier) if sweep == "n" else None
-    return combine([_timing_slope(ctx, sizes, calls, claimed, 2, repeats),
+    return combine([cell_timing_slope(ctx, sizes, calls, claimed, parts=2, repeats=repeats,
+                                      min_seconds=MIN_TIMED_SECONDS),
                     _counts_evidence(ctx, sizes, counts, claimed)])
 
 
@@ -211,7 +189,8 @@ def _lara_cost_cell(ctx: CellContext) -> Evidence:
         seed = int(ctx.rng.integers(2**32))
         calls.append(lambda q=q, k=k, v=v, C=C, seed=seed: attend(q, k, v, C=C, rng=seed, uneven="adaptive"))
     counts = [cost.gemm_flops(theory.lara_gemms(n, n, C, d, d)) for n, C in shapes]
-    parts = [_timing_slope(ctx, sizes, calls, 1.0, 3), _counts_evidence(ctx, sizes, counts, 1.0),
+    parts = [cell_timing_slope(ctx, sizes, calls, 1.0, parts=3, min_seconds=MIN_TIMED_SECONDS),
+             _counts_evidence(ctx, sizes, counts, 1.0),
              _memory_evidence(ctx, sizes, calls, 1.0)]
     return combine(parts)
 
@@ -253,7 +232,8 @@ def _proposal_cost_cell(ctx: CellContext) -> Evidence:
         calls.append(lambda ql=ql, kl=kl, k=k: lara_est.proposal_means(family, ql, kl, k))
     claimed = PROPOSAL_ORDERS[(family, sweep)]
     counts = [theory.proposal_flops(family, c, m, d) for c, m in shapes]
-    return combine([_timing_slope(ctx, sizes, calls, claimed, 2), _counts_evidence(ctx, sizes, counts, claimed)])
+    return combine([cell_timing_slope(ctx, sizes, calls, claimed, parts=2, min_seconds=MIN_TIMED_SECONDS),
+                    _counts_evidence(ctx, sizes, counts, claimed)])
 
 
 PROPOSAL_COSTS = Claim(

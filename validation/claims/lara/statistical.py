@@ -42,7 +42,7 @@ from rfkit.estimators import rfa as rfa_est
 from rfkit.theory import lara as theory
 from rfkit.theory import softmax as softmax_theory
 from rfkit.validation.engine import MAX_EXTENSION
-from rfkit.validation.harness import chunks, controlled_pair
+from rfkit.validation.harness import chunks, controlled_pair, padded, quiet
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import (
@@ -57,7 +57,7 @@ from rfkit.validation.stats import (
     slope_test,
 )
 
-from .identities import PROPOSAL_AXIS, RESTARTS, _lara_setup, _quiet
+from .identities import PROPOSAL_AXIS, RESTARTS, _lara_setup
 from .inputs import attention_inputs, norm_inputs, unit_vectors
 
 PI = math.pi
@@ -247,12 +247,6 @@ def _mc_affordable(ctx: CellContext, rel_sd: float, tolerance: float) -> bool:
     """Whether a mean test of relative resolution ``tolerance`` needs at most :data:`MC_MAX_REPLICATES`."""
     need = required_replicates(rel_sd, **dict(ctx.test, tolerance=tolerance))
     return math.isfinite(need) and need <= MC_MAX_REPLICATES
-
-
-def _padded(lo: float, hi: float) -> tuple[float, float]:
-    """``(lo, hi)`` widened by 1e-9 of its width and its magnitude: the round-off of a weighted average of values."""
-    pad = 1e-9 * (hi - lo + max(abs(lo), abs(hi)))
-    return lo - pad, hi + pad
 
 
 def _sequential(ctx: CellContext, draw, prediction: float, parts: int = 1, **kwargs) -> Evidence:
@@ -534,7 +528,7 @@ def _prop32_cell(ctx: CellContext) -> Evidence:
     # deterministic quantity (sd = 0, judged exactly)
     vu = v @ u
     lo, hi = float(vu.min()), float(vu.max())
-    law = dict(sd=0.0) if p["M"] == 1 or hi <= lo else dict(bounds=_padded(lo, hi))
+    law = dict(sd=0.0) if p["M"] == 1 or hi <= lo else dict(bounds=padded(lo, hi))
     return _sequential(ctx, draw, float(mu @ u), scale=PROP32_BIAS_THRESHOLD * scale,
                        extra=dict(method="stratified Monte Carlo"), **law)
 
@@ -585,7 +579,7 @@ def _ra_unbiased_cell(ctx: CellContext) -> Evidence:
     parts, outside = [], []
     for i in range(n):
         for j in range(dv):
-            lo, hi = _padded(float(v[:, j].min()), float(v[:, j].max()))
+            lo, hi = padded(float(v[:, j].min()), float(v[:, j].max()))
             x = y[:, i, j]
             inside = hi > lo and bool(np.all((x >= lo) & (x <= hi)))
             if not inside and hi > lo:
@@ -1910,7 +1904,7 @@ def _rfa_nonpositive(ctx: CellContext, q, k, v, fmap: str) -> dict:
     for S in (1, 4, 16, 64, 256):
         count = 0
         for _ in range(20):
-            _, st = _quiet(rfa_est.rfa_attention, q, k, v, S=S, rng=ctx.rng, feature_map=fmap, form="double_sum",
+            _, st = quiet(rfa_est.rfa_attention, q, k, v, S=S, rng=ctx.rng, feature_map=fmap, form="double_sum",
                            return_stats=True)
             count += st.n_nonpositive
         out[S] = count / 20

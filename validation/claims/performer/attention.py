@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import gc
 import math
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -67,12 +66,20 @@ from rfkit.validation.harness import (
     condition_scale,
     controlled_pair,
     kernel_estimates,
+    quiet,
     replicate_projections,
+    single_threaded,
 )
 from rfkit.validation.model import CellContext, Claim, per_tier
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, mean_test
-from rfkit.validation.timing import peak_bytes, single_threaded_blas, timing_slope_test
+from rfkit.validation.timing import (
+    count_slope_test,
+    geometric_sizes,
+    loglog_slope,
+    peak_bytes,
+    timing_slope_test,
+)
 
 PI = math.pi
 
@@ -135,7 +142,7 @@ def _oracle_error(got, qf: Features, kf: Features, v, causal: bool, dtype) -> tu
     """Largest condition-scaled error of ``got`` against the quadratic oracle, in round-offs of ``dtype``."""
     qf64 = Features(qf.values.astype(np.float64), qf.log_scale.astype(np.float64))
     kf64 = Features(kf.values.astype(np.float64), kf.log_scale.astype(np.float64))
-    want = _quiet(linear_attention_quadratic, qf64, kf64, v.astype(np.float64), causal=causal)
+    want = quiet(linear_attention_quadratic, qf64, kf64, v.astype(np.float64), causal=causal)
     scale = condition_scale(qf64, kf64, v.astype(np.float64), want, causal)
     err = np.abs(np.asarray(got, dtype=np.float64) - want) / scale / _round_off(dtype)
     return float(err.max(initial=0.0)), dict(max_condition=float(scale.max(initial=0.0)))
@@ -143,20 +150,6 @@ def _oracle_error(got, qf: Features, kf: Features, v, causal: bool, dtype) -> tu
 
 def _identity_evidence(value: float, ctx: CellContext, extra: dict) -> Evidence:
     return exact_test(value, 0.0, tolerance=ctx.tolerance, extra=extra)
-
-
-def _single_threaded(check: Callable[[CellContext], Evidence], ctx: CellContext) -> Evidence:
-    """Run a cell's check with BLAS on one thread: these cells are small, and on a shared machine idle BLAS
-    workers spinning against other processes cost far more than they save (results are identical)."""
-    with single_threaded_blas():
-        return check(ctx)
-
-
-def _quiet(fn: Callable, *args, **kwargs):
-    """Call ``fn`` with the signed-feature warnings silenced (``D̂ <= 0`` is measured, not warned about)."""
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
 
 
 # ================================================================= Algorithm 1 and Eqs 4, 11 (identities)
@@ -169,7 +162,7 @@ def _fa_identity_cell(ctx: CellContext):
     q, k, v = _inputs_i1(ctx.rng, length, d, dv, p["c"])
     qf, kf, _ = _features_for(ctx, p["feature"], q, k, p["m"])
     attend = ctx.impl("favor_from_features", favor_from_features)
-    got = _quiet(attend, qf, kf, v, causal=False)
+    got = quiet(attend, qf, kf, v, causal=False)
     err, extra = _oracle_error(got, qf, kf, v, False, np.float64)
     return _identity_evidence(err, ctx, dict(extra, r=qf.values.shape[-1]))
 
@@ -182,7 +175,7 @@ FA_IDENTITY = Claim(
     hypotheses="every feature map of the toolkit, signed ones included (trig, +, hyp+, SMREG+, R/H/G-ORF, "
                "generalized random and deterministic, elu+1); inputs I1; float64",
     tolerance=1e4, units="condition-scaled error in unit round-offs",
-    cell=functools.partial(_single_threaded, _fa_identity_cell),
+    cell=single_threaded(_fa_identity_cell),
     grid={"smoke": dict(L=[17, 256], d=[2, 16], dv=["d"], m=[16], c=[0.5],
                         feature=["trig", "positive_orf", "hyperbolic", "smreg_orf", "positive_horf",
                                  "positive_gorf", "gen_relu", "gen_tanh", "gen_relu_det",
@@ -205,7 +198,7 @@ def _alg1_bidirectional_cell(ctx: CellContext):
     q, k, v = _inputs_i1(ctx.rng, length, d, dv, 0.5)
     qf, kf, options = _features_for(ctx, p["feature"], q, k, p["m"])
     attend = ctx.impl("favor_attention", favor_attention)
-    got = np.asarray(_quiet(attend, q, k, v, kind=options["kind"], omega=options["omega"],
+    got = np.asarray(quiet(attend, q, k, v, kind=options["kind"], omega=options["omega"],
                             projection=options["projection"], function=options.get("function", "relu"),
                             kernel_epsilon=options.get("kernel_epsilon", 0.0), causal=False))
     shape_ok = got.shape == (length, dv)
@@ -223,7 +216,7 @@ ALG1_BIDIRECTIONAL = Claim(
     kind="identity",
     hypotheses="any feature map; Q, K, V of I1 (c = 0.5), d_v = d + 3 (so that L×L and L×d_v differ)",
     tolerance=1e4, units="condition-scaled error in unit round-offs",
-    cell=functools.partial(_single_threaded, _alg1_bidirectional_cell),
+    cell=single_threaded(_alg1_bidirectional_cell),
     grid={"smoke": dict(L=[1, 17, 256], d=[2, 16], m=[2, 64], feature=["trig", "positive_orf", "gen_relu"]),
           "quick": dict(L=[1, 2, 17, 1024], d=[1, 16], m=[1, 64, 512],
                         feature=["trig", "positive", "positive_orf", "hyperbolic", "smreg", "positive_horf",
@@ -255,7 +248,7 @@ def _causal_inputs(ctx: CellContext):
 def _run_causal(ctx: CellContext, q, k, v, options):
     attend = ctx.impl("favor_attention", favor_attention)
     p = ctx.params
-    return np.asarray(_quiet(attend, q, k, v.astype(options["dtype"]), kind=options["kind"],
+    return np.asarray(quiet(attend, q, k, v.astype(options["dtype"]), kind=options["kind"],
                              omega=options["omega"], projection=options["projection"],
                              function=options.get("function", "relu"),
                              kernel_epsilon=options.get("kernel_epsilon", 0.0), causal=True,
@@ -298,7 +291,7 @@ ALG1_UNIDIRECTIONAL = Claim(
                "fresh draws of 4x the scale",
     tolerance=1e4, units="condition-scaled error (oracle) or relative change of rows <= t (causality), in "
                          "unit round-offs",
-    cell=functools.partial(_single_threaded, _alg1_unidirectional_cell),
+    cell=single_threaded(_alg1_unidirectional_cell),
     variants=("algorithm", "a3_stabilizer"),
     variant_notes={"algorithm": "rfkit's stabilisation: factored features, key scales relative to the running "
                                 "maximum over past and present tokens (no additive epsilon)",
@@ -361,7 +354,7 @@ PREFIX_SUM_IDENTITY = Claim(
     kind="identity",
     hypotheses="any feature map; inputs I1 (c = 0.5) small enough that the dense features are finite; float64",
     tolerance=1e4, units="error relative to Σ_j |Â_ij||C_jp|, in unit round-offs",
-    cell=functools.partial(_single_threaded, _prefix_identity_cell),
+    cell=single_threaded(_prefix_identity_cell),
     variants=("display", "literal"),
     variant_notes={"display": "Eq 11 as displayed: G^PS_i = Σ_{j<=i} G_j, product read as the contraction "
                               "(G^PS_i)ᵀQ'_i over the M axis",
@@ -487,7 +480,7 @@ GENERALIZED_ATTENTION = Claim(
                "inputs of moderate norm (f = exp is log-normal: ‖x‖, ‖y‖ <= 1 keep its Monte Carlo mean "
                "normal)",
     tolerance=0.02, units="bias / √(K_f(x,x) K_f(y,y))",
-    cell=functools.partial(_single_threaded, _generalized_cell),
+    cell=single_threaded(_generalized_cell),
     grid={"smoke": dict(function=["relu", "tanh"], version=["random", "deterministic"], projection=["iid"], d=[2],
                         m=[16], pair=["obtuse"], eps=[1e-3]),
           "quick": dict(function=list(GENERALIZED_FUNCTIONS), version=["random", "deterministic"],
@@ -530,7 +523,7 @@ TEMPLATE_KERNELS = Claim(
     hypotheses="ω iid N(0, I_d); x, y ≠ 0 for the angular kernel; any x, y for K_gauss (x ∥ y and x = -y "
                "included)",
     tolerance=0.01, units="absolute bias (both kernels lie in [-1, 1])",
-    cell=functools.partial(_single_threaded, _template_cell),
+    cell=single_threaded(_template_cell),
     grid={"smoke": dict(kernel=["angular", "gaussian"], d=[2], norm_x=[0.5], norm_y=[1.0], angle=[PI / 3, PI],
                         m=[1, 16]),
           "quick": dict(kernel=["angular", "gaussian"], d=[1, 16], norm_x=[0.0, 0.5, 2.0],
@@ -581,7 +574,7 @@ RELU_ARCCOS_KERNEL = Claim(
     kind="expectation",
     hypotheses="ω iid N(0, I_d); x, y ≠ 0; d ∈ {2, 16}",
     tolerance=0.01, units="bias / √(K(x,x) K(y,y)) (mean: bias / ‖x‖)",
-    cell=functools.partial(_single_threaded, _relu_cell),
+    cell=single_threaded(_relu_cell),
     grid={"smoke": dict(d=[2], norm_x=[0.5], norm_y=[1.5], angle=[0.0, PI / 2], eps=[1e-3], m=[16]),
           "quick": dict(d=[2, 16], norm_x=[0.1, 3.0], norm_y=[0.5],
                         angle=[0.0, PI / 4, PI / 2, 3 * PI / 4, 0.99 * PI, PI], eps=[0.0, 1e-3], m=[16]),
@@ -716,8 +709,8 @@ TRIG_NONPOSITIVE_RENORMALIZER = Claim(
                "over norms up to e^2.5 and lengths 1-64",
     tolerance=0.01, units="per-row frequency of D̂_ii on the wrong side (positive: D̂ <= 0; trig in I3: D̂ > 0 "
                           f"beyond 1 - {TRIG_INSTABILITY})",
-    cell=functools.partial(_single_threaded, _renormalizer_cell),
-    search=functools.partial(_single_threaded, _renormalizer_search), universal=True,
+    cell=single_threaded(_renormalizer_cell),
+    search=single_threaded(_renormalizer_search), universal=True,
     grid={"smoke": dict(regime=["sphere"], scale=[3.0], L=[16], d=[16], m=[16]),
           "quick": dict(regime=["i1", "sphere", "obtuse"], scale=[0.25, 1.0, 3.0], L=[32], d=[16], m=[16]),
           "full": dict(regime=["i1", "sphere", "obtuse"], scale=[0.25, 0.5, 1.0, 2.0, 3.0], L=[64, 256],
@@ -789,7 +782,7 @@ HG_ORF_BIAS = Claim(
                "plane; the limit is tested at head dimensions d >= 64 (Performer's d): there the bias must be "
                "below the tolerance",
     tolerance=0.02, units="relative bias",
-    cell=functools.partial(_single_threaded, _hg_bias_cell),
+    cell=single_threaded(_hg_bias_cell),
     variants=("default_construction", "any_parameters"),
     variant_notes={"default_construction": "the cited constructions with their usual sizes: H-ORF with k = 3 "
                                            "HD factors, G-ORF with K = ⌈d log₂ d⌉ rotations (every placement)",
@@ -834,34 +827,9 @@ class Sweep:
     two_sided: bool = False
 
 
-def _loglog_slope(x, y) -> float:
-    return float(np.polyfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)), 1)[0])
-
-
 def _claimed_slope(order: Callable[[int], Sequence[float]], sizes: Sequence[int]) -> float:
     terms = np.array([order(s) for s in sizes], dtype=np.float64)
-    return max(_loglog_slope(sizes, terms[:, j]) for j in range(terms.shape[1]))
-
-
-def _slope_margin(ctx: CellContext, sizes, values, claimed: float, two_sided: bool, extra: dict) -> Evidence:
-    """Exact evidence on a deterministic slope: ``slope <= claimed`` (or ``≈`` for Θ) up to the tolerance."""
-    slope = _loglog_slope(sizes, values)
-    extra = dict(extra, sizes=list(sizes), values=[float(v) for v in values], slope=slope, claimed_slope=claimed)
-    if two_sided:
-        return exact_test(slope, claimed, tolerance=ctx.tolerance, extra=extra)
-    return margin_evidence(claimed - slope, tolerance=ctx.tolerance, extra=extra)
-
-
-def _geometric(lo: int, hi: int, count: int = 5) -> list[int]:
-    """``count`` sizes from ``lo`` to ``hi``, geometrically spaced, rounded to multiples of 16 (of 1 below 64).
-
-    Timing sweeps span the asymptotic end of a size range (fixed per-call overheads and cache transitions
-    bend the curve at small sizes): ``lo..hi`` is a factor 4 (√2 steps) or 16 (steps of 2, powers of two
-    where a construction pads to them), with the 5 sizes a slope test needs. Multiples of 16 keep BLAS on
-    its aligned kernels (an odd size such as 181 can take longer than 256, a curvature that is no growth).
-    """
-    step = 16 if lo >= 64 else 1
-    return [int(round(lo * (hi / lo) ** (k / (count - 1)) / step)) * step for k in range(count)]
+    return max(loglog_slope(sizes, terms[:, j]) for j in range(terms.shape[1]))
 
 
 def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
@@ -879,9 +847,9 @@ def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
         calls[0]()  # warm-up outside the trace: JIT compilation and lazy imports allocate once
         gc.collect()
         peaks = [peak_bytes(call, collect=False) for call in calls]
-        return _slope_margin(ctx, sizes, peaks, claimed, sweep.two_sided, {})
+        return count_slope_test(sizes, peaks, claimed, tolerance=ctx.tolerance, two_sided=sweep.two_sided)
     counts = [float(sweep.count(ctx, s)) for s in sizes]
-    evidence = _slope_margin(ctx, sizes, counts, claimed, sweep.two_sided, {})
+    evidence = count_slope_test(sizes, counts, claimed, tolerance=ctx.tolerance, two_sided=sweep.two_sided)
     if sweep.reference is None:
         return evidence
     reference = np.array([sweep.reference(s) for s in sizes], dtype=np.float64)
@@ -904,7 +872,7 @@ def _complexity_claim(sweeps: Mapping[str, Sweep], smoke: Sequence[str] | None =
             "full": dict(sweep=list(sweeps))}
     return Claim(kind="complexity", paper="performer", tolerance=0.25,
                  units="log-log slope above the claimed order (exact counts: any mismatch with rfkit.theory.cost)",
-                 cell=functools.partial(_single_threaded, functools.partial(_complexity_cell, sweeps)), grid=grid,
+                 cell=single_threaded(functools.partial(_complexity_cell, sweeps)), grid=grid,
                  plot_x="sweep", **kwargs)
 
 
@@ -926,9 +894,9 @@ EXACT_SIZES = {"L": {"smoke": [256, 512, 1024], "quick": [512, 1024, 2048],
                "d": {"smoke": [64, 128, 256, 512], "quick": [64, 128, 256, 512], "full": [16, 32, 64, 128, 256, 512]}}
 EXACT_FIXED_L, EXACT_FIXED_D = 256, 64
 #: Timed sizes (the top of each memory/count range above, filled in to 5 sizes).
-EXACT_TIME_SIZES = {"L": {"smoke": _geometric(256, 1024), "quick": _geometric(512, 2048),
-                          "full": _geometric(2048, 8192)},
-                    "d": {"smoke": _geometric(128, 512)}}
+EXACT_TIME_SIZES = {"L": {"smoke": geometric_sizes(256, 1024), "quick": geometric_sizes(512, 2048),
+                          "full": geometric_sizes(2048, 8192)},
+                    "d": {"smoke": geometric_sizes(128, 512)}}
 
 EXACT_SWEEPS = {
     "time_vs_L": Sweep("time", EXACT_TIME_SIZES["L"], lambda n: [n * n * EXACT_FIXED_D],
@@ -981,10 +949,11 @@ FA_SIZES = {"L": {"smoke": [1024, 2048, 4096], "quick": [2048, 4096, 8192, 16384
                   "full": [2048, 8192, 32768, 131072]},
             "r": {"smoke": [32, 64, 128, 256], "quick": [64, 128, 256, 512], "full": [64, 256, 1024, 4096]},
             "d": {"smoke": [64, 128, 256, 512], "quick": [64, 128, 256, 512], "full": [16, 64, 256, 1024]}}
-FA_TIME_SIZES = {"L": {"smoke": _geometric(1024, 4096), "quick": _geometric(4096, 16384),
-                       "full": _geometric(8192, 131072)},
-                 "r": {"smoke": _geometric(64, 256), "quick": _geometric(128, 512), "full": _geometric(256, 4096)},
-                 "d": {"smoke": _geometric(128, 512), "full": _geometric(64, 1024)}}
+FA_TIME_SIZES = {"L": {"smoke": geometric_sizes(1024, 4096), "quick": geometric_sizes(4096, 16384),
+                       "full": geometric_sizes(8192, 131072)},
+                 "r": {"smoke": geometric_sizes(64, 256), "quick": geometric_sizes(128, 512),
+                       "full": geometric_sizes(256, 4096)},
+                 "d": {"smoke": geometric_sizes(128, 512), "full": geometric_sizes(64, 1024)}}
 
 FA_SWEEPS = {
     "time_vs_L": Sweep("time", FA_TIME_SIZES["L"], lambda n: [n * FA_R * FA_D],
@@ -1025,7 +994,7 @@ def _favor_call(ctx: CellContext, length: int, m: int, d: int, **options):
     q, k, v = _gaussian(ctx, length, d), _gaussian(ctx, length, d), _gaussian(ctx, length, d)
     attend = ctx.impl("favor_attention", favor_attention)
     seed = int(ctx.rng.integers(2**63))
-    return lambda: _quiet(attend, q, k, v, m=m, rng=seed, **options)
+    return lambda: quiet(attend, q, k, v, m=m, rng=seed, **options)
 
 
 SPACE_L, SPACE_M, SPACE_D = 1024, 64, 16
@@ -1198,14 +1167,14 @@ SPACE_STRUCTURED = _complexity_claim(
 # ---- B.3: time ----------------------------------------------------------------------------------
 
 TIME_L, TIME_M, TIME_D = 1024, 64, 64
-TIME_SIZES = {"L": {"smoke": _geometric(1024, 4096), "quick": _geometric(4096, 16384),
-                    "full": _geometric(8192, 131072)},
-              "m": {"smoke": _geometric(128, 512), "full": _geometric(256, 4096)},
-              "d": {"smoke": _geometric(64, 256), "full": _geometric(128, 512)},
-              "orf_d": {"smoke": _geometric(128, 512), "full": _geometric(512, 2048)},
-              "orf_m": {"smoke": _geometric(256, 4096), "quick": _geometric(1024, 16384)},
-              "struct_m": {"smoke": _geometric(256, 4096), "quick": _geometric(1024, 16384)},
-              "struct_d": {"smoke": _geometric(64, 1024)}}
+TIME_SIZES = {"L": {"smoke": geometric_sizes(1024, 4096), "quick": geometric_sizes(4096, 16384),
+                    "full": geometric_sizes(8192, 131072)},
+              "m": {"smoke": geometric_sizes(128, 512), "full": geometric_sizes(256, 4096)},
+              "d": {"smoke": geometric_sizes(64, 256), "full": geometric_sizes(128, 512)},
+              "orf_d": {"smoke": geometric_sizes(128, 512), "full": geometric_sizes(512, 2048)},
+              "orf_m": {"smoke": geometric_sizes(256, 4096), "quick": geometric_sizes(1024, 16384)},
+              "struct_m": {"smoke": geometric_sizes(256, 4096), "quick": geometric_sizes(1024, 16384)},
+              "struct_d": {"smoke": geometric_sizes(64, 1024)}}
 STRUCT_TIME_L, STRUCT_TIME_M = 64, 1024
 
 
@@ -1299,11 +1268,11 @@ ORF_SIZES = {"m": {"smoke": [256, 1024, 4096], "quick": [256, 1024, 4096, 16384]
              "struct_d": {"smoke": [64, 256, 1024, 4096], "quick": [16, 64, 256, 1024, 4096],
                           "full": [16, 64, 256, 1024, 4096]}}
 ORF_D = 64
-ORF_TIME_SIZES = {"m": {"smoke": _geometric(256, 4096), "quick": _geometric(1024, 16384)},
-                  "d": {"smoke": _geometric(128, 512), "full": _geometric(256, 1024)},
-                  "sampling_d": {"smoke": _geometric(128, 512), "quick": _geometric(256, 1024),
-                                 "full": _geometric(512, 2048)},
-                  "struct_d": {"smoke": _geometric(256, 4096)}}
+ORF_TIME_SIZES = {"m": {"smoke": geometric_sizes(256, 4096), "quick": geometric_sizes(1024, 16384)},
+                  "d": {"smoke": geometric_sizes(128, 512), "full": geometric_sizes(256, 1024)},
+                  "sampling_d": {"smoke": geometric_sizes(128, 512), "quick": geometric_sizes(256, 1024),
+                                 "full": geometric_sizes(512, 2048)},
+                  "struct_d": {"smoke": geometric_sizes(256, 4096)}}
 
 
 def _dense_apply(ctx: CellContext, m: int, d: int):
