@@ -56,6 +56,19 @@ def test_roles_take_and_return_numpy(rng):
     assert roles["orthogonal_projection"](3, 2, rng=0, dtype=np.float32).dtype == np.float32
 
 
+def test_boolean_masks_reach_the_torch_roles_as_masks(rng):
+    # the adapter converted every array to float64, so a general or causal mask was rejected ("must be a boolean
+    # array") and the thm1 cells with masks failed on the torch backend
+    from rfkit.estimators.rmf import rmfa_replicates
+
+    q, k, v = rng.normal(scale=0.3, size=(3, 5, 4))
+    mask = np.tril(np.ones((5, 5), dtype=bool))
+    got = backends.implementations("cpu")["rmfa_replicates"](q, k, v, "exp", replicates=3, num_features=8,
+                                                             rng=np.random.default_rng(1), mask=mask)
+    want = rmfa_replicates(q, k, v, "exp", replicates=3, num_features=8, rng=np.random.default_rng(1), mask=mask)
+    np.testing.assert_allclose(got.out, want.out, rtol=1e-10)
+
+
 def test_cells_build_backend_implementations_from_strings():
     claim = get_claim("core.linear_attention.exact")
     spec = plan(claim, tier="smoke", seed=0, backend="torch")[0]

@@ -12,11 +12,12 @@ import pytest
 from rfkit.estimators.maclaurin_kernels import MACLAURIN_KERNELS
 from rfkit.estimators.rmf import RMFDraw, rmf_features, rmfa
 from rfkit.validation import validate
-from rfkit.validation.claims import get_claim
-from rfkit.validation.claims.macformer import CLAIMS
+from rfkit.validation.claims import claims_in, get_claim
+from rfkit.validation.claims import macformer as macformer_claims
 from rfkit.validation.claims.macformer import ppsbn as ppsbn_claims
 from rfkit.validation.engine import run_cell, spec_from_witness
 
+CLAIMS = claims_in(macformer_claims)
 #: Claims whose verdict depends on wall-clock or memory measurements (not pinned: they depend on the machine).
 MEASURED = {"macformer.sec_rmfa.softmax_cost", "macformer.sec_rmfa.rmfa_cost", "macformer.fig4b.rmfa_faster_all_cases",
             "macformer.fig4b.acceleration_trends", "macformer.table2.memory_kernel_invariant"}
@@ -25,11 +26,8 @@ SMOKE_VERDICTS = {
     "supported": {"macformer.table1.coef_exp", "macformer.table1.coef_inv", "macformer.table1.coef_trigh",
                   "macformer.table1.nonnegative_coefficients", "macformer.def2.exp_equals_softmax",
                   "macformer.eq_rmfa.factorization", "macformer.derived.presbn_exp_attention",
-                  "macformer.derived.rademacher_moments", "macformer.derived.rmf_feature_moments",
-                  "macformer.derived.rmf_weight_invariance", "macformer.derived.cost_model",
-                  "macformer.derived.trigh_exp_identity",
-                  # control variate (the linear term, mean 0 with unbiased features) + common random numbers: decided
-                  "macformer.derived.rmfa_ratio_bias"},
+                  "macformer.derived.rademacher_moments", "macformer.derived.rmf_weight_invariance",
+                  "macformer.derived.cost_model", "macformer.derived.trigh_exp_identity"},
     "refuted": {"macformer.table1.coef_log", "macformer.table1.coef_sqrt", "macformer.table1.domain_ppsbn",
                 "macformer.alg1.presbn_l2_ball", "macformer.eq_rmfa.mask_conversion", "macformer.thm1.rmfa_unbiased",
                 "macformer.thm2.rmfa_range", "macformer.thm3.exact_core", "macformer.sec_ppsbn.gamma_beta_restore"},
@@ -38,8 +36,13 @@ SMOKE_VERDICTS = {
                      "macformer.fig4a.error_increases_with_length",
                      # statistics v2: the smoke budget's anytime-valid sequence cannot exclude 0.25 at entry_mse
                      # (upper 0.27); supported at quick
-                     "macformer.derived.rmfa_ratio_mse"},
+                     "macformer.derived.rmfa_ratio_mse",
+                     # decided at smoke, but its smoke grid (one kernel, interior inputs, p = 2) does not cover the
+                     # declared domain: inconclusive "not covered" (COVERAGE_ONLY)
+                     "macformer.derived.rmf_feature_moments", "macformer.derived.rmfa_ratio_bias"},
 }
+#: Pinned inconclusive only because the smoke grid does not cover the domain (every cell decided within tolerance).
+COVERAGE_ONLY = {"macformer.derived.rmf_feature_moments", "macformer.derived.rmfa_ratio_bias"}
 PINNED = {cid: verdict for verdict, ids in SMOKE_VERDICTS.items() for cid in ids}
 
 mp.mp.dps = 50
@@ -53,7 +56,7 @@ def test_register_ids_are_all_present_once_in_order():
     ids = [c.id for c in CLAIMS]
     assert len(ids) == 34 == len(set(ids))
     assert set(ids) == set(PINNED) | MEASURED
-    assert ids[:5] == [f"macformer.table1.coef_{k}" for k in MACLAURIN_KERNELS]
+    assert [i for i in ids if ".coef_" in i] == [f"macformer.table1.coef_{k}" for k in MACLAURIN_KERNELS]
 
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
@@ -64,6 +67,8 @@ def test_claim_runs_at_smoke_without_failing_cells(claim):
     assert result.verdict in ("supported", "refuted", "inconclusive")
     if claim.id in PINNED:
         assert result.verdict == PINNED[claim.id], result.reason
+    if claim.id in COVERAGE_ONLY:
+        assert all(v.cause == "coverage" for v in result.variants.values()), result.reason
 
 
 @pytest.mark.parametrize("claim_id", ["macformer.thm2.tail_bound", "macformer.thm1.rmfa_unbiased"])
@@ -82,18 +87,24 @@ def _variant(claim_id: str, variant: str, **options) -> str:
     return _smoke(claim_id, **options).variants[variant].verdict
 
 
+def _passes(claim_id: str, variant: str) -> bool:
+    """Every cell of the reading passes at smoke: supported, or short only of the domain's coverage."""
+    verdict = _smoke(claim_id).variants[variant]
+    return verdict.verdict == "supported" or verdict.cause == "coverage"
+
+
 def test_planted_biased_feature_scale_is_refuted():
     def biased(*args, **kwargs):
         return 1.1 * rmf_features(*args, **kwargs)  # E[Φ(x)·Φ(y)] = 1.21 f(x·y)
 
     claim, variant = "macformer.def3.rmf_unbiased", "geom-importance|derived"
-    assert _variant(claim, variant) == "supported"
+    assert _passes(claim, variant)
     assert _variant(claim, variant, implementations={"rmf_features": biased}) == "refuted"
 
 
 def test_planted_wrong_maclaurin_coefficient_is_refuted(monkeypatch):
     claim, variant = "macformer.def3.rmf_unbiased", "geom-importance|derived"
-    assert _variant(claim, variant) == "supported"
+    assert _passes(claim, variant)
     exp = MACLAURIN_KERNELS["exp"]
 
     def wrong(n):  # a_1 = 2 instead of 1

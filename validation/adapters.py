@@ -48,7 +48,7 @@ def known_roles() -> tuple[str, ...]:
 
 
 def _to_torch(obj, torch, device):
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, np.ndarray) and obj.dtype != np.bool_:  # boolean masks are structure: they stay numpy
         return torch.as_tensor(obj, dtype=torch.float64, device=device)
     return obj
 
@@ -65,7 +65,7 @@ def adapt(fn: Callable, *, backend: str = "numpy", device: str = "cpu") -> Calla
     """Wrap ``fn`` so that it takes and returns numpy arrays.
 
     ``backend="numpy"`` returns ``fn`` unchanged; ``backend="torch"`` converts array arguments to float64
-    tensors on ``device`` and tensor results back to numpy (generators and scalars pass through).
+    tensors on ``device`` and tensor results back to numpy (generators, scalars and boolean masks pass through).
     """
     if backend == "numpy":
         return fn

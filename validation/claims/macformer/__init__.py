@@ -3,9 +3,10 @@ r"""Macformer claims (``004_803b6fd9a1d4a879.txt``, register ``../shared/claims/
 Topic modules: :mod:`.kernels` (Table 1 coefficients), :mod:`.ppsbn` (Algorithm 1, Theorem 3, post-SBN),
 :mod:`.attention` (Definition 2, the RMFA display, Theorems 1-2), :mod:`.features` (Definition 3),
 :mod:`.complexity` (Figure 2, Table 2 memory), :mod:`.figures` (Figure 4), :mod:`.derived` (the register's
-derived predictions); shared helpers in :mod:`.common` and input generators in :mod:`.inputs`. Estimators come
-from :mod:`rfkit.estimators.rmf`, :mod:`rfkit.estimators.ppsbn` and :mod:`rfkit.estimators.maclaurin_kernels`,
-predictions from :mod:`rfkit.theory.maclaurin` and :mod:`rfkit.theory.cost`; the Figure 4 quantities come from
+derived predictions); shared helpers in :mod:`.common` and input generators in :mod:`.inputs`. The registry
+collects the claims the topic modules define. Estimators come from :mod:`rfkit.estimators.rmf`,
+:mod:`rfkit.estimators.ppsbn` and :mod:`rfkit.estimators.maclaurin_kernels`, predictions from
+:mod:`rfkit.theory.maclaurin` and :mod:`rfkit.theory.cost`; the Figure 4 quantities come from
 :mod:`rfkit.validation.reproductions.macformer`.
 
 Conventions of the checks
@@ -21,34 +22,3 @@ Conventions of the checks
   cell is refuted only when the trend is significantly in the wrong direction, and supported only when it is
   significantly in the claimed direction.
 """
-
-from .attention import DEF2_EXP_SOFTMAX, FACTORIZATION, MASK_CONVERSION, RMFA_RANGE, TAIL_BOUND, THM1_UNBIASED
-from .complexity import MEMORY_KERNEL_INVARIANT, RMFA_COST, SOFTMAX_COST
-from .derived import (
-    COST_MODEL,
-    RADEMACHER_MOMENTS,
-    RMF_FEATURE_MOMENTS,
-    RMF_WEIGHT_INVARIANCE,
-    RMFA_RATIO_BIAS,
-    RMFA_RATIO_MSE,
-    TRIGH_EXP_IDENTITY,
-)
-from .features import RMF_UNBIASED
-from .figures import FIG4A_DECREASES, FIG4A_INCREASES, FIG4B_FASTER, FIG4B_TRENDS
-from .kernels import COEF_CLAIMS, NONNEGATIVE
-from .ppsbn import (
-    DOMAIN_PPSBN,
-    GAMMA_BETA_RESTORE,
-    PRESBN_EXP_ATTENTION,
-    PRESBN_L2_BALL,
-    PRESBN_SCORES,
-    THM3_EXACT_CORE,
-    THM3_SCALE_RESTORATION,
-)
-
-CLAIMS = [*COEF_CLAIMS, NONNEGATIVE, DOMAIN_PPSBN, PRESBN_L2_BALL, DEF2_EXP_SOFTMAX, MASK_CONVERSION, FACTORIZATION,
-          RMF_UNBIASED, THM1_UNBIASED, TAIL_BOUND, RMFA_RANGE,
-          THM3_SCALE_RESTORATION, THM3_EXACT_CORE, PRESBN_SCORES, GAMMA_BETA_RESTORE, PRESBN_EXP_ATTENTION,
-          SOFTMAX_COST, RMFA_COST, FIG4A_DECREASES, FIG4A_INCREASES, FIG4B_FASTER, FIG4B_TRENDS,
-          MEMORY_KERNEL_INVARIANT, RADEMACHER_MOMENTS, RMF_FEATURE_MOMENTS, RMF_WEIGHT_INVARIANCE,
-          RMFA_RATIO_BIAS, RMFA_RATIO_MSE, COST_MODEL, TRIGH_EXP_IDENTITY]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -43,12 +42,6 @@ def _exact(values, ctx: CellContext, extra: dict | None = None, tolerance: float
     return exact_test(float(violation.max(initial=0.0)), 0.0, tolerance=tol, extra=extra)
 
 
-
-
-def _quiet(fn: Callable, *args, **kwargs):
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
 
 
 RESOLUTION = 0.5

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
 
 import numpy as np
 
 from rfkit.estimators import softmax_attention
 from rfkit.estimators.rmf import draw_rmf, rmfa
 from rfkit.theory import cost
-from rfkit.validation.model import CellContext, Claim, per_tier
-from rfkit.validation.stats import (
-    Evidence,
-    combine,
-    exact_test,
-)
-from rfkit.validation.timing import peak_bytes, single_threaded_blas, timing_slope_test
+from rfkit.validation.domain import Choice, Integers, Range, Reading
+from rfkit.validation.harness import quiet
+from rfkit.validation.model import CellContext, Claim, tiers
+from rfkit.validation.stats import Evidence, combine, exact_test
+from rfkit.validation.timing import cell_timing_slope, geometric_sizes, peak_bytes, single_threaded_blas
 
-from .common import KERNEL_NAMES, _quiet
+from .common import KERNEL_NAMES
 from .inputs import _gaussian_qkv, _mask
 
 #: Trend claims: a trend is a log-log slope of at least TREND in the claimed direction; TREND_TOLERANCE of it is
@@ -26,156 +24,168 @@ from .inputs import _gaussian_qkv, _mask
 TREND, TREND_TOLERANCE = 0.1, 0.05
 
 
-def _sqrt2_sizes(low: int, high: int) -> list[int]:
-    """√2-spaced sizes from ``low`` to ``high`` (both included; ``high/low`` a power of 2): a fitted slope needs at
-    least 5 sizes, and the top of the sweep (where fixed per-call overheads no longer bend the curve) is kept."""
-    steps = round(2 * np.log2(high / low))
-    return [int(round(low * 2 ** (k / 2))) for k in range(steps + 1)]
+def _sweep(lo: int, hi: int) -> list[int]:
+    """√2-spaced sizes from ``lo`` to ``hi`` (``hi/lo`` a power of 2; at least 5 sizes for a slope)."""
+    return geometric_sizes(lo, hi, round(2 * math.log2(hi / lo)) + 1)
 
 
-def _timing_slope(ctx: CellContext, sizes: Sequence[int], calls: list[Callable], claimed: float,
-                  extra: dict | None = None, **test) -> Evidence:
-    """Log-log slope of CPU time (every repeated measurement) against ``claimed`` ("grows no faster than")."""
-    test = test or ctx.test
-    return timing_slope_test(sizes, calls, claimed, repeats=ctx.replicates, alpha=test["alpha"],
-                             tolerance=test["tolerance"], alternative="less", extra=extra)
+def _swept(ctx: CellContext, fixed: dict) -> tuple[str, list[int], list[dict]]:
+    """The one grid axis whose value is a list of sizes, its sizes and the shape at each."""
+    axis = next(a for a, s in ctx.params.items() if isinstance(s, (list, tuple)))
+    sizes = list(ctx.params[axis])
+    base = {a: ctx.params[a] for a in fixed}
+    return axis, sizes, [dict(base, **{axis: s}) for s in sizes]
 
 
-def _softmax_call(ctx: CellContext, n: int, d: int):
-    q, k, v = _gaussian_qkv(ctx.rng, n, d)
-    attend = ctx.impl("softmax_attention", softmax_attention)
-    return lambda: attend(q, k, v)
+def _one_sweep(*axes: str):
+    """``where``: exactly one of ``axes`` is a sweep (a list of sizes), the others fixed."""
+    return lambda p, v: sum(isinstance(p[a], (list, tuple)) for a in axes) == 1
 
 
-SOFTMAX_SIZES = {"n": {"smoke": _sqrt2_sizes(256, 1024), "quick": _sqrt2_sizes(256, 2048),
-                       "full": _sqrt2_sizes(256, 16384)},
-                 "d": {"smoke": _sqrt2_sizes(64, 256), "quick": _sqrt2_sizes(32, 256), "full": _sqrt2_sizes(16, 256)}}
-SOFTMAX_FIXED_N, SOFTMAX_FIXED_D = 256, 64
+def _order(words: str, lo: int, up_to: int) -> Integers:
+    return Integers(f"{words} (an order: large sizes)", lo, math.inf, up_to=up_to,
+                    why=f"the log-log slope of CPU time is fitted on √2-spaced sizes from {lo} to {up_to}, where "
+                        "fixed per-call overheads no longer bend the curve (further at the full tier)")
 
 
 def _softmax_cost_cell(ctx: CellContext) -> Evidence:
-    sweep = ctx.params["sweep"]
-    sizes = per_tier(SOFTMAX_SIZES[sweep], ctx.tier)
-    shapes = [(s, SOFTMAX_FIXED_D) if sweep == "n" else (SOFTMAX_FIXED_N, s) for s in sizes]
-    timing = _timing_slope(ctx, sizes, [_softmax_call(ctx, n, d) for n, d in shapes], 2.0 if sweep == "n" else 1.0,
-                           **ctx.sub_test(2))
-    flops = [cost.gemm_flops(cost.softmax_attention_gemms(n, n, d, d)) for n, d in shapes]
-    counts = exact_test(flops, [4 * n * n * d for n, d in shapes], tolerance=0.0, extra=dict(flops=flops))
+    """Time: log-log slope <= 2 in n, <= 1 in d (two sub-tests with the counts). Counts: the GEMM flops of
+    rfkit.theory.cost against 2n²d + 2n²d_v (d_v = d), exactly."""
+    axis, sizes, shapes = _swept(ctx, dict(n=0, d=0))
+    attend = ctx.impl("softmax_attention", softmax_attention)
+    calls = []
+    for sh in shapes:
+        q, k, v = _gaussian_qkv(ctx.rng, sh["n"], sh["d"])
+        calls.append(lambda q=q, k=k, v=v: attend(q, k, v))
+    timing = cell_timing_slope(ctx, sizes, calls, 2.0 if axis == "n" else 1.0, parts=2)
+    flops = [cost.gemm_flops(cost.softmax_attention_gemms(s["n"], s["n"], s["d"], s["d"])) for s in shapes]
+    counts = exact_test(flops, [4 * s["n"] ** 2 * s["d"] for s in shapes], tolerance=0.0, extra=dict(flops=flops))
     return combine([timing, counts])
 
 
+SOFTMAX_N, SOFTMAX_D = _sweep(256, 2048), _sweep(16, 256)
+
 SOFTMAX_COST = Claim(
-    id="macformer.sec_rmfa.softmax_cost", paper="macformer", source="RMFA section and Figure 2a; Definition 1",
+    id="macformer.sec_rmfa.softmax_cost", source="RMFA section and Figure 2a; Definition 1",
     statement="Softmax attention has time complexity O(n²d) (QKᵀ costs O(n²d), and the product with V another "
               "O(n²d)).",
-    kind="complexity", hypotheses="the naive form with materialised scores (Figure 2a); d_v = d; float64, numpy",
-    tolerance=0.25, units="log-log slope of time above the claimed order (counts: any mismatch)",
-    cell=_softmax_cost_cell, grid={"smoke": dict(sweep=["n"]), "quick": dict(sweep=["n", "d"])},
-    replicates={"smoke": 3, "quick": 6, "full": 20}, roles=("softmax_attention",), plot_x="sweep",
-    notes="Time: the CPU time of every repeat (rfkit.validation.timing.timing_slope_test, >= 5 √2-spaced sizes) of "
-          "rfkit.estimators.softmax_attention (n sweep at d = 64, d sweep at n = 256). "
-          "Counts: the GEMM flops of rfkit.theory.cost against the analytic 2n²d + 2n²d_v. The torch GPU path is "
-          "not run here.",
+    kind="complexity", tolerance=0.25, units="log-log slope of time above the claimed order (counts: any mismatch)",
+    domain=dict(n=_order("time complexity O(n²d): the length n", 256, 2048),
+                d=_order("time complexity O(n²d): the width d", 16, 256)),
+    cell=_softmax_cost_cell,
+    grid=tiers(dict(n=[SOFTMAX_N, 256], d=[64, SOFTMAX_D]), full=dict(n=[_sweep(256, 16384), 256])),
+    where=_one_sweep("n", "d"),
+    replicates=tiers(6, smoke=3, full=20), roles=("softmax_attention",),
+    notes="The naive form with materialised scores (Figure 2a); d_v = d; float64 numpy. Time: the CPU time of "
+          "every repeat (rfkit.validation.timing.timing_slope_test) of rfkit.estimators.softmax_attention (n sweep "
+          "at d = 64, d sweep at n = 256). Counts: the GEMM flops of rfkit.theory.cost against the analytic "
+          "2n²d + 2n²d_v. The torch GPU path is not run here.",
 )
-
-RMFA_COST_SIZES = {"n": {"smoke": _sqrt2_sizes(1024, 4096), "quick": _sqrt2_sizes(2048, 8192),
-                         "full": _sqrt2_sizes(2048, 65536)},
-                   "n_general": {"smoke": _sqrt2_sizes(256, 1024), "quick": _sqrt2_sizes(512, 2048),
-                                 "full": _sqrt2_sizes(256, 4096)},
-                   "D": {"smoke": _sqrt2_sizes(64, 256), "quick": _sqrt2_sizes(64, 256),
-                         "full": _sqrt2_sizes(64, 2048)},
-                   "d": {"smoke": _sqrt2_sizes(64, 256), "quick": _sqrt2_sizes(32, 128), "full": _sqrt2_sizes(16, 256)}}
-RMFA_FIXED = dict(n=2048, D=64, d=64)
-
-
-def _rmfa_call(ctx: CellContext, n: int, d: int, num_features: int, route: str, p: float, sampling: str):
-    q, k, v = _gaussian_qkv(ctx.rng, n, d)
-    options = dict(_route_options(route, n, ctx.rng), p=p)
-    attend = ctx.impl("rmfa", rmfa)
-    if sampling == "excluded":
-        draw = draw_rmf(num_features, d, rng=ctx.rng, p=p)
-        return lambda: _quiet(attend, q, k, v, draw=draw, **options)
-    seed = int(ctx.rng.integers(2**63))
-    return lambda: _quiet(attend, q, k, v, num_features=num_features, rng=seed, **options)
 
 
 def _route_options(route: str, n: int, rng: np.random.Generator) -> dict:
+    """rmfa's keyword arguments for a mask route: none, key padding, causal, or a general mask M'."""
     if route == "padding":
         return dict(key_padding=_mask("padding", n, rng)[0])
-    if route == "causal":
-        return dict(causal=True)
     if route == "general":
         return dict(mask=_mask("general", n, rng))
-    return {}
+    return dict(causal=route == "causal")
 
 
 def _rmfa_cost_cell(ctx: CellContext) -> Evidence:
-    sweep, route, p = ctx.params["sweep"], ctx.params["route"], ctx.params["p"]
-    sizes = per_tier(RMFA_COST_SIZES["n_general" if sweep == "n" and route == "general" else sweep], ctx.tier)
-    shapes = [dict(RMFA_FIXED, **{sweep: s}) for s in sizes]
-    calls = [_rmfa_call(ctx, sh["n"], sh["d"], sh["D"], route, p, ctx.variant) for sh in shapes]
-    return _timing_slope(ctx, sizes, calls, 1.0, extra=dict(route=route, p=p, order="ndD"))
+    """Log-log slope of CPU time <= 1 in the swept one of n, d, D (the RMF draw timed or not: the reading)."""
+    axis, sizes, shapes = _swept(ctx, dict(n=0, d=0, D=0))
+    route, p = ctx.params["mask"], ctx.params["p"]
+    attend = ctx.impl("rmfa", rmfa)
+    calls = []
+    for sh in shapes:
+        q, k, v = _gaussian_qkv(ctx.rng, sh["n"], sh["d"])
+        options = dict(_route_options(route, sh["n"], ctx.rng), p=p)
+        if ctx.variant == "excluded":
+            options["draw"] = draw_rmf(sh["D"], sh["d"], rng=ctx.rng, p=p)
+        else:
+            options.update(num_features=sh["D"], rng=int(ctx.rng.integers(2**63)))
+        calls.append(lambda q=q, k=k, v=v, options=options: quiet(attend, q, k, v, **options))
+    return cell_timing_slope(ctx, sizes, calls, 1.0, extra=dict(order="ndD"))
+
+
+def _rmfa_where(p: dict, v: str) -> bool:
+    """One of n, d, D swept; the masks and p in the n sweeps only. The general mask is the quadratic form: its n
+    sweep is the shorter one (starting below 2048), the factored routes' the longer."""
+    if not _one_sweep("n", "d", "D")(p, v):
+        return False
+    if isinstance(p["n"], list):
+        return (p["mask"] == "general") == (min(p["n"]) < 2048) and (p["p"] == 2.0 or p["mask"] == "none")
+    return p["mask"] == "none" and p["p"] == 2.0
+
 
 
 RMFA_COST = Claim(
-    id="macformer.sec_rmfa.rmfa_cost", paper="macformer", source="RMFA section and Figure 2b",
+    id="macformer.sec_rmfa.rmfa_cost", source="RMFA section and Figure 2b",
     statement="RMFA has time complexity O(ndD), and for n >> D it is much cheaper than softmax attention.",
-    kind="complexity",
-    hypotheses="none stated by the paper: not qualified by mask type (none, key padding, causal, general) or p; "
-               "float64 numpy; sweeps at n = 2048, D = 64, d = 64 unless swept",
-    tolerance=0.25, units="log-log slope of time above 1 (in n, d or D)",
+    kind="complexity", tolerance=0.25, units="log-log slope of time above 1 (in n, d or D)",
+    domain=dict(n=_order("time complexity O(ndD): the length n", 512, 8192),
+                d=_order("time complexity O(ndD): the width d", 16, 128),
+                D=_order("time complexity O(ndD): the features D", 64, 256),
+                mask=Choice("not qualified by mask type", ("none", "padding", "causal", "general")),
+                p=Range("not qualified by p (every p > 1)", 1.0, math.inf, strict=(True, False), up_to=(None, 4.0),
+                        why="p changes only the constant E[W] = D/(p - 1) of the projections")),
+    readings={"included": Reading("drawing the RMF features is timed"),
+              "excluded": Reading("the draw is made outside the timer")},
     cell=_rmfa_cost_cell,
-    grid={"smoke": dict(sweep=["n"], route=["none", "general"], p=[2.0]),
-          "quick": dict(sweep=["n", "D", "d"], route=["none", "causal", "general"], p=[2.0]),
-          "full": dict(sweep=["n", "D", "d"], route=["none", "padding", "causal", "general"], p=[1.5, 2.0, 4.0])},
-    where=lambda p, v: p["sweep"] == "n" or p["route"] == "none",
-    replicates={"smoke": 2, "quick": 4, "full": 20},  # repeats of each timing sweep (10 sweeps at quick)
-    variants=("included", "excluded"),
-    variant_notes={"included": "drawing the RMF features is timed", "excluded": "the draw is made outside the timer"},
-    roles=("rmfa",), plot_x="sweep",
-    notes="The general-mask route is RMFA's definition with an arbitrary M': its factored form does not exist, so it "
-          "is the quadratic form. 'Much cheaper than softmax for n >> D' is measured by macformer.fig4b.*. "
-          "p changes only the constant (E[W] = D/(p-1)); its sweep is in the full tier.",
+    grid=tiers(dict(n=[_sweep(2048, 8192), _sweep(512, 2048), 2048], d=[64, _sweep(16, 128)], D=[64, _sweep(64, 256)],
+                    mask=["none", "padding", "causal", "general"], p=[1.1, 2.0, 4.0]),
+               full=dict(n=[_sweep(2048, 65536), _sweep(256, 4096), 2048], d=[64, _sweep(16, 256)],
+                         D=[64, _sweep(64, 2048)])),
+    where=_rmfa_where,
+    replicates=tiers(4, smoke=2, full=20), roles=("rmfa",),
+    notes="Float64 numpy; sweeps at n = 2048, D = 64, d = 64 unless swept. The general-mask route is RMFA's "
+          "definition with an arbitrary M': its factored form does not exist, so it is the quadratic form (its n "
+          "sweep is 512..2048). 'Much cheaper than softmax for n >> D' is measured by macformer.fig4b.*.",
 )
 
 
-
-
-def _forward_peak(ctx: CellContext, kernel: str, inputs, options: dict, seed: int) -> int:
-    q, k, v = inputs
-    return peak_bytes(lambda: _quiet(rmfa, q, k, v, kernel, rng=seed, **options), collect=False)
-
-
 def _memory_cell(ctx: CellContext) -> Evidence:
-    n, d, num_features, p = ctx.params["length"], ctx.params["d"], ctx.params["D"], ctx.params["p"]
-    inputs = _gaussian_qkv(ctx.rng, n, d, scale=0.3 * d**-0.25)
-    options = dict(num_features=num_features, p=p, coeffs=ctx.params["coeffs"], causal=ctx.params["mask"] == "causal")
-    seed = int(ctx.rng.integers(2**63))
-    _forward_peak(ctx, "exp", inputs, options, seed)  # warm-up outside the comparison (lazy imports, caches)
+    """tracemalloc peak of one RMFA forward pass per kernel (same shapes, D, p and seed, hence the same draw),
+    relative to the exp kernel's."""
+    n, d = ctx.params["length"], ctx.params["d"]
+    q, k, v = _gaussian_qkv(ctx.rng, n, d, scale=0.3 * d**-0.25)
+    options = dict(num_features=ctx.params["D"], p=ctx.params["p"], coeffs=ctx.params["coeffs"],
+                   causal=ctx.params["mask"] == "causal", rng=int(ctx.rng.integers(2**63)))
+
+    def peak(kernel: str) -> int:
+        return peak_bytes(lambda: quiet(rmfa, q, k, v, kernel, **options), collect=False)
+
+    peak("exp")  # warm-up outside the comparison (lazy imports, caches)
     with single_threaded_blas():
-        peaks = np.array([_forward_peak(ctx, kernel, inputs, options, seed) for kernel in KERNEL_NAMES], dtype=float)
+        peaks = np.array([peak(kernel) for kernel in KERNEL_NAMES], dtype=float)
     return exact_test(peaks, peaks[0], tolerance=ctx.tolerance, scale=peaks[0],
                       extra=dict(kernels=list(KERNEL_NAMES), peak_bytes=peaks.tolist()))
 
 
+def _setting(words: str, lo: int, hi: int) -> Integers:
+    return Integers(f"the same model and data settings: {words}", lo, hi)
+
+
 MEMORY_KERNEL_INVARIANT = Claim(
-    id="macformer.table2.memory_kernel_invariant", paper="macformer", source="Table 2 (memory columns)",
+    id="macformer.table2.memory_kernel_invariant", source="Table 2 (memory columns)",
     statement="Changing the kernel (exp, inv, trigh, log, sqrt) does not change Macformer's memory consumption: the "
               "kernel only changes the coefficients a_N.",
-    kind="complexity",
-    hypotheses="the same shapes, D, p and seeds (hence the same draw); the attention layer's forward pass on CPU "
-               "(tracemalloc peak)",
-    tolerance=0.01, units="relative difference of peak bytes from the exp kernel's",
+    kind="complexity", tolerance=0.01, units="relative difference of peak bytes from the exp kernel's",
+    domain=dict(length=_setting("the register's lengths 1024..4096", 1024, 4096),
+                d=_setting("widths 32..64", 32, 64), D=_setting("features 128..512 (LRA: 128)", 128, 512),
+                p=Range("p of the register's sweep, 1.5..4 (the paper fixes p = 2)", 1.5, 4.0),
+                mask=Choice("masks none and causal", ("none", "causal")),
+                coeffs=Choice("coefficients printed and derived", ("derived", "printed"))),
     cell=_memory_cell,
-    grid={"smoke": dict(length=[1024], d=[32], D=[128], p=[2.0], mask=["none"], coeffs=["derived"]),
-          "quick": dict(length=[512], d=[32], D=[128], p=[1.5, 4.0], mask=["none", "causal"],
-                        coeffs=["derived", "printed"]),
-          "full": dict(length=[1024, 4096], d=[32, 64], D=[128, 512], p=[1.5, 2.0, 4.0], mask=["none", "causal"],
-                       coeffs=["derived", "printed"])},
+    grid=tiers(dict(length=[1024, 4096], d=[32, 64], D=[128, 512], p=[1.5, 4.0], mask=["none", "causal"],
+                    coeffs=["derived", "printed"]),
+               smoke=dict(length=[1024], d=[32], D=[128], mask=["none"], coeffs=["derived"]),
+               full=dict(p=[1.5, 2.0, 4.0])),
+    # two corners: all sizes small or all large (coverage is per axis)
+    where=lambda p, v: len({p["length"] == 1024, p["d"] == 32, p["D"] == 128}) == 1,
     roles=("rmfa",), plot_x="p",
-    notes="Forward + backward memory and torch.cuda.max_memory_allocated need the GPU backend and are not run; the "
-          "LRA models of Table 2 need training (not reproducible here). Accuracy and training time are out of "
-          "scope (register).",
+    notes="The attention layer's forward pass on CPU (tracemalloc peak); the same shapes, D, p and seed (hence the "
+          "same draw) for every kernel. Forward + backward memory and torch.cuda.max_memory_allocated need the GPU "
+          "backend and are not run; the LRA models of Table 2 need training (not reproducible here).",
 )
-
-

@@ -12,34 +12,29 @@ from rfkit.estimators import softmax_attention
 from rfkit.estimators.ppsbn import presbn
 from rfkit.estimators.rmf import draw_rmf, rmfa
 from rfkit.theory import cost
-from rfkit.validation.model import CellContext, Claim, per_tier
-from rfkit.validation.stats import (
-    Evidence,
-    combine,
-    mean_test,
-    slope_test,
-)
-from rfkit.validation.timing import TIMING_FLOOR, interleaved_times, single_threaded_blas, timing_ratio_test
+from rfkit.validation.domain import Integers, Reading
+from rfkit.validation.harness import quiet
+from rfkit.validation.model import CellContext, Claim, tiers
+from rfkit.validation.reproductions.macformer import fig4_data, nmse
+from rfkit.validation.stats import Evidence, combine, mean_test
+from rfkit.validation.timing import single_threaded_blas, timing_ratio_slope_test, timing_ratio_test
 
-from .common import _jackknife, _quiet, _readings
+from .common import _jackknife
 from .complexity import TREND, TREND_TOLERANCE
 
-#: Lengths and D are swept on grids of at least 5 points (a fitted slope needs 5 sizes): lengths √2-spaced, D by
-#: doublings.
-FIG4_SETTINGS = {"smoke": dict(batch=1, heads=1, lengths=[64, 91, 128, 181, 256], log2_D=[1, 2, 3, 4, 5, 6, 7]),
-                 "quick": dict(batch=1, heads=1, lengths=[128, 181, 256, 362, 512], log2_D=[1, 2, 3, 4, 5, 6, 7, 8]),
-                 "full": dict(batch=16, heads=8, lengths=list(range(200, 4001, 200)), log2_D=list(range(1, 13)))}
+
+def _protocol_lengths(words: str) -> Integers:
+    return Integers(words, 200, 4000)
 
 
-#: Repeats of the Figure 4a trend cells (fresh data each; common random numbers inside a repeat) and the
-#: independent RMF draws per data repeat at ``D`` features, ``max(1, draw_features // D)``: the error's noise at
-#: small D is the draw's (log NMSE spreads over orders of magnitude at D = 2) and small draws are cheap. At least
-#: 100 repeats at quick: the asymptotic mean test's tail diagnostic (Hill's estimator) needs them, and flags
-#: light-tailed samples of 100 a few percent of the time (120 for the two sub-tests of a D cell).
-FIG4A_D_SAMPLING = {"smoke": dict(repeats=30, draw_features=16), "quick": dict(repeats=120, draw_features=16),
-                    "full": dict(repeats=200, draw_features=16)}
-FIG4A_LENGTH_SAMPLING = {"smoke": dict(repeats=30, draw_features=32), "quick": dict(repeats=100, draw_features=32),
-                         "full": dict(repeats=100, draw_features=32)}
+def _protocol_d(words: str) -> Integers:
+    return Integers(words, 2, 4096, points=(2,))
+
+
+#: The toy protocol's domain (register "Reproduction targets"): lengths 200..4000, D = 2^1..2^12 (the paper gives
+#: neither grid; the register's defaults). Its full size is the full tier; quick runs a reduced protocol that does
+#: not reach length 4000 and D = 4096 (inconclusive: not covered, unless refuted).
+PROTOCOL_SCALE = tiers(dict(batch=[1], heads=[1]), full=dict(batch=[16], heads=[8]))
 
 #: Why the readings built on the mean NMSE have nothing to test (a property of the protocol, at every tier).
 INFINITE_MEAN_NMSE = (
@@ -51,14 +46,9 @@ INFINITE_MEAN_NMSE = (
     "decides this reading; the mean_of_log readings (E[log NMSE] is finite) do")
 
 
-def _draws_per_repeat(ctx: CellContext, num_features: int, sampling: dict) -> int:
-    return max(1, per_tier(sampling, ctx.tier)["draw_features"] // num_features)
-
-
-def _infinite_mean(ctx: CellContext, extra: dict | None = None) -> Evidence:
+def _infinite_mean(ctx: CellContext) -> Evidence:
     """A cell whose reading rests on ``E[NMSE]``: undecidable (see :data:`INFINITE_MEAN_NMSE`), nothing drawn."""
-    return replace(mean_test(np.zeros(2), 0.0, sd=math.inf, **ctx.test, extra=extra), flags=(INFINITE_MEAN_NMSE,),
-                   p_value=1.0)
+    return replace(mean_test(np.zeros(2), 0.0, sd=math.inf, **ctx.test), flags=(INFINITE_MEAN_NMSE,), p_value=1.0)
 
 
 def _ols_slope(x, y: np.ndarray) -> np.ndarray:
@@ -68,31 +58,27 @@ def _ols_slope(x, y: np.ndarray) -> np.ndarray:
     return (y - y.mean(axis=-1, keepdims=True)) @ centred / (centred @ centred)
 
 
-def _log_errors_over_d(ctx: CellContext, rng: np.random.Generator, length: int, features: list[int]) -> np.ndarray:
-    """One repeat of the toy protocol at one length: ``(len(features),)`` log NMSEs, each the mean over
-    :func:`_draws_per_repeat` independent draws (the same data at every D, so the data's effect on the NMSE's
-    denominator is common to all D)."""
-    from rfkit.validation.reproductions.macformer import fig4_data, nmse
+def _toy_inputs(ctx: CellContext, rng: np.random.Generator, length: int):
+    """One draw of the toy protocol's ``Q, K, V`` (batch × heads × length × 64, iid N(0, 1))."""
+    shape = (ctx.params["batch"], ctx.params["heads"], length, 64)
+    return tuple(fig4_data(rng, shape) for _ in range(3))
 
-    settings = per_tier(FIG4_SETTINGS, ctx.tier)
-    shape = (settings["batch"], settings["heads"], length, 64)
-    q, k, v = (fig4_data(rng, shape) for _ in range(3))
+
+#: Features per data repeat of the Figure 4a cells: ``max(1, DRAW_FEATURES // D)`` independent RMF draws (the
+#: error's noise at small D is the draw's, and small draws are cheap).
+D_DRAW_FEATURES, LENGTH_DRAW_FEATURES = 16, 32
+
+
+def _log_errors_over_d(ctx: CellContext, length: int, features: list[int]) -> np.ndarray:
+    """One repeat of the toy protocol at one length: ``(len(features),)`` log NMSEs, each the mean over
+    ``max(1, 16/D)`` independent draws (the same data at every D, so the data's effect on the NMSE's
+    denominator is common to all D)."""
+    q, k, v = _toy_inputs(ctx, ctx.rng, length)
     pre = presbn(q, k, eps=1e-12)
     exact = softmax_attention(pre.q, pre.k, v)
-    return np.array([np.mean([math.log(nmse(_quiet(rmfa, pre.q, pre.k, v, num_features=num_features, rng=rng),
-                                            exact))
-                              for _ in range(_draws_per_repeat(ctx, num_features, FIG4A_D_SAMPLING))])
-                     for num_features in features])
-
-
-def _trend(x, values, errors, direction: str, ctx: CellContext, parts: int, extra: dict) -> Evidence:
-    """``slope >= TREND`` (rising) or ``<= -TREND`` (falling) in log-log, within ``TREND_TOLERANCE``."""
-    rising = direction == "rising"
-    return slope_test(np.asarray(x, dtype=np.float64), values, errors, TREND if rising else -TREND,
-                      alternative="greater" if rising else "less", **ctx.sub_test(parts), extra=extra)
-
-
-FIG4A_D_READINGS = _readings(avg_order=["log_of_mean", "mean_of_log"], returns=["linear", "log"])
+    return np.array([np.mean([math.log(nmse(quiet(rmfa, pre.q, pre.k, v, num_features=f, rng=ctx.rng), exact))
+                              for _ in range(max(1, D_DRAW_FEATURES // f))])
+                     for f in features])
 
 
 #: Fewest decrements the diminishing-returns slope is fitted on (a fitted slope needs 5 sizes).
@@ -117,55 +103,55 @@ def _fig4a_d_cell(ctx: CellContext) -> Evidence:
     the log NMSE at each D averaged over independent draws; the fall is the mean of the per-repeat slopes, the
     diminishing returns a jackknife over repeats of the slope of log E[decrement of log NMSE]; asymptotic mean
     tests of the replicates (heavy tails flag the cell)."""
-    reading = FIG4A_D_READINGS[ctx.variant]
-    if reading["avg_order"] == "log_of_mean" or reading["returns"] == "linear":
+    if ctx.variant != "mean_of_log|log":
         return _infinite_mean(ctx)
-    features = [2**e for e in per_tier(FIG4_SETTINGS, ctx.tier)["log2_D"]]
+    features = list(ctx.params["D"])
     with single_threaded_blas():
-        logs = np.stack([_log_errors_over_d(ctx, ctx.rng, ctx.params["length"], features)
-                         for _ in range(per_tier(FIG4A_D_SAMPLING, ctx.tier)["repeats"])])
+        logs = np.stack([_log_errors_over_d(ctx, ctx.params["length"], features) for _ in range(ctx.replicates)])
     spans = _spans(len(features))
-    cut = logs[:, spans]
-    steps = cut[:, :-1] - cut[:, 1:]
+    steps = logs[:, spans[:-1]] - logs[:, spans[1:]]
     starts = [features[i] for i in spans[:-1]]
     falls = mean_test(_ols_slope(features, logs), -TREND, alternative="less", **ctx.sub_test(2),
                       extra=dict(D=features, mean_log_nmse=logs.mean(axis=0).tolist()))
     diminishing = mean_test(_jackknife(steps, lambda m: _ols_slope(starts, np.log(m))), -TREND, alternative="less",
                             **ctx.sub_test(2), extra=dict(span_starts=starts, decrements=steps.mean(axis=0).tolist()))
-    draws = [_draws_per_repeat(ctx, f, FIG4A_D_SAMPLING) for f in features]
-    return combine([falls, diminishing], extra=dict(repeats=int(logs.shape[0]), draws=draws))
+    return combine([falls, diminishing], extra=dict(repeats=int(logs.shape[0]),
+                                                    draws=[max(1, D_DRAW_FEATURES // f) for f in features]))
+
+
+def _powers(lo: int, hi: int) -> list[int]:
+    return [2**e for e in range(lo, hi + 1)]
 
 
 FIG4A_DECREASES = Claim(
-    id="macformer.fig4a.error_decreases_with_d", paper="macformer", source="Evaluation of RMFA; Figure 4a",
+    id="macformer.fig4a.error_decreases_with_d", source="Evaluation of RMFA; Figure 4a",
     statement="At a fixed length, the error of RMFA_exp against softmax attention (log NMSE) falls quickly as D "
               "increases, with diminishing marginal returns (in agreement with Theorem 2).",
-    kind="reproduction",
-    hypotheses="the toy protocol (rfkit.validation.reproductions.macformer) at reduced size: pre-SBN (row norm, "
-               "feature_batch statistics, ε = 1e-12), p = 2, N(0,1) data, global NMSE, D = 2^1..2^8; trends are "
-               "least-squares log-log slopes over the grid",
-    tolerance=TREND_TOLERANCE, units="log-log slope beyond the minimal trend ±0.1",
+    kind="reproduction", tolerance=TREND_TOLERANCE, units="log-log slope beyond the minimal trend ±0.1",
+    domain=dict(length=_protocol_lengths("at a fixed length (the toy protocol's 200..4000)"),
+                D=_protocol_d("as D increases (2^1..2^12, base-2 growth)")),
+    readings={f"{avg}|{ret}": Reading(f"repeats averaged as {avg}; diminishing returns in "
+                                      + ("NMSE (linear)" if ret == "linear" else "log NMSE"))
+              for avg in ("log_of_mean", "mean_of_log") for ret in ("linear", "log")},
     cell=_fig4a_d_cell,
-    grid={"smoke": dict(length=[128]), "quick": dict(length=[128, 512]), "full": dict(length=[200, 1000, 4000])},
-    variants=tuple(FIG4A_D_READINGS),
-    variant_notes={name: f"repeats averaged as {r['avg_order']}; diminishing returns in "
-                         + ("NMSE (linear)" if r["returns"] == "linear" else "log NMSE")
-                   for name, r in FIG4A_D_READINGS.items()},
-    plot_x="length",
-    notes="Two sub-tests per length (Bonferroni): log NMSE falls with log D (slope <= -0.1), and the decrease over "
-          "consecutive equal spans of the D grid (one doubling at quick, at least 5 spans) shrinks (log-log slope of "
-          "the decrements against the span's first D <= -0.1), in NMSE or in log NMSE. A pure power law NMSE ∝ 1/D "
-          "has shrinking linear decrements but constant log decrements per doubling. E[NMSE] is infinite under "
-          "the protocol's data law (a zero-crossing denominator when every feature has degree 1, probability "
-          "4^-D), so the log_of_mean and linear readings are undecidable at every tier; mean_of_log|log is "
-          "measured: 120 repeats at quick, each at every D with the same data and max(1, 16/D) independent draws.",
+    grid=tiers(dict(length=[200, 512], D=[_powers(1, 8)], **PROTOCOL_SCALE["quick"]),
+               smoke=dict(length=[200], D=[_powers(1, 7)]),
+               full=dict(length=[200, 1000, 4000], D=[_powers(1, 12)], **PROTOCOL_SCALE["full"])),
+    replicates=tiers(120, smoke=30, full=200), plot_x="length",
+    notes="The toy protocol (rfkit.validation.reproductions.macformer): pre-SBN (row norm, feature_batch statistics, "
+          "ε = 1e-12), p = 2, N(0,1) data, global NMSE; one batch × head below the full tier. Two sub-tests per "
+          "length (Bonferroni): log NMSE falls with log D (slope <= -0.1), and the decrease over consecutive equal "
+          "spans of the D grid (one doubling at quick, at least 5 spans) shrinks (log-log slope of the decrements "
+          "against the span's first D <= -0.1), in NMSE or in log NMSE. A pure power law NMSE ∝ 1/D has shrinking "
+          "linear decrements but constant log decrements per doubling. E[NMSE] is infinite under the protocol's "
+          "data law (a zero-crossing denominator when every feature has degree 1, probability 4^-D), so the "
+          "log_of_mean and linear readings are undecidable at every tier; mean_of_log|log is measured: 120 repeats "
+          "at quick (Hill's tail diagnostic needs >= 100), each at every D with the same data and max(1, 16/D) "
+          "independent draws.",
 )
 
 
-FIG4A_LENGTH_READINGS = ("log_of_mean", "mean_of_log")
-
-
-def _length_repeat(ctx: CellContext, rng: np.random.Generator, lengths: list[int], num_features: int):
+def _length_repeat(ctx: CellContext, lengths: list[int], num_features: int):
     """One repeat of the toy protocol over every length, with common random numbers: ``(nmse (draws, lengths),
     proxy (lengths,))``.
 
@@ -175,19 +161,14 @@ def _length_repeat(ctx: CellContext, rng: np.random.Generator, lengths: list[int
     ``proxy(n) = Σ_c (Σ_{i<=n} V_ic)²/n`` is ``χ²`` with ``batch·heads·d`` degrees of freedom at every ``n``
     (``V`` iid ``N(0, 1)``): it tracks ``‖softmax(QKᵀ/√d)V‖²_F`` (attention near uniform after pre-SBN), the
     denominator of the NMSE, and its law does not depend on ``n``."""
-    from rfkit.validation.reproductions.macformer import fig4_data, nmse
-
-    settings = per_tier(FIG4_SETTINGS, ctx.tier)
-    shape = (settings["batch"], settings["heads"], max(lengths), 64)
-    q, k, v = (fig4_data(rng, shape) for _ in range(3))
-    draws = [draw_rmf(num_features, 64, rng=rng)
-             for _ in range(_draws_per_repeat(ctx, num_features, FIG4A_LENGTH_SAMPLING))]
+    q, k, v = _toy_inputs(ctx, ctx.rng, max(lengths))
+    draws = [draw_rmf(num_features, 64, rng=ctx.rng) for _ in range(max(1, LENGTH_DRAW_FEATURES // num_features))]
     errors, proxy = np.empty((len(draws), len(lengths))), np.empty(len(lengths))
     for j, n in enumerate(lengths):
         pre = presbn(q[..., :n, :], k[..., :n, :], eps=1e-12)
         exact = softmax_attention(pre.q, pre.k, v[..., :n, :])
         for i, draw in enumerate(draws):
-            errors[i, j] = nmse(_quiet(rmfa, pre.q, pre.k, v[..., :n, :], draw=draw), exact)
+            errors[i, j] = nmse(quiet(rmfa, pre.q, pre.k, v[..., :n, :], draw=draw), exact)
         proxy[j] = float((v[..., :n, :].sum(axis=-2) ** 2).sum() / n)
     return errors, proxy
 
@@ -203,11 +184,9 @@ def _fig4a_length_cell(ctx: CellContext) -> Evidence:
     asymptotic mean test of the replicates (heavy tails flag the cell)."""
     if ctx.variant == "log_of_mean":
         return _infinite_mean(ctx)
-    lengths = per_tier(FIG4_SETTINGS, ctx.tier)["lengths"]
-    num_features = ctx.params["D"]
+    lengths = list(ctx.params["length"])
     with single_threaded_blas():
-        runs = [_length_repeat(ctx, ctx.rng, lengths, num_features)
-                for _ in range(per_tier(FIG4A_LENGTH_SAMPLING, ctx.tier)["repeats"])]
+        runs = [_length_repeat(ctx, lengths, ctx.params["D"]) for _ in range(ctx.replicates)]
     errors = np.stack([r[0] for r in runs])  # (repeats, draws, lengths)
     proxy = np.stack([r[1] for r in runs])  # (repeats, lengths)
     replicates = _ols_slope(lengths, np.log(errors)).mean(axis=1) + _ols_slope(lengths, np.log(proxy))
@@ -217,36 +196,37 @@ def _fig4a_length_cell(ctx: CellContext) -> Evidence:
 
 
 FIG4A_INCREASES = Claim(
-    id="macformer.fig4a.error_increases_with_length", paper="macformer", source="Evaluation of RMFA; Figure 4a",
+    id="macformer.fig4a.error_increases_with_length", source="Evaluation of RMFA; Figure 4a",
     statement="At a fixed D, the error (log NMSE) of RMFA_exp grows as the sequence length grows.",
-    kind="reproduction", hypotheses="the toy protocol at reduced size (see fig4a.error_decreases_with_d); the trend is "
-                                    "the least-squares log-log slope over the length grid",
-    tolerance=TREND_TOLERANCE, units="log-log slope beyond the minimal trend +0.1",
+    kind="reproduction", tolerance=TREND_TOLERANCE, units="log-log slope beyond the minimal trend +0.1",
+    domain=dict(D=_protocol_d("at a fixed D (the toy protocol's 2^1..2^12)"),
+                length=_protocol_lengths("as the sequence length grows (200..4000)")),
+    readings={"log_of_mean": Reading("log of the mean NMSE over repeats"),
+              "mean_of_log": Reading("mean of log NMSE")},
     cell=_fig4a_length_cell,
-    grid={"smoke": dict(D=[16]), "quick": dict(D=[16, 128]), "full": dict(D=[2, 16, 128, 1024])},
-    variants=FIG4A_LENGTH_READINGS,
-    variant_notes={"log_of_mean": "log of the mean NMSE over repeats", "mean_of_log": "mean of log NMSE"},
-    plot_x="D",
-    notes="Common random numbers across the lengths (one data draw of the longest length, its first n rows at "
-          "length n; the same RMF draws at every length; max(1, 32/D) draws per data repeat) and a control "
-          "variate of mean exactly 0 (the slope of log Σ_c(Σ_{i<=n} V_ic)²/n, χ² at every n) make the slope's "
-          "replicates about 4x less variable than independent arms; an asymptotic mean test of the per-repeat "
-          "slopes, 100 repeats at quick. log_of_mean is undecidable at every tier: E[NMSE] is infinite under the "
-          "protocol's data law (see fig4a.error_decreases_with_d).",
+    grid=tiers(dict(D=[16, 128], length=[[200, 283, 400, 566, 800]], **PROTOCOL_SCALE["quick"]),
+               smoke=dict(D=[16], length=[[200, 245, 300, 367, 450]]),
+               full=dict(D=[2, 16, 128, 1024, 4096], length=[list(range(200, 4001, 200))], **PROTOCOL_SCALE["full"])),
+    replicates=tiers(100, smoke=30), plot_x="D",
+    notes="The toy protocol at reduced size below the full tier (see fig4a.error_decreases_with_d); the trend is the "
+          "least-squares log-log slope over the length grid. Common random numbers across the lengths (one data "
+          "draw of the longest length, its first n rows at length n; the same RMF draws at every length; "
+          "max(1, 32/D) draws per data repeat) and a control variate of mean exactly 0 (the slope of "
+          "log Σ_c(Σ_{i<=n} V_ic)²/n, χ² at every n) make the slope's replicates about 4x less variable than "
+          "independent arms; an asymptotic mean test of the per-repeat slopes, 100 repeats at quick. log_of_mean "
+          "is undecidable at every tier: E[NMSE] is infinite under the protocol's data law.",
 )
 
 
-def _pair_calls(ctx: CellContext, n: int, num_features: int, sampling: str):
-    """Calls of softmax attention and RMFA_exp on the same pre-SBN inputs."""
-    settings = per_tier(FIG4_SETTINGS, ctx.tier)
-    shape = (settings["batch"], 1, n, 64)
+def _pair_calls(ctx: CellContext, n: int, num_features: int, sampling: str = "included"):
+    """Calls of softmax attention and RMFA_exp on the same pre-SBN inputs (one head, d = 64; pre-SBN untimed)."""
+    shape = (ctx.params.get("batch", 1), 1, n, 64)
     pre = presbn(ctx.rng.standard_normal(shape), ctx.rng.standard_normal(shape), eps=1e-12)
     v = ctx.rng.standard_normal(shape)
     if sampling == "excluded":
-        draw = draw_rmf(num_features, 64, rng=ctx.rng)
-        fast = functools.partial(_quiet, rmfa, pre.q, pre.k, v, draw=draw)
+        fast = functools.partial(quiet, rmfa, pre.q, pre.k, v, draw=draw_rmf(num_features, 64, rng=ctx.rng))
     else:
-        fast = functools.partial(_quiet, rmfa, pre.q, pre.k, v, num_features=num_features, rng=ctx.rng)
+        fast = functools.partial(quiet, rmfa, pre.q, pre.k, v, num_features=num_features, rng=ctx.rng)
     return (lambda: softmax_attention(pre.q, pre.k, v)), fast
 
 
@@ -255,76 +235,63 @@ def _faster_cell(ctx: CellContext) -> Evidence:
     and the machine margin (rfkit.validation.timing.timing_ratio_test)."""
     n, num_features = ctx.params["length"], ctx.params["D"]
     softmax_call, rmfa_call = _pair_calls(ctx, n, num_features, ctx.variant)
-    predicted = cost.softmax_rmfa_flop_ratio(n, 64, 64, num_features)
     return timing_ratio_test(rmfa_call, softmax_call, 1.0, repeats=ctx.replicates, alpha=ctx.alpha,
-                             tolerance=ctx.tolerance, extra=dict(model_ratio=predicted))
+                             tolerance=ctx.tolerance,
+                             extra=dict(model_ratio=cost.softmax_rmfa_flop_ratio(n, 64, 64, num_features)))
 
 
 FIG4B_FASTER = Claim(
-    id="macformer.fig4b.rmfa_faster_all_cases", paper="macformer", source="Evaluation of RMFA; Figure 4b",
+    id="macformer.fig4b.rmfa_faster_all_cases", source="Evaluation of RMFA; Figure 4b",
     statement="RMFA_exp is faster than softmax attention in every (length, D) cell of the experiment: the "
               "acceleration ratio is > 1 everywhere.",
     kind="reproduction",
-    hypotheses="the toy protocol at reduced size (one head, d = 64, pre-SBN untimed); the paper states neither the "
-               "device nor the range of D (D = 2^1..2^12 by default, which includes D >= n); numpy CPU, naive "
-               "softmax",
     tolerance=0.05 * math.log(10), units="log t_RMFA/t_softmax above 0 (natural log; beyond the machine margin)",
+    domain=dict(length=_protocol_lengths("every length of the experiment (200..4000)"),
+                D=_protocol_d("every D of the experiment (2^1..2^12; the paper states no range, which includes "
+                              "D >= n)")),
+    readings={"included": Reading("RMF sampling timed"), "excluded": Reading("RMF draw made outside the timer")},
     cell=_faster_cell,
-    grid={"smoke": dict(length=[128], D=[8, 512]), "quick": dict(length=[128, 512], D=[8, 128, 512]),
-          "full": dict(length=list(range(200, 4001, 200)), D=[2**e for e in range(1, 13)])},
-    replicates={"smoke": 5, "quick": 6, "full": 20},
-    variants=("included", "excluded"),
-    variant_notes={"included": "RMF sampling timed", "excluded": "RMF draw made outside the timer"},
-    plot_x="D",
-    notes="Each cell compares paired repeated CPU times (single-threaded BLAS; log-ratio t test with the machine "
-          "margin log 1.25 of rfkit.validation.timing): only a slowdown beyond 25% (plus the tolerance, 0.05 in "
-          "log10) refutes. The flop-model ratio "
+    grid=tiers(dict(length=[200, 512], D=[2, 8, 128, 512, 4096]), smoke=dict(length=[200], D=[8, 512]),
+               full=dict(length=list(range(200, 4001, 200)), D=_powers(1, 12))),
+    replicates=tiers(6, smoke=5, full=20), plot_x="D",
+    notes="The toy protocol at reduced size (one head, d = 64, pre-SBN untimed); the paper states neither the "
+          "device nor the range of D; numpy CPU, naive softmax. Each cell compares paired repeated CPU times "
+          "(single-threaded BLAS; log-ratio t test with the machine margin log 1.25 of rfkit.validation.timing): "
+          "only a slowdown beyond 25% (plus the tolerance, 0.05 in log10) refutes. The flop-model ratio "
           "(rfkit.theory.cost.softmax_rmfa_flop_ratio) is in each cell's extra. torch GPU is not run here.",
 )
 
-#: Sweeps of the acceleration trends: at least 5 sizes (a fitted slope), D by doublings, n √2-spaced, with the same
-#: largest sizes as before.
-TREND_SIZES = {"D": {"smoke": [16, 32, 64, 128, 256], "quick": [8, 16, 32, 64, 128, 256, 512],
-                     "full": [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]},
-               "n": {"smoke": [256, 362, 512, 724, 1024], "quick": [256, 362, 512, 724, 1024, 1448, 2048],
-                     "full": [200, 400, 800, 1200, 2000, 2800, 4000]}}
-TREND_FIXED = dict(n=512, D=32)
-
 
 def _trends_cell(ctx: CellContext) -> Evidence:
-    """Log-log slope of the acceleration ratio t_softmax/t_RMFA against the size, fitted on every repeat's paired
-    ratio (CPU times of the calling thread, calls round-robin; as rfkit.validation.timing.timing_slope_test does
-    for one call: each log ratio has the resolution of two timings, and the fit's scatter inflates it)."""
-    axis = ctx.params["against"]
-    sizes = per_tier(TREND_SIZES[axis], ctx.tier)
-    calls = []
-    for size in sizes:
-        shape = dict(TREND_FIXED, **{axis: size})
-        calls.extend(_pair_calls(ctx, shape["n"], shape["D"], "included"))
-    times = interleaved_times(calls, repeats=max(ctx.replicates, 2))
-    times = np.maximum(times, TIMING_FLOOR * np.median(times, axis=0))
-    ratios = times[:, 0::2] / times[:, 1::2]
-    x = np.broadcast_to(np.asarray(sizes, dtype=np.float64), ratios.shape).ravel()
-    model = [cost.softmax_rmfa_flop_ratio(dict(TREND_FIXED, **{axis: s})["n"], 64, 64,
-                                          dict(TREND_FIXED, **{axis: s})["D"]) for s in sizes]
-    extra = dict(sizes=sizes, ratios=np.median(ratios, axis=0).tolist(), model_ratios=model,
-                 repeats=int(ratios.shape[0]), measured="CPU time of the calling thread, single-threaded BLAS")
-    return _trend(x, ratios.ravel(), math.sqrt(2) * TIMING_FLOOR * ratios.ravel(),
-                  "falling" if axis == "D" else "rising", ctx, 1, extra)
+    """Log-log slope of the acceleration ratio t_softmax/t_RMFA (RMF sampling timed) against the swept size
+    (rfkit.validation.timing.timing_ratio_slope_test: every repeat's paired ratio, one intercept per round):
+    ``<= -TREND`` against D, ``>= TREND`` against the length, within ``TREND_TOLERANCE``."""
+    swept = "D" if isinstance(ctx.params["D"], list) else "length"
+    sizes = list(ctx.params[swept])
+    shapes = [dict(ctx.params, **{swept: s}) for s in sizes]
+    pairs = [_pair_calls(ctx, sh["length"], sh["D"]) for sh in shapes]
+    model = [cost.softmax_rmfa_flop_ratio(sh["length"], 64, 64, sh["D"]) for sh in shapes]
+    rising = swept == "length"
+    return timing_ratio_slope_test(sizes, [p[0] for p in pairs], [p[1] for p in pairs], TREND if rising else -TREND,
+                                   repeats=ctx.replicates, alternative="greater" if rising else "less", alpha=ctx.alpha,
+                                   tolerance=ctx.tolerance,
+                                   extra=dict(model_ratios=model))
 
 
 FIG4B_TRENDS = Claim(
-    id="macformer.fig4b.acceleration_trends", paper="macformer", source="Evaluation of RMFA; Figure 4b",
+    id="macformer.fig4b.acceleration_trends", source="Evaluation of RMFA; Figure 4b",
     statement="At a fixed length the acceleration ratio falls as D grows; at a fixed D it rises markedly as the "
               "length grows.",
-    kind="reproduction",
-    hypotheses="the toy protocol at reduced size (one head, d = 64); sweeps at n = 512 (against D) and D = 32 "
-               "(against n); numpy CPU",
-    tolerance=TREND_TOLERANCE, units="log-log slope beyond the minimal trend ±0.1",
-    cell=_trends_cell, grid={"smoke": dict(against=["D"]), "quick": dict(against=["D", "n"])},
-    replicates={"smoke": 3, "quick": 3, "full": 20}, plot_x="against",
-    notes="Slopes of the ratio of paired CPU times, fitted on every repeat (>= 5 sizes); the flop model's ratios "
-          "(rfkit.theory.cost) are in extra.",
+    kind="reproduction", tolerance=TREND_TOLERANCE, units="log-log slope beyond the minimal trend ±0.1",
+    domain=dict(length=_protocol_lengths("at a fixed length; as the length grows (200..4000)"),
+                D=_protocol_d("as D grows; at a fixed D (2^1..2^12)")),
+    cell=_trends_cell,
+    grid=tiers(dict(length=[512, [200, 400, 800, 1600, 4000]], D=[_powers(1, 12), 32]),
+               smoke=dict(length=[512], D=[_powers(4, 8)]),
+               full=dict(length=[200, 4000, list(range(200, 4001, 200))], D=[_powers(1, 12), 2, 32, 4096])),
+    where=lambda p, v: isinstance(p["length"], list) != isinstance(p["D"], list),
+    replicates=tiers(3, full=20), plot_x="length",
+    notes="The toy protocol at reduced size (one head, d = 64), numpy CPU: sweeps against D at a fixed length and "
+          "against the length at a fixed D. Slopes of the ratio of paired CPU times, fitted on every repeat "
+          "(>= 5 sizes) with one intercept per round; the flop model's ratios (rfkit.theory.cost) are in extra.",
 )
-
-

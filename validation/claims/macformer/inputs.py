@@ -23,6 +23,7 @@ def _mask(kind: str, n: int, rng: np.random.Generator) -> np.ndarray | None:
 
 
 def _unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """``n`` uniformly random unit vectors of R^d."""
     x = rng.standard_normal((n, d))
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
@@ -48,13 +49,12 @@ def _cancelling_keys(rng: np.random.Generator, n: int, d: int, reading: str) -> 
 
 
 def _ball_matrix_like(x: np.ndarray, reading: str) -> np.ndarray:
+    """``x`` shrunk into the unit ball of a reading where it lies outside (rows one by one for ``row``)."""
     if reading == "row":
         return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1.0)
     return x / max(float(matrix_norm(x, reading)[0, 0]), 1.0)
 
 
-#: Minimal detectable effect that Monte Carlo cells are sized for, as a fraction of the tolerance.
-
-
 def _gaussian_qkv(rng: np.random.Generator, n: int, d: int, scale: float = 0.5):
+    """Gaussian ``Q, K`` (entries N(0, scale²)) and standard Gaussian ``V``, all ``(n, d)``."""
     return rng.standard_normal((n, d)) * scale, rng.standard_normal((n, d)) * scale, rng.standard_normal((n, d))
