@@ -467,6 +467,3 @@ LARA_DECREASING = Claim(
           "and with it the slope's radius, is large and unstable: 64 heads do not decide it, and more heads (full "
           "tier: 256) or a tail bound on LARA's per-head MSE from theory would.",
 )
-
-CLAIMS = [RFA_LINEAR, RA_QUADRATIC, LARA_LINEAR, PROPOSAL_COSTS, RA_VS_SOFTMAX, LARA_VS_PERFORMER, MSE_ORDERING,
-          RFA_PLATEAU, LARA_DECREASING]
