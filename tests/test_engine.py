@@ -311,3 +311,22 @@ def test_torch_implementation_through_the_adapter():
     result = validate([get_claim("core.features.unbiased")], tier="smoke", progress=False,
                       implementations={"feature_map.positive": adapt(torch_positive, backend="torch")}).claims[0]
     assert result.verdict == "supported"
+
+
+def test_an_undecided_cell_makes_the_claim_inconclusive_and_reports_render(tmp_path):
+    from rfkit.validation.report import write_reports
+    from rfkit.validation.results import write_run
+    from rfkit.validation.stats import exact_test, undecided
+
+    def cell(ctx):
+        if ctx.params["x"] == 2:
+            return undecided("the expectation does not exist here", extra=dict(x=2))
+        return exact_test(0.0, 0.0, tolerance=0.1)
+
+    claim = Claim(id="core.test.undecided", source="test", statement="s", kind="identity", tolerance=0.1,
+                  cell=cell, grid={t: dict(x=[1, 2]) for t in ("smoke", "quick", "full")})
+    run = validate([claim], tier="smoke", progress=False)
+    result = run.claims[0]
+    assert result.verdict == "inconclusive" and "does not exist" in result.reason
+    write_run(run, tmp_path)  # nan effects and an empty sample serialise and render
+    write_reports(run, tmp_path, latex=True)

@@ -82,6 +82,7 @@ from rfkit.validation.sequences import VALIDITY, AsymptoticCS, BettingCS, Catoni
 
 __all__ = [
     "Evidence",
+    "undecided",
     "VALIDITY",
     "mean_test",
     "sequential_mean",
@@ -669,6 +670,15 @@ def holm(p_values, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     adjusted = np.empty_like(p)
     adjusted[order] = stepped
     return adjusted <= alpha, adjusted
+
+
+def undecided(reason: str, *, extra: dict | None = None) -> Evidence:
+    """A cell that no sample can decide (the quantity it would test has no value: an expectation that does not
+    exist, a prediction that diverges): it cannot refute (``p_value = 1``), has no resolution, and carries
+    ``reason`` as its flag, so the claim is not supported either."""
+    return Evidence(estimate=math.nan, prediction=math.nan, stderr=math.inf, statistic=math.nan, p_value=1.0,
+                    resolution=math.inf, effect=math.nan, upper=math.inf, n=0, method="undecided", flags=(reason,),
+                    extra=dict(extra or {}), validity="asymptotic")
 
 
 def flagged(evidence: Evidence, reason: str) -> Evidence:
