@@ -5,10 +5,10 @@ pre-processed by pre-SBN (Algorithm 1 steps 1-2, ``ε = 1e-12``), fed to softmax
 with ``D`` random features (``p = 2``); each ``(length, D)`` pair is repeated and averaged. Figure 4a is the
 log NMSE of RMFA against softmax attention, Figure 4b the log acceleration ratio ``time_softmax / time_RMFA``.
 
-The quantities are computed here and nowhere else: the claims ``macformer.fig4a.*`` and ``macformer.fig4b.*``
-call :func:`fig4_trial`. Parameters the paper leaves open are options (register "Protocol"): data law, pre-SBN
-readings, draw sharing, NMSE definition, log base, averaging order, softmax implementation, whether sampling the
-RMF draw is timed. Times are CPU times of the calling thread with single-threaded BLAS
+The claims ``macformer.fig4a.*`` draw their data with :func:`fig4_data` and score it with :func:`nmse`
+(``macformer.fig4b.*`` time the same two paths). Parameters the paper leaves open are options (register "Protocol"):
+data law, pre-SBN readings, draw sharing, NMSE definition, log base, averaging order, softmax implementation,
+whether sampling the RMF draw is timed. Times are CPU times of the calling thread with single-threaded BLAS
 (:mod:`rfkit.validation.timing`), on the same device and dtype for both paths; pre-SBN is common to both and not
 timed. The paper's size (16 × 8 heads, lengths 200…4000, ``D = 2^1…2^12``, 100 repeats) is an option set; the
 default is reduced to run in about a minute on 2 cores.
@@ -16,6 +16,7 @@ default is reduced to run in about a minute on 2 cores.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -36,24 +37,19 @@ SOFTMAX_IMPLS = {"naive": None, "blocked": 256}  # blocked: queries in blocks of
 
 def fig4_data(rng: np.random.Generator, shape: tuple[int, ...], law: str = "normal") -> np.ndarray:
     """One generated array: iid ``N(0, 1)`` (default), ``U(-1, 1)`` or ``U(0, 1)`` entries."""
+    if law not in DATA_LAWS:
+        raise ValueError(f"unknown data law {law!r}; expected one of {DATA_LAWS}")
     if law == "normal":
         return rng.standard_normal(shape)
-    if law == "uniform_symmetric":
-        return rng.uniform(-1.0, 1.0, size=shape)
-    if law == "uniform_positive":
-        return rng.uniform(0.0, 1.0, size=shape)
-    raise ValueError(f"unknown data law {law!r}; expected one of {DATA_LAWS}")
+    return rng.uniform(-1.0 if law == "uniform_symmetric" else 0.0, 1.0, size=shape)
 
 
 def nmse(estimate: np.ndarray, target: np.ndarray, definition: str = "global") -> float:
     """``‖Y - A‖²_F/‖A‖²_F`` over the whole output (``global``) or the mean over ``(b, h)`` of per-matrix NMSEs."""
-    err = ((estimate - target) ** 2).sum(axis=(-2, -1))
-    ref = (target**2).sum(axis=(-2, -1))
-    if definition == "global":
-        return float(err.sum() / ref.sum())
-    if definition == "per_matrix_mean":
-        return float((err / ref).mean())
-    raise ValueError(f"unknown nmse definition {definition!r}; expected global or per_matrix_mean")
+    if definition not in ("global", "per_matrix_mean"):
+        raise ValueError(f"unknown nmse definition {definition!r}; expected global or per_matrix_mean")
+    err, ref = ((estimate - target) ** 2).sum(axis=(-2, -1)), (target**2).sum(axis=(-2, -1))
+    return float(err.sum() / ref.sum() if definition == "global" else (err / ref).mean())
 
 
 def _timed(fn):
@@ -66,28 +62,21 @@ def fig4_trial(length: int, features: list[int], *, rng: np.random.Generator, ba
                d: int = 64, data: str = "normal", bn_stats: str = "feature_batch", norm_reading: str = "row",
                draw_sharing: str = "shared", softmax_impl: str = "naive", sampling_timed: bool = True,
                nmse_def: str = "global", time_calls: bool = True) -> dict:
-    """One repeat of the toy protocol at one length for every ``D`` in ``features``.
-
-    Returns ``dict(nmse=[...], time_softmax=float, time_rmfa=[...])`` (times ``nan`` when ``time_calls`` is
-    False). Fresh data and fresh draws each call; the same data serve every ``D``.
-    """
+    """One repeat at one length for every ``D`` in ``features`` (fresh data and draws; the same data at every D):
+    ``dict(nmse=[...], time_softmax=float, time_rmfa=[...])``, times ``nan`` when ``time_calls`` is False."""
     shape = (batch, heads, length, d)
     q, k, v = (fig4_data(rng, shape, data) for _ in range(3))
     pre = presbn(q, k, eps=1e-12, bn_stats=bn_stats, norm_reading=norm_reading)
+    groups = {"shared": 1, "per_head": heads, "per_batch_head": batch * heads}[draw_sharing]
     with single_threaded_blas():
         exact, t_soft = _timed(lambda: softmax_attention(pre.q, pre.k, v, block_size=SOFTMAX_IMPLS[softmax_impl]))
         errors, times = [], []
         for num_features in features:
-            groups = {"shared": 1, "per_head": heads, "per_batch_head": batch * heads}[draw_sharing]
-            if sampling_timed:
-                def call(num_features=num_features):
-                    return rmfa(pre.q, pre.k, v, num_features=num_features, rng=rng, draw_sharing=draw_sharing)
-            else:
+            options = dict(num_features=num_features, rng=rng)
+            if not sampling_timed:
                 draws = [draw_rmf(num_features, d, rng=rng) for _ in range(groups)]
-                draw = draws if groups > 1 else draws[0]
-
-                def call(draw=draw):
-                    return rmfa(pre.q, pre.k, v, draw=draw, draw_sharing=draw_sharing)
+                options = dict(draw=draws if groups > 1 else draws[0])
+            call = functools.partial(rmfa, pre.q, pre.k, v, draw_sharing=draw_sharing, **options)
             with np.errstate(all="ignore"):
                 estimate, elapsed = _timed(call)
             errors.append(nmse(estimate, exact, nmse_def))
@@ -105,25 +94,15 @@ def fig4_sweep(options: dict, rng: np.random.Generator) -> xr.Dataset:
             "sampling_timed", "nmse_def")
     trials = [[fig4_trial(n, features, rng=rng, **{k: options[k] for k in keys}) for _ in range(repeats)]
               for n in lengths]
-    coords = dict(length=lengths, D=features, repeat=np.arange(repeats))
-    return xr.Dataset(
-        {"nmse": (("length", "D", "repeat"), np.array([[t["nmse"] for t in row] for row in trials]).transpose(0, 2, 1)),
-         "time_softmax": (("length", "repeat"), np.array([[t["time_softmax"] for t in row] for row in trials])),
-         "time_rmfa": (("length", "D", "repeat"),
-                       np.array([[t["time_rmfa"] for t in row] for row in trials]).transpose(0, 2, 1))},
-        coords=coords)
 
+    def stacked(name: str) -> np.ndarray:  # (length, repeat[, D]) -> (length[, D], repeat)
+        values = np.array([[t[name] for t in row] for row in trials])
+        return values.transpose(0, 2, 1) if values.ndim == 3 else values
 
-def _summaries(ds: xr.Dataset, options: dict) -> xr.Dataset:
-    log = np.log10 if options["log_base"] == 10 else np.log
-    if options["avg_order"] == "log_of_mean":
-        ds["log_nmse"] = log(ds.nmse.mean("repeat"))
-    else:
-        ds["log_nmse"] = log(ds.nmse).mean("repeat")
-    ratio = ds.time_softmax / ds.time_rmfa
-    ds["log_acceleration"] = log(ratio.mean("repeat")) if options["avg_order"] == "log_of_mean" else log(
-        ratio).mean("repeat")
-    return ds
+    dims = ("length", "D", "repeat")
+    return xr.Dataset({"nmse": (dims, stacked("nmse")), "time_softmax": (("length", "repeat"), stacked("time_softmax")),
+                       "time_rmfa": (dims, stacked("time_rmfa"))},
+                      coords=dict(length=lengths, D=features, repeat=np.arange(repeats)))
 
 
 def _plot(ds: xr.Dataset, options: dict, path: Path) -> None:
@@ -157,7 +136,13 @@ def run_fig4(out, **options) -> dict[str, Path]:
     options = dict(FIG4_OPTIONS, **options)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    ds = _summaries(fig4_sweep(options, np.random.default_rng(options["seed"])), options)
+    ds = fig4_sweep(options, np.random.default_rng(options["seed"]))
+    log = np.log10 if options["log_base"] == 10 else np.log
+
+    def average(x):  # over repeats, in the option's order
+        return log(x.mean("repeat")) if options["avg_order"] == "log_of_mean" else log(x).mean("repeat")
+
+    ds["log_nmse"], ds["log_acceleration"] = average(ds.nmse), average(ds.time_softmax / ds.time_rmfa)
     ds.attrs.update({k: str(v) for k, v in options.items()}, figure="Macformer Fig 4")
     paths = {"netcdf": out / "macformer_fig4.nc", "png": out / "macformer_fig4.png"}
     ds.to_netcdf(paths["netcdf"], engine="h5netcdf")

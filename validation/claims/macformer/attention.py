@@ -17,31 +17,30 @@ from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import minimize_margin
 from rfkit.validation.stats import Evidence, binomial_test, combine, mean_test
 
-from .common import KERNEL_NAMES, _capped, _capped_relative, _exact
-from .inputs import _ball_matrix, _ball_matrix_like, _cancelling_keys, _mask, _unit_rows
+from .common import KERNEL_NAMES, _capped, _capped_relative, _exact, _p_range
+from .inputs import _ball_matrix, _ball_matrix_like, _mask
 
 MASK_KINDS = ("none", "padding", "causal", "general")
 FILLS = dict(zip(MASK_FILLS, map(Reading, ("S + M with M ∈ {0, -inf}", "masked fill with -inf", "masked fill with "
                                              "-1e9", "masked fill with the dtype minimum")), strict=True))
 
 
-# ------------------------------------------------------------------------------ Definition 2, the RMFA display
+def _filled(ctx: CellContext, q, k, v, kernel: str, keep) -> tuple[np.ndarray, np.ndarray]:
+    """``attn_K`` with Definition 1's literal masked fill (the variant) and in the M' form (masked weights 0)."""
+    attention = ctx.impl("kernelized_attention", kernelized_attention)
+    return (quiet(attention, q, k, v, kernel, mask=keep, mask_fill=ctx.variant, on_nonfinite="propagate"),
+            attention(q, k, v, kernel, mask=keep))
 
 
 def _def2_cell(ctx: CellContext) -> Evidence:
-    """Softmax(QKᵀ/√d ⊙ M)V against attn_exp in both forms: the M' form and Definition 1's literal masked fill."""
     n, d = ctx.params["length"], ctx.params["d"]
     scale = math.sqrt(ctx.params["score"]) * d**0.25  # unit rows times scale: |q·k|/√d up to `score`
-    q, k = _unit_rows(ctx.rng, n, d) * scale, _unit_rows(ctx.rng, n, d) * scale
-    v = ctx.rng.standard_normal((n, 4))
-    keep = _mask(ctx.params["mask"], n, ctx.rng)
-    attention = ctx.impl("kernelized_attention", kernelized_attention)
-    kernelized = attention(q, k, v, "exp", mask=keep)
-    literal = quiet(attention, q, k, v, "exp", mask=keep, mask_fill=ctx.variant, on_nonfinite="propagate")
+    raw = ctx.rng.standard_normal((2, n, d))  # Q, K: uniformly random unit rows times scale
+    q, k = raw / np.linalg.norm(raw, axis=-1, keepdims=True) * scale
+    v, keep = ctx.rng.standard_normal((n, 4)), _mask(ctx.params["mask"], n, ctx.rng)
     reference, top = softmax_attention(q, k, v, mask=keep), float(np.abs(v).max())
-    errors = [_capped_relative(kernelized, reference, top), _capped_relative(literal, reference, top)]
-    return _exact(np.concatenate([e.ravel() for e in errors]), ctx,
-                  dict(max_score=float(np.abs(q @ k.T).max() / math.sqrt(d))))
+    errors = [_capped_relative(out, reference, top).ravel() for out in _filled(ctx, q, k, v, "exp", keep)]
+    return _exact(np.concatenate(errors), ctx, dict(max_score=float(np.abs(q @ k.T).max() / math.sqrt(d))))
 
 
 DEF2_EXP_SOFTMAX = Claim(
@@ -50,15 +49,15 @@ DEF2_EXP_SOFTMAX = Claim(
               "with or without a mask.",
     kind="identity", tolerance=1e-12, units="max |difference| / max |V| (non-finite counts as 1)",
     domain=dict(
-        length=Integers("attn_K(Q,K,V) for any n rows", 1, math.inf, points=(1, 2), up_to=300,
+        length=Integers("attn_K(Q,K,V) for any n rows", 1, points=(1, 2), up_to=300,
                         why="both sides are per-row weighted means over the keys: more rows repeat the same "
                             "computation (1000 and 4000 at the full tier)"),
-        d=Integers("Q, K ∈ R^{n×d}", 1, math.inf, points=(1,), up_to=64,
+        d=Integers("Q, K ∈ R^{n×d}", 1, points=(1,), up_to=64,
                    why="d enters only through the scores QKᵀ/√d, whose size the score axis sweeps"),
         mask=Choice("with or without a mask (every row keeps a key)", MASK_KINDS),
-        score=Range("scores QKᵀ/√d of any size, up to |x| = 50 (the stabilisation)", 0.0, math.inf,
-                    up_to=(None, 50.0), why="the register's stabilisation test: e^50 ≈ 5e21, far from float64's "
-                                             "overflow at 709 only once stabilised")),
+        score=Range("scores QKᵀ/√d of any size, up to |x| = 50 (the stabilisation)", 0.0, up_to=(None, 50.0),
+                    why="the register's stabilisation test: e^50 ≈ 5e21, far from float64's overflow at 709 only "
+                        "once stabilised")),
     readings=FILLS, cell=_def2_cell,
     grid=tiers(dict(length=[1, 2, 300], d=[1, 64], mask=list(MASK_KINDS), score=[0.0, 1.0, 50.0]),
                smoke=dict(score=[0.0, 50.0]), full=dict(length=[1, 2, 16, 1000, 4000], d=[1, 16, 64])),
@@ -71,19 +70,16 @@ DEF2_EXP_SOFTMAX = Claim(
 
 
 def _mask_conversion_cell(ctx: CellContext) -> Evidence:
-    """Σ_i f(S_ai ⊙ M_ai)V_i / Σ_j f(S_aj ⊙ M_aj) (the fill) against the M' form, through the printed closed forms."""
     n, kernel, d = ctx.params["length"], ctx.params["kernel"], 8
     if ctx.params["inputs"] == "presbn":
         out = presbn(ctx.rng.standard_normal((n, d)), ctx.rng.standard_normal((n, d)), eps=1e-12)
         q, k = out.q, out.k
     else:
         q, k = _ball_matrix(ctx.rng, n, d, "row", "interior"), _ball_matrix(ctx.rng, n, d, "row", "interior")
-    v = ctx.rng.standard_normal((n, 3))
-    keep = _mask(ctx.params["mask"], n, ctx.rng)
-    attention = ctx.impl("kernelized_attention", kernelized_attention)
-    filled = quiet(attention, q, k, v, kernel, mask=keep, mask_fill=ctx.variant, on_nonfinite="propagate")
-    errors = _capped_relative(filled, attention(q, k, v, kernel, mask=keep), float(np.abs(v).max()))
-    return _exact(errors, ctx, dict(nonfinite=int((~np.isfinite(filled)).sum())))
+    v, keep = ctx.rng.standard_normal((n, 3)), _mask(ctx.params["mask"], n, ctx.rng)
+    filled, kept = _filled(ctx, q, k, v, kernel, keep)
+    return _exact(_capped_relative(filled, kept, float(np.abs(v).max())), ctx,
+                  dict(nonfinite=int((~np.isfinite(filled)).sum())))
 
 
 MASK_CONVERSION = Claim(
@@ -94,7 +90,7 @@ MASK_CONVERSION = Claim(
     domain=dict(
         kernel=Choice("the kernels of Table 1 (closed forms as printed)", KERNEL_NAMES),
         mask=Choice("any mask M", ("padding", "causal", "general")),
-        length=Integers("for every query a of n", 1, math.inf, points=(1, 2), up_to=16,
+        length=Integers("for every query a of n", 1, points=(1, 2), up_to=16,
                         why="each output row is one query's ratio over its own keys; 256 at the full tier")),
     readings=FILLS, cell=_mask_conversion_cell,
     grid=tiers(dict(kernel=list(KERNEL_NAMES), mask=["padding", "causal", "general"], inputs=["presbn", "unit_ball"],
@@ -111,25 +107,22 @@ def _grouped_features(x: np.ndarray, draws: list[RMFDraw], sharing: str, kernel:
     """Φ of ``(B, H, n, d)`` inputs with one draw per group, straight from Definition 3 (not rmfa's grouping)."""
     if sharing == "shared":
         return rmf_features(x, draws[0], kernel)
-    b, h = x.shape[:2]
-    pick = (lambda i, j: draws[j]) if sharing == "per_head" else (lambda i, j: draws[i * h + j])
-    return np.stack([np.stack([rmf_features(x[i, j], pick(i, j), kernel) for j in range(h)]) for i in range(b)])
+    (b, h), stride = x.shape[:2], 0 if sharing == "per_head" else x.shape[1]
+    return np.stack([np.stack([rmf_features(x[i, j], draws[i * stride + j], kernel) for j in range(h)])
+                     for i in range(b)])
 
 
 def _factorization_cell(ctx: CellContext) -> Evidence:
-    """rmfa's factored numerator and denominator against the quadratic form Σ_i [Φ(q̃_a)·Φ(k̃_i) M'_ai][V_i, 1]."""
-    n, d, sharing, kernel = ctx.params["length"], ctx.params["d"], ctx.params["sharing"], ctx.params["kernel"]
-    b = 1 if sharing == "shared" else 2
+    n, d, sharing, kernel, route = (ctx.params[a] for a in ("length", "d", "sharing", "kernel", "mask"))
+    b, groups = {"shared": (1, 1), "per_head": (2, 2), "per_batch_head": (2, 4)}[sharing]
     q, k = (_ball_matrix(ctx.rng, n, d, "row", "interior")[None, None] * np.ones((b, 2, 1, 1)) for _ in range(2))
     v = ctx.rng.standard_normal((b, 2, n, 3))
-    groups = {"shared": 1, "per_head": 2, "per_batch_head": 2 * b}[sharing]
     draws = [draw_rmf(ctx.params["D"], d, rng=ctx.rng, p=ctx.params["p"]) for _ in range(groups)]
-    route = ctx.params["mask"]
     keep = np.ones((n, n), dtype=bool) if route == "none" else _mask(route, n, ctx.rng)
     options = {"none": {}, "padding": dict(key_padding=keep[0]), "causal": dict(causal=True),
                "general": dict(mask=keep)}[route]
     result = quiet(ctx.impl("rmfa", rmfa), q, k, v, kernel=kernel, draw=draws if groups > 1 else draws[0],
-                    draw_sharing=sharing, return_details=True, **options)
+                   draw_sharing=sharing, return_details=True, **options)
     phi_q, phi_k = (_grouped_features(x * d**-0.25, draws, sharing, kernel) for x in (q, k))
     scores = (phi_q @ np.swapaxes(phi_k, -1, -2)) * keep
     ones = np.concatenate([v, np.ones(v.shape[:-1] + (1,))], axis=-1)
@@ -150,6 +143,7 @@ def _factorization_where(p: dict, variant: str) -> bool:
     short = p["length"] == 1 and p["mask"] in ("padding", "general")
     return off <= 1 and not short and not (p["length"] >= 256 and p["D"] == 1)
 
+
 FACTORIZATION = Claim(
     id="macformer.eq_rmfa.factorization", source="the RMFA display; Figure 2b",
     statement="With one RMF draw, Σ_i [Φ(q̃_a)·Φ(k̃_i) M'_ai] V_i / Σ_j [Φ(q̃_a)·Φ(k̃_j) M'_aj] = "
@@ -158,15 +152,13 @@ FACTORIZATION = Claim(
     kind="identity", tolerance=1e-10, units="max |difference| / Σ|terms| of numerators and denominators (float64)",
     domain=dict(
         mask=Choice("the factored forms: no mask, key padding, causal prefix sums (and a general M')", MASK_KINDS),
-        length=Integers("n keys", 1, math.inf, points=(1,), up_to=256,
-                        why="the causal prefix sums run in chunks of 128 rows: 256 carries a chunk's sums into the "
-                            "next (2048 at the full tier)"),
-        D=Integers("one RMF draw of D features", 1, math.inf, points=(1,), up_to=128,
+        length=Integers("n keys", 1, points=(1,), up_to=256, why="the causal prefix sums run in chunks of 128 rows: "
+                        "256 carries a chunk's sums into the next (2048 at the full tier)"),
+        D=Integers("one RMF draw of D features", 1, points=(1,), up_to=128,
                    why="the features enter as one (n, W) matrix; 1024 at the full tier"),
-        d=Integers("q̃, k̃ ∈ R^d", 1, math.inf, points=(1,), up_to=64,
+        d=Integers("q̃, k̃ ∈ R^d", 1, points=(1,), up_to=64,
                    why="d enters only through the projections ⟨ω, x⟩ (one matrix product)"),
-        p=Range("the draw's p > 1", 1.0, math.inf, strict=(True, False), up_to=(None, 4.0),
-                why="p changes only the degrees drawn; the register's largest p"),
+        p=_p_range("the draw's p > 1", "p changes only the degrees drawn; the register's largest p"),
         kernel=Choice("the kernels of Table 1", KERNEL_NAMES),
         sharing=Choice("est.rmfa's draw_sharing", ("shared", "per_head", "per_batch_head"))),
     cell=_factorization_cell,
@@ -177,12 +169,9 @@ FACTORIZATION = Claim(
                          p=[1.04, 1.5, 2.0, 4.0])),
     where=_factorization_where, roles=("rmfa",), plot_x="length",
     notes="Numerators and denominators are compared separately (a ratio amplifies round-off where the denominator "
-          "is small). Inputs are (B, 2, n, d) so that draw sharing is exercised. Numba and torch backends are not "
-          "run.",
+          "is small). Inputs are (B, 2, n, d) so that draw sharing is exercised. Numba and torch backends are not run.",
 )
 
-
-# ------------------------------------------------------------------------------------------- Theorems 1 and 2
 
 BALLS = {b: Reading(f"ℓ2(0,1) read with the {b} norm") for b in ("row", "fro", "spec")}
 
@@ -196,19 +185,17 @@ CASES = ((2, 1, "line", "none"), (4, 1, "line", "causal"), (4, 4, "interior", "n
 
 
 def _thm_domain(D_up_to: int) -> dict:
-    """The Theorem 1-2 hypotheses: Q, K ∈ ℓ2(0,1), an RMF map of any Table 1 kernel, p > 1, D >= 1, n, d, masks."""
     return dict(
-        n=Integers("every V ∈ R^{n×d_v} (n keys)", 1, math.inf, points=(1, 2), up_to=16,
+        n=Integers("every V ∈ R^{n×d_v} (n keys)", 1, points=(1, 2), up_to=16,
                    why="RMFA's numerator and denominator are sums over the keys; 256 keys at the full tier"),
-        d=Integers("Q, K ∈ R^{n×d}", 1, math.inf, points=(1,), up_to=64, why="the register's largest d"),
+        d=Integers("Q, K ∈ R^{n×d}", 1, points=(1,), up_to=64, why="the register's largest d"),
         inputs=Choice("Q, K ∈ ℓ2(0,1): inside, on the boundary, structured (a line, cancelling keys) and pre-SBN "
                       "outputs", ("line", "interior", "boundary", "cancel", "presbn")),
         mask=Choice("masks through M'", MASK_KINDS),
         kernel=Choice("Φ an RMF map for a dot-product kernel K of Table 1", KERNEL_NAMES),
-        D=Integers("D >= 1 features", 1, math.inf, points=(1,), up_to=D_up_to,
+        D=Integers("D >= 1 features", 1, points=(1,), up_to=D_up_to,
                    why="D = 1 is the most variable estimate; larger D at the full tier (up to 1024)"),
-        p=Range("any p > 1", 1.0, math.inf, strict=(True, False), up_to=(None, 4.0),
-                why="the register's largest p (p = 2 in every experiment of the paper)"))
+        p=_p_range("any p > 1", "the register's largest p (p = 2 in every experiment of the paper)"))
 
 
 def _thm_where(rule, core_kernels=("exp", "inv"), core=5):
@@ -221,76 +208,67 @@ def _thm_where(rule, core_kernels=("exp", "inv"), core=5):
             return False
         if p["design"] == "product":
             return True
-        case = (p["n"], p["d"], p["inputs"], p["mask"])
-        base = p["kernel"] == "exp" and p["p"] == 2.0
+        case, base = (p["n"], p["d"], p["inputs"], p["mask"]), p["kernel"] == "exp" and p["p"] == 2.0
         crossed = case in CASES[:core] and p["kernel"] in core_kernels and p["p"] == 2.0
         return case in CASES and (crossed or p["D"] == 1 and (case == CASES[0] or base))
     return where
 
 
-def _thm_grid(**settings) -> dict:
-    """The Theorem 1-2 grid at each tier, with the claim's kernel / D / ε settings."""
-    listed = dict(design=["listed"], n=[1, 2, 4, 8, 16], d=[1, 2, 4, 64], inputs=["line", "interior", "boundary",
-                  "cancel", "presbn"], mask=list(MASK_KINDS), p=[2.0, 1.04, 4.0])
-    smoke = dict(n=[2, 4], d=[1, 4], inputs=["line", "interior"], mask=["none"], p=[2.0])
-    full = dict(design=["product"], n=[1, 2, 4, 16, 256], d=[1, 2, 4, 16, 64], p=[1.04, 1.5, 2.0, 4.0])
-    return tiers(dict(listed, **settings.get("quick", {})), smoke=dict(smoke, **settings.get("smoke", {})),
-                 full=dict(full, **settings.get("full", {})))
+def _thm_grid(quick: dict, smoke: dict, full: dict) -> dict:
+    return tiers(dict(design=["listed"], n=[1, 2, 4, 8, 16], d=[1, 2, 4, 64], inputs=["line", "interior", "boundary",
+                      "cancel", "presbn"], mask=list(MASK_KINDS), p=[2.0, 1.04, 4.0], **quick),
+                 smoke=dict(n=[2, 4], d=[1, 4], inputs=["line", "interior"], mask=["none"], p=[2.0], **smoke),
+                 full=dict(design=["product"], n=[1, 2, 4, 16, 256], d=[1, 2, 4, 16, 64], p=[1.04, 1.5, 2.0, 4.0],
+                           **full))
 
 
-def _thm_inputs(ctx: CellContext, ball: str):
-    """``Q, K`` in the unit ball read with ``ball``, ``V`` with entries in ``[-1, 1]`` (``L = max |V_ij|``), ``M'``."""
+def _thm_samples(ctx: CellContext, ball: str, replicates: int, rows: int | None = None):
+    """``V`` (entries in ``[-1, 1]``, ``L = max |V_ij|``), ``attn_K`` and RMFA replicates of a Theorem 1-2 cell (the
+    first ``rows`` queries only), with ``Q, K`` in the unit ball read with ``ball``."""
     n, d, geometry, rng = ctx.params["n"], ctx.params["d"], ctx.params["inputs"], ctx.rng
     if geometry == "line":
         q, k = (_ball_matrix_like(_ball_matrix(rng, n, 1, ball, "interior", positive=True) + 0.05, ball)
                 for _ in range(2))
-    elif geometry == "cancel":
-        q, k = _ball_matrix(rng, n, d, ball, "boundary"), _cancelling_keys(rng, n, d, ball)
+    elif geometry == "cancel":  # keys paired k, -0.9k along coordinates: their Rademacher projections cancel often
+        q, keys = _ball_matrix(rng, n, d, ball, "boundary"), np.zeros((n, d))
+        keys[np.arange(n), np.arange(n) % d] = np.where(np.arange(n) % 2 == 0, 1.0, -0.9)
+        k = _ball_matrix_like(keys + 0.01 * rng.standard_normal((n, d)), ball)
     elif geometry == "presbn":
         out = presbn(rng.standard_normal((n, d)), rng.standard_normal((n, d)), norm_reading=ball)
         q, k = out.q, out.k
     else:
         q, k = (_ball_matrix(rng, n, d, ball, geometry) for _ in range(2))
     v = rng.uniform(-1.0, 1.0, size=(n, 2))
-    if geometry == "cancel":
+    if geometry == "cancel":  # signs alternating with the keys' pairs
         v[:, 0] = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-    else:
-        v[0, 0] = 1.0
-    return q, k, v, _mask(ctx.params["mask"], n, rng)
+    v[0, 0] = 1.0
+    keep = _mask(ctx.params["mask"], n, rng)
+    target = kernelized_attention(q, k, v, ctx.params["kernel"], mask=keep)[:rows]
+    q, keep = q[:rows], None if keep is None else keep[:rows]
+    return v, target, _rmfa_samples(ctx, q, k, v, keep, ctx.params["kernel"], ctx.params["D"], replicates,
+                                    ctx.params["p"])
 
 
-def _feature_budget(ctx: CellContext, num_features: int, floor: int = 2_000) -> int:
-    """Replicates of a D-feature estimate: the budget over D (its variance falls like 1/D), at least ``floor``."""
-    return max(floor, ctx.replicates // num_features)
+def _feature_budget(ctx: CellContext, num_features: int) -> int:
+    """Replicates of a D-feature estimate: the budget over D (its variance falls like 1/D), at least 2000."""
+    return max(2_000, ctx.replicates // num_features)
 
 
 def _rmfa_samples(ctx: CellContext, q, k, v, keep, kernel: str, num_features: int, replicates: int,
                   p: float = 2.0) -> np.ndarray:
     """``(replicates, n_q, d_v)`` RMFA outputs with fresh draws (the ``rmfa_replicates`` role), in chunks."""
-    estimator = ctx.impl("rmfa_replicates", rmfa_replicates)
-    mask = {} if keep is None else dict(mask=keep)
+    estimator, mask = ctx.impl("rmfa_replicates", rmfa_replicates), {} if keep is None else dict(mask=keep)
     size = max(1, 2_000_000 // (num_features * k.shape[0] * 2))
     return np.concatenate([np.asarray(quiet(estimator, q, k, v, kernel, replicates=r, num_features=num_features,
                                              rng=ctx.rng, p=p, **mask).out) for r in chunks(replicates, size)])
 
 
-def _thm_samples(ctx: CellContext, ball: str, replicates: int, rows: int | None = None):
-    """Inputs, ``attn_K`` and RMFA replicates of a Theorem 1-2 cell (the first ``rows`` queries only)."""
-    q, k, v, keep = _thm_inputs(ctx, ball)
-    kernel, num_features = ctx.params["kernel"], ctx.params["D"]
-    target = kernelized_attention(q, k, v, kernel, mask=keep)[:rows]
-    q, keep = q[:rows], None if keep is None else keep[:rows]
-    return v, target, _rmfa_samples(ctx, q, k, v, keep, kernel, num_features, replicates, ctx.params["p"])
-
-
 def _thm1_cell(ctx: CellContext) -> Evidence:
-    """Mean tests of the first three queries' RMFA outputs against attn_K (Bonferroni over the entries)."""
     v, target, samples = _thm_samples(ctx, ctx.variant, _feature_budget(ctx, ctx.params["D"]), rows=3)
     entries = list(np.ndindex(target.shape))
     parts = [mean_test(samples[:, a, c], target[a, c], scale=float(np.abs(v).max()), **ctx.sub_test(len(entries)),
                        extra=dict(entry=(a, c))) for a, c in entries]
-    return combine(parts, extra=dict(nonfinite_fraction=float((~np.isfinite(samples)).mean()),
-                                     target=target.tolist()))
+    return combine(parts, extra=dict(nonfinite_fraction=float((~np.isfinite(samples)).mean()), target=target.tolist()))
 
 
 def _line_expectation(q: float, keys: np.ndarray, values: np.ndarray, p: float) -> tuple[float, float]:
@@ -299,27 +277,21 @@ def _line_expectation(q: float, keys: np.ndarray, values: np.ndarray, p: float) 
     (the ratio is unchanged), so no term is 0/0 when ``k^N`` underflows."""
     n = np.arange(400)
     log_pi = math.log1p(-1.0 / p) - n * math.log(p)
-    powers = (keys / keys.max())[None, :] ** n[:, None]
-    weights = np.exp(q * keys)
+    powers, weights = (keys / keys.max())[None, :] ** n[:, None], np.exp(q * keys)
     return float(np.exp(log_pi) @ (powers @ values / powers.sum(axis=1))), float(weights @ values / weights.sum())
 
 
 def _thm1_search(ctx: CellContext) -> Evidence:
-    """Exact search (d = 1, n = 2, D = 1, positive inputs in the ball) for the largest |E[RMFA] - attn_exp|, then a
-    Monte Carlo re-test of the optimum with fresh draws."""
-    def margin(z):
-        expectation, attn = _line_expectation(z[0], z[1:3], z[3:5], 2.0)
-        return -abs(expectation - attn)
-
-    res = minimize_margin(margin, [(0.05, 1.0)] * 3 + [(-1.0, 1.0)] * 2, rng=ctx.rng, restart=ctx.restart or 0)
+    """Exact search (d = 1, n = 2, D = 1, positive inputs in the ball) for the largest |E[RMFA] - attn_exp|."""
+    res = minimize_margin(lambda z: -abs(np.subtract(*_line_expectation(z[0], z[1:3], z[3:5], 2.0))),
+                          [(0.05, 1.0)] * 3 + [(-1.0, 1.0)] * 2, rng=ctx.rng, restart=ctx.restart or 0)
     q, keys = _ball_matrix_like(res.x[:1, None], ctx.variant), _ball_matrix_like(res.x[1:3, None], ctx.variant)
     values = res.x[3:5, None]
-    target = kernelized_attention(q, keys, values, "exp")
     samples = _rmfa_samples(ctx, q, keys, values, None, "exp", 1, _feature_budget(ctx, 1))
     exact = _line_expectation(float(q[0, 0]), keys[:, 0], values[:, 0], 2.0)[0]
-    return mean_test(samples[:, 0, 0], target[0, 0], scale=float(np.abs(values).max()), **ctx.test,
-                     extra=dict(q=q.ravel().tolist(), k=keys.ravel().tolist(), v=values.ravel().tolist(),
-                                exact_expectation=exact))
+    extra = dict(q=q.ravel().tolist(), k=keys.ravel().tolist(), v=values.ravel().tolist(), exact_expectation=exact)
+    return mean_test(samples[:, 0, 0], kernelized_attention(q, keys, values, "exp")[0, 0],
+                     scale=float(np.abs(values).max()), **ctx.test, extra=extra)
 
 
 THM1_UNBIASED = Claim(
@@ -327,8 +299,7 @@ THM1_UNBIASED = Claim(
     statement="If Q, K ∈ ℓ2(0,1) and Φ is an RMF map for a dot-product kernel K, then for every V, "
               "E[RMFA_K(Q,K,V)] = attn_K(Q,K,V) (masks through M').",
     kind="expectation", tolerance=0.02, units="|bias| / max |V| per output entry",
-    domain=_thm_domain(D_up_to=64), readings=BALLS,
-    cell=_thm1_cell, search=_thm1_search,
+    domain=_thm_domain(D_up_to=64), readings=BALLS, cell=_thm1_cell, search=_thm1_search,
     grid=_thm_grid(quick=dict(kernel=list(KERNEL_NAMES), D=[1, 4, 64]), smoke=dict(kernel=["exp"], D=[1, 64]),
                    full=dict(D=[1, 2, 4, 16, 64, 256, 1024])),
     where=_thm_where(lambda p: p["kernel"] == "exp" or p["D"] == 1),
@@ -341,15 +312,12 @@ THM1_UNBIASED = Claim(
 )
 
 
-def _hoeffding_bound(num_features: int, eps_over_l: float) -> float:
-    """Theorem 2's right-hand side ``2D exp(-D ε²/(2L²))``."""
+def _hoeffding_bound(num_features: int, eps_over_l: float) -> float:  # Theorem 2's right-hand side
     return 2.0 * num_features * math.exp(-num_features * eps_over_l**2 / 2.0)
 
 
 def _tail_cell(ctx: CellContext) -> Evidence:
-    """Exact binomial tests of P(|RMFA - attn_K| > ε) <= bound: per entry (Bonferroni) or of the largest entry."""
-    ball, norm = ctx.variant.split("|")
-    ratio = ctx.params["eps_over_L"]
+    (ball, norm), ratio = ctx.variant.split("|"), ctx.params["eps_over_L"]
     bound = _hoeffding_bound(ctx.params["D"], ratio)
     if bound >= 1:  # a probability is at most 1: the statement holds for every estimator
         return _exact([0.0], ctx, dict(bound=bound, vacuous=True))
@@ -369,10 +337,9 @@ TAIL_BOUND = Claim(
               "P(|RMFA_K(Q,K,V) - attn_K(Q,K,V)| > ε) <= 2D exp(-Dε²/(2L²)).",
     kind="tail-bound", tolerance=0.01, units="exceedance probability above the bound",
     domain=dict(_thm_domain(D_up_to=16),
-                eps_over_L=Range("any ε > 0 (as ε/L, L = max |V_ij|: the strongest test)", 0.0, math.inf,
-                                 strict=(True, False), up_to=(None, 3.0),
-                                 why="the register's largest ε/L; the bound is >= 1 (vacuous) for ε/L <= "
-                                     "sqrt(2 ln(2D)/D) and below 1e-3 (beyond the replicates) soon after")),
+                eps_over_L=Range("any ε > 0 (as ε/L, L = max |V_ij|: the strongest test)", 0.0, strict=(True, False),
+                                 up_to=(None, 3.0), why="the register's largest ε/L; the bound is >= 1 (vacuous) for "
+                                 "ε/L <= sqrt(2 ln(2D)/D) and below 1e-3 (beyond the replicates) soon after")),
     readings={f"{b}|{norm}": Reading(f"ball read with the {b} norm; |·| "
                                      + ("per output entry" if norm == "entry" else "as the largest entry"))
               for b in BALLS for norm in ("entry", "max")},
@@ -391,7 +358,6 @@ TAIL_BOUND = Claim(
 
 
 def _range_cell(ctx: CellContext) -> Evidence:
-    """max |RMFA_ij| / L over every draw, minus 1 (non-finite outputs are outside)."""
     v, _, samples = _thm_samples(ctx, ctx.variant, ctx.replicates)
     with np.errstate(invalid="ignore"):
         ratio = np.abs(samples) / float(np.abs(v).max())
@@ -400,8 +366,8 @@ def _range_cell(ctx: CellContext) -> Evidence:
 
 
 def _range_search(ctx: CellContext) -> Evidence:
-    """Deterministic: one feature of degree 1 with ω = +1 (d = 1); ``q``, two keys in the ball, ``V = (1, v_2)``
-    (L = 1); maximise |RMFA|/L over ``(q, k_1, k_2, v_2)``."""
+    """One feature of degree 1 with ω = +1 (d = 1); ``q``, two keys in the ball, ``V = (1, v_2)`` (L = 1);
+    maximise |RMFA|/L over ``(q, k_1, k_2, v_2)``."""
     draw = RMFDraw(np.array([1]), np.array([0]), np.ones((1, 1), np.int8), 2.0, "geom")
 
     def ratio(z):
@@ -409,8 +375,8 @@ def _range_search(ctx: CellContext) -> Evidence:
         out = quiet(ctx.impl("rmfa", rmfa), q, keys, np.array([[1.0], [z[3]]]), draw=draw)
         return float(_capped(np.abs(out), 1e6).max())
 
-    res = minimize_margin(lambda z: 1.0 - ratio(z), [(0.05, 1.0), (-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)],
-                          rng=ctx.rng, restart=ctx.restart or 0)
+    res = minimize_margin(lambda z: 1.0 - ratio(z), [(0.05, 1.0)] + [(-1.0, 1.0)] * 3, rng=ctx.rng,
+                          restart=ctx.restart or 0)
     return _exact([ratio(res.x) - 1.0], ctx, dict(inputs=res.x.tolist()))
 
 
@@ -418,8 +384,7 @@ RMFA_RANGE = Claim(
     id="macformer.thm2.rmfa_range", source="proof of Theorem 2, first step",
     statement="For all Q, K ∈ ℓ2(0,1) and all V with |V_ij| <= L, every draw gives RMFA_K(Q,K,V)_ij ∈ [-L, L].",
     kind="inequality", tolerance=1e-9, units="|RMFA_ij|/L - 1 (capped at 1; non-finite counts as 1)",
-    domain=_thm_domain(D_up_to=4), readings=BALLS,
-    cell=_range_cell, search=_range_search, universal=True,
+    domain=_thm_domain(D_up_to=4), readings=BALLS, cell=_range_cell, search=_range_search, universal=True,
     grid=_thm_grid(quick=dict(kernel=list(KERNEL_NAMES), D=[1, 4]), smoke=dict(kernel=["exp"], D=[1, 4]),
                    full=dict(D=[1, 2, 4, 16, 64, 512])),
     where=_thm_where(lambda p: True),

@@ -8,14 +8,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rfkit.estimators.maclaurin_kernels import MACLAURIN_KERNELS
+from rfkit.validation.domain import Range
 from rfkit.validation.model import CellContext
-from rfkit.validation.stats import (
-    Evidence,
-    exact_test,
-)
+from rfkit.validation.stats import Evidence, exact_test
 
 KERNEL_NAMES = tuple(MACLAURIN_KERNELS)
-LIMITED = ("inv", "log", "sqrt")  # kernels with R_f = 1
+RESOLUTION = 0.5
 
 
 def _readings(**axes: Sequence) -> dict[str, dict]:
@@ -37,14 +35,13 @@ def _capped_relative(got, want, scale) -> np.ndarray:
 
 def _exact(values, ctx: CellContext, extra: dict | None = None, tolerance: float | None = None) -> Evidence:
     """Exact evidence on capped violations (largest entry), at the claim's or a stricter tolerance."""
-    violation = _capped(values)
     tol = ctx.tolerance if tolerance is None else tolerance
-    return exact_test(float(violation.max(initial=0.0)), 0.0, tolerance=tol, extra=extra)
+    return exact_test(float(_capped(values).max(initial=0.0)), 0.0, tolerance=tol, extra=extra)
 
 
-
-
-RESOLUTION = 0.5
+def _p_range(words: str, why: str) -> Range:
+    """An RMF law's ``p > 1`` axis, tested up to the register's largest p (4)."""
+    return Range(words, 1.0, strict=(True, False), up_to=(None, 4.0), why=why)
 
 
 def _replicate_cap(ctx: CellContext, need: float, share: int = 1) -> tuple[int, bool]:
@@ -63,15 +60,13 @@ class _SharedRounds:
     the Bonferroni split across sub-tests holds under any dependence between them."""
 
     def __init__(self, draw: Callable[[np.random.Generator, int], np.ndarray]):
-        self._draw = draw
-        self._rounds: list[np.ndarray] = []
+        self._draw, self._rounds = draw, []
 
     def column(self, j: int) -> Callable[[np.random.Generator, int], np.ndarray]:
-        consumed = [0]
+        consumed = itertools.count()
 
         def draw(rng: np.random.Generator, n: int) -> np.ndarray:
-            i = consumed[0]
-            consumed[0] += 1
+            i = next(consumed)
             if i == len(self._rounds):  # a column reaches round i only after rounds 0..i-1: i <= len
                 self._rounds.append(np.asarray(self._draw(rng, n)))
             block = self._rounds[i]
@@ -90,8 +85,7 @@ def _jackknife(values: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray]
     variance, so a mean test of the pseudo-values is the (asymptotic) jackknife test of ``θ(E x)``; replicates
     whose leave-one-out mean leaves ``θ``'s domain give non-finite pseudo-values (the test flags them)."""
     values = np.asarray(values, dtype=np.float64)
-    count = values.shape[0]
-    mean = values.mean(axis=0)
+    count, mean = values.shape[0], values.mean(axis=0)
     leave_one_out = (count * mean[None, :] - values) / (count - 1)
     with np.errstate(all="ignore"):
         return count * statistic(mean[None, :])[0] - (count - 1) * statistic(leave_one_out)

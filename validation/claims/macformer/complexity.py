@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -24,21 +25,18 @@ from .inputs import _gaussian_qkv, _mask
 TREND, TREND_TOLERANCE = 0.1, 0.05
 
 
-def _sweep(lo: int, hi: int) -> list[int]:
-    """√2-spaced sizes from ``lo`` to ``hi`` (``hi/lo`` a power of 2; at least 5 sizes for a slope)."""
+def _sweep(lo: int, hi: int) -> list[int]:  # √2-spaced sizes from lo to hi (hi/lo a power of 2)
     return geometric_sizes(lo, hi, round(2 * math.log2(hi / lo)) + 1)
 
 
-def _swept(ctx: CellContext, fixed: dict) -> tuple[str, list[int], list[dict]]:
-    """The one grid axis whose value is a list of sizes, its sizes and the shape at each."""
+def _swept(ctx: CellContext, *names: str) -> tuple[str, list[int], list[dict]]:
+    """The one grid axis whose value is a list of sizes, its sizes and the shape (axes ``names``) at each."""
     axis = next(a for a, s in ctx.params.items() if isinstance(s, (list, tuple)))
     sizes = list(ctx.params[axis])
-    base = {a: ctx.params[a] for a in fixed}
-    return axis, sizes, [dict(base, **{axis: s}) for s in sizes]
+    return axis, sizes, [dict({a: ctx.params[a] for a in names}, **{axis: s}) for s in sizes]
 
 
-def _one_sweep(*axes: str):
-    """``where``: exactly one of ``axes`` is a sweep (a list of sizes), the others fixed."""
+def _one_sweep(*axes: str):  # ``where``: exactly one of ``axes`` is a sweep (a list of sizes)
     return lambda p, v: sum(isinstance(p[a], (list, tuple)) for a in axes) == 1
 
 
@@ -49,21 +47,15 @@ def _order(words: str, lo: int, up_to: int) -> Integers:
 
 
 def _softmax_cost_cell(ctx: CellContext) -> Evidence:
-    """Time: log-log slope <= 2 in n, <= 1 in d (two sub-tests with the counts). Counts: the GEMM flops of
-    rfkit.theory.cost against 2n²d + 2n²d_v (d_v = d), exactly."""
-    axis, sizes, shapes = _swept(ctx, dict(n=0, d=0))
+    """Time: log-log slope <= 2 in n, <= 1 in d; counts: exact (two sub-tests)."""
+    axis, sizes, shapes = _swept(ctx, "n", "d")
     attend = ctx.impl("softmax_attention", softmax_attention)
-    calls = []
-    for sh in shapes:
-        q, k, v = _gaussian_qkv(ctx.rng, sh["n"], sh["d"])
-        calls.append(lambda q=q, k=k, v=v: attend(q, k, v))
+    calls = [functools.partial(attend, *_gaussian_qkv(ctx.rng, sh["n"], sh["d"])) for sh in shapes]
     timing = cell_timing_slope(ctx, sizes, calls, 2.0 if axis == "n" else 1.0, parts=2)
     flops = [cost.gemm_flops(cost.softmax_attention_gemms(s["n"], s["n"], s["d"], s["d"])) for s in shapes]
     counts = exact_test(flops, [4 * s["n"] ** 2 * s["d"] for s in shapes], tolerance=0.0, extra=dict(flops=flops))
     return combine([timing, counts])
 
-
-SOFTMAX_N, SOFTMAX_D = _sweep(256, 2048), _sweep(16, 256)
 
 SOFTMAX_COST = Claim(
     id="macformer.sec_rmfa.softmax_cost", source="RMFA section and Figure 2a; Definition 1",
@@ -73,7 +65,7 @@ SOFTMAX_COST = Claim(
     domain=dict(n=_order("time complexity O(n²d): the length n", 256, 2048),
                 d=_order("time complexity O(n²d): the width d", 16, 256)),
     cell=_softmax_cost_cell,
-    grid=tiers(dict(n=[SOFTMAX_N, 256], d=[64, SOFTMAX_D]), full=dict(n=[_sweep(256, 16384), 256])),
+    grid=tiers(dict(n=[_sweep(256, 2048), 256], d=[64, _sweep(16, 256)]), full=dict(n=[_sweep(256, 16384), 256])),
     where=_one_sweep("n", "d"),
     replicates=tiers(6, smoke=3, full=20), roles=("softmax_attention",),
     notes="The naive form with materialised scores (Figure 2a); d_v = d; float64 numpy. Time: the CPU time of "
@@ -94,10 +86,8 @@ def _route_options(route: str, n: int, rng: np.random.Generator) -> dict:
 
 def _rmfa_cost_cell(ctx: CellContext) -> Evidence:
     """Log-log slope of CPU time <= 1 in the swept one of n, d, D (the RMF draw timed or not: the reading)."""
-    axis, sizes, shapes = _swept(ctx, dict(n=0, d=0, D=0))
-    route, p = ctx.params["mask"], ctx.params["p"]
-    attend = ctx.impl("rmfa", rmfa)
-    calls = []
+    axis, sizes, shapes = _swept(ctx, "n", "d", "D")
+    route, p, attend, calls = ctx.params["mask"], ctx.params["p"], ctx.impl("rmfa", rmfa), []
     for sh in shapes:
         q, k, v = _gaussian_qkv(ctx.rng, sh["n"], sh["d"])
         options = dict(_route_options(route, sh["n"], ctx.rng), p=p)
@@ -105,7 +95,7 @@ def _rmfa_cost_cell(ctx: CellContext) -> Evidence:
             options["draw"] = draw_rmf(sh["D"], sh["d"], rng=ctx.rng, p=p)
         else:
             options.update(num_features=sh["D"], rng=int(ctx.rng.integers(2**63)))
-        calls.append(lambda q=q, k=k, v=v, options=options: quiet(attend, q, k, v, **options))
+        calls.append(functools.partial(quiet, attend, q, k, v, **options))
     return cell_timing_slope(ctx, sizes, calls, 1.0, extra=dict(order="ndD"))
 
 
@@ -117,7 +107,6 @@ def _rmfa_where(p: dict, v: str) -> bool:
     if isinstance(p["n"], list):
         return (p["mask"] == "general") == (min(p["n"]) < 2048) and (p["p"] == 2.0 or p["mask"] == "none")
     return p["mask"] == "none" and p["p"] == 2.0
-
 
 
 RMFA_COST = Claim(
@@ -146,8 +135,7 @@ RMFA_COST = Claim(
 
 
 def _memory_cell(ctx: CellContext) -> Evidence:
-    """tracemalloc peak of one RMFA forward pass per kernel (same shapes, D, p and seed, hence the same draw),
-    relative to the exp kernel's."""
+    """tracemalloc peak of one RMFA forward pass per kernel, relative to the exp kernel's (the claim's notes)."""
     n, d = ctx.params["length"], ctx.params["d"]
     q, k, v = _gaussian_qkv(ctx.rng, n, d, scale=0.3 * d**-0.25)
     options = dict(num_features=ctx.params["D"], p=ctx.params["p"], coeffs=ctx.params["coeffs"],

@@ -15,7 +15,7 @@ from rfkit.estimators.rmf import draw_rmf, rmf_features, rmfa, rmfa_replicates
 from rfkit.theory import cost
 from rfkit.theory import maclaurin as theory
 from rfkit.validation.domain import Choice, Integers, Range, Reading
-from rfkit.validation.harness import quiet
+from rfkit.validation.harness import chunks, quiet
 from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.stats import (
     Evidence,
@@ -24,13 +24,16 @@ from rfkit.validation.stats import (
     mean_test,
     required_replicates,
     sequential_mean,
+    undecided,
 )
 
 from .attention import _feature_budget, _rmfa_samples
 from .common import KERNEL_NAMES, _capped_relative, _exact, _replicate_cap, _SharedRounds
 from .complexity import _route_options
-from .features import LAWS, PAIRS, _chunk_sizes, _kernel_replicates, _pair, _rmf_mean_evidence, _undecidable_mean
+from .features import LAWS, PAIRS, _kernel_replicates, _pair, _rmf_mean_evidence
 from .inputs import _ball_matrix, _gaussian_qkv
+
+KERNELS = Choice("each Maclaurin kernel (exp, inv, trigh, log, sqrt)", tuple(KERNEL_NAMES))
 
 
 def _p_axis(words: str, up_to: float = 4.0) -> Range:
@@ -39,39 +42,31 @@ def _p_axis(words: str, up_to: float = 4.0) -> Range:
                  why="p enters through p^n and 1/(p - 1) in closed form: the series are checked at each tested p")
 
 
-KERNELS = Choice("each Maclaurin kernel (exp, inv, trigh, log, sqrt)", tuple(KERNEL_NAMES))
+def _row_ball(ctx: CellContext, n: int, d: int, placement: str = "interior") -> tuple[np.ndarray, np.ndarray]:
+    """Queries and keys of ``n`` rows in the unit ball of R^d (row norms inside, or on the boundary)."""
+    return _ball_matrix(ctx.rng, n, d, "row", placement), _ball_matrix(ctx.rng, n, d, "row", placement)
 
 
-def _sign_vectors(d: int) -> np.ndarray:
-    """All ``2^d`` Rademacher vectors (each equally likely): exact expectations by enumeration."""
-    return np.array(list(itertools.product((-1.0, 1.0), repeat=d)))
-
-
-def _rademacher_exact_cell(ctx: CellContext, d: int) -> Evidence:
+def _rademacher_cell(ctx: CellContext) -> Evidence:
+    """d <= 12: every one of the 2^d sign vectors (exact expectations, to 1e-12); larger d: Monte Carlo."""
+    d = ctx.params["d"]
     a, b, c, e = ctx.rng.standard_normal((4, d))
-    signs = _sign_vectors(d)
-    pa, pb, pc, pe = (signs @ z for z in (a, b, c, e))
-    scale4 = float(np.prod([np.linalg.norm(z) for z in (a, b, c, e)]))
-    joint = np.array([[np.mean(pa**i * pb**j) for j in range(5)] for i in range(5)])
     norm_a, norm_b = np.linalg.norm(a), np.linalg.norm(b)
+    scale4 = float(np.prod([np.linalg.norm(z) for z in (a, b, c, e)]))
+    if d > 12:
+        signs = ctx.rng.integers(0, 2, size=(ctx.replicates, d), dtype=np.int8) * 2.0 - 1.0
+        products = (signs @ a) * (signs @ b) * (signs @ c) * (signs @ e)
+        return mean_test(products, theory.rademacher_moment4(a, b, c, e), scale=scale4, **ctx.test,
+                         extra=dict(route="monte_carlo"))
+    signs = np.array(list(itertools.product((-1.0, 1.0), repeat=d)))
+    pa, pb, pc, pe = (signs @ z for z in (a, b, c, e))
+    joint = np.array([[np.mean(pa**i * pb**j) for j in range(5)] for i in range(5)])
     errors = [abs(np.mean(pa * pb) - theory.rademacher_moment2(a, b)) / (norm_a * norm_b),
               abs(np.mean(pa * pb * pc * pe) - theory.rademacher_moment4(a, b, c, e)) / scale4,
               abs(np.mean(pa**2 * pb**2) - theory.rademacher_moment4(a, a, b, b)) / (norm_a * norm_b) ** 2]
     norms = norm_a ** np.arange(5)[:, None] * norm_b ** np.arange(5)[None, :]
     errors += list((np.abs(joint - theory.rademacher_joint_moments(a, b, 4)) / norms).ravel())
     return _exact(errors, ctx, tolerance=1e-12, extra=dict(route="enumeration"))
-
-
-def _rademacher_cell(ctx: CellContext) -> Evidence:
-    d = ctx.params["d"]
-    if d <= 12:
-        return _rademacher_exact_cell(ctx, d)
-    a, b, c, e = ctx.rng.standard_normal((4, d))
-    signs = ctx.rng.integers(0, 2, size=(ctx.replicates, d), dtype=np.int8) * 2.0 - 1.0
-    products = (signs @ a) * (signs @ b) * (signs @ c) * (signs @ e)
-    scale = float(np.prod([np.linalg.norm(z) for z in (a, b, c, e)]))
-    return mean_test(products, theory.rademacher_moment4(a, b, c, e), scale=scale, **ctx.test,
-                     extra=dict(route="monte_carlo"))
 
 
 RADEMACHER_MOMENTS = Claim(
@@ -92,40 +87,31 @@ RADEMACHER_MOMENTS = Claim(
 )
 
 
-def _structure_cell(ctx: CellContext, p: float, n_law: str) -> Evidence:
-    """Degree law: P(N = 0), P(feature ≡ 0) and E[N] (zero features counted as 0) from the sampler."""
-    draw = draw_rmf(ctx.replicates, 1, rng=ctx.rng, p=p, n_law=n_law)
-    alive = draw.degrees >= 0
-    zero = (draw.degrees == 0).astype(float)
-    p_zero = (1 - 1 / p) * (1.0 if n_law == "geom" else 1 / (p - 1))
+def _degree_law(p: float, n_law: str) -> tuple[float, float, float]:
+    """P(feature alive), E[N] and E[N²] of one feature's degree (a zero feature counted as degree 0)."""
     p_alive = 1.0 if n_law == "geom" else 1 / (p - 1)
-    second = (p + 1) / (p - 1) ** 2 * p_alive
-    mean = theory.expected_degree(p, n_law)
-    tests = [(zero, p_zero, math.sqrt(p_zero * (1 - p_zero))),
-             (np.maximum(draw.degrees, 0).astype(float), mean, math.sqrt(second - mean**2))]
-    if p_alive < 1:
-        tests.append(((~alive).astype(float), 1 - p_alive, math.sqrt(p_alive * (1 - p_alive))))
-    return combine([mean_test(x, target, scale=target, sd=sd, **ctx.sub_test(len(tests))) for x, target, sd in tests])
-
-
-def _divergence_cell(ctx: CellContext, p: float, n_law: str, weight: str) -> Evidence:
-    """inv kernel: E[Z²] = Σ b_n m^n with b_n ∝ p^n diverges iff p·m >= 1 (every reading); rmf_moments must say so."""
-    mismatches = []
-    for pm in (0.5, 0.9, 0.999, 1.001, 1.1, 2.0):
-        radius = (pm / p) ** 0.25
-        x = np.array([radius])
-        second = theory.feature_moment(x, x, "inv", 2, p=p, n_law=n_law, weight=weight)
-        mismatches.append(float(math.isinf(second) != (pm >= 1)))
-    return _exact(mismatches, ctx, tolerance=0.5)
+    return p_alive, theory.expected_degree(p, n_law), (p + 1) / (p - 1) ** 2 * p_alive
 
 
 def _feature_moments_cell(ctx: CellContext) -> Evidence:
     n_law, weight = LAWS[ctx.variant]
     p, check = ctx.params["p"], ctx.params["check"]
-    if check == "structure":
-        return _structure_cell(ctx, p, n_law)
-    if check == "divergence":
-        return _divergence_cell(ctx, p, n_law, weight)
+    if check == "structure":  # P(N = 0), P(feature ≡ 0) and E[N] (zero features counted as 0) from the sampler
+        draw = draw_rmf(ctx.replicates, 1, rng=ctx.rng, p=p, n_law=n_law)
+        p_alive, mean, second = _degree_law(p, n_law)
+        p_zero = (1 - 1 / p) * p_alive
+        tests = [((draw.degrees == 0).astype(float), p_zero, math.sqrt(p_zero * (1 - p_zero))),
+                 (np.maximum(draw.degrees, 0).astype(float), mean, math.sqrt(second - mean**2))]
+        if p_alive < 1:
+            tests.append(((draw.degrees < 0).astype(float), 1 - p_alive, math.sqrt(p_alive * (1 - p_alive))))
+        return combine([mean_test(x, target, scale=target, sd=sd, **ctx.sub_test(len(tests)))
+                        for x, target, sd in tests])
+    if check == "divergence":  # inv: E[Z²] = Σ b_n m^n, b_n ∝ p^n, is infinite iff p·m >= 1 (at x = y, d = 1)
+        products = (0.5, 0.9, 0.999, 1.001, 1.1, 2.0)
+        seconds = [theory.feature_moment(x, x, "inv", 2, p=p, n_law=n_law, weight=weight)
+                   for x in (np.array([(pm / p) ** 0.25]) for pm in products)]
+        return _exact([float(math.isinf(s) != (pm >= 1)) for s, pm in zip(seconds, products, strict=True)], ctx,
+                      tolerance=0.5)
     kernel = ctx.params["kernel"]
     x, y = _pair(ctx.params["pair"], 4, ctx.rng)
     mean, second, fourth = (theory.feature_moment(x, y, kernel, k, p=p, n_law=n_law, weight=weight)
@@ -174,17 +160,14 @@ RMF_FEATURE_MOMENTS = Claim(
 
 
 def _weight_invariance_cell(ctx: CellContext) -> Evidence:
-    p, n, d = ctx.params["p"], ctx.params["length"], ctx.params["d"]
-    q, k = _ball_matrix(ctx.rng, n, d, "row", "interior"), _ball_matrix(ctx.rng, n, d, "row", "interior")
+    p, n, d, kernel = ctx.params["p"], ctx.params["length"], ctx.params["d"], ctx.params["kernel"]
+    q, k = _row_ball(ctx, n, d)
     v = ctx.rng.standard_normal((n, 3))
     draw = draw_rmf(ctx.params["D"], d, rng=ctx.rng, p=p)
-    kernel = ctx.params["kernel"]
-    printed, importance = (rmf_features(np.concatenate([q, k]), draw, kernel, weight=w) for w in ("printed",
-                                                                                                   "importance"))
-    scale = float(np.abs(printed).max()) or 1.0
-    feature_error = np.abs(printed - math.sqrt(p - 1) * importance) / scale
-    outputs = [quiet(rmfa, q, k, v, kernel, draw=draw, weight=w, return_details=True) for w in ("printed",
-                                                                                               "importance")]
+    weights = ("printed", "importance")
+    printed, importance = (rmf_features(np.concatenate([q, k]), draw, kernel, weight=w) for w in weights)
+    feature_error = np.abs(printed - math.sqrt(p - 1) * importance) / (float(np.abs(printed).max()) or 1.0)
+    outputs = [quiet(rmfa, q, k, v, kernel, draw=draw, weight=w, return_details=True) for w in weights]
     terms = np.abs(importance[:n]) @ np.abs(importance[n:]).T @ np.concatenate([np.abs(v), np.ones((n, 1))], axis=1)
     buffers = [np.concatenate([r.numerator, r.denominator[:, None]], axis=1) for r in outputs]
     buffer_error = np.abs(buffers[0] - (p - 1) * buffers[1]) / ((p - 1) * terms)
@@ -214,14 +197,18 @@ RMF_WEIGHT_INVARIANCE = Claim(
 )
 
 
-def _delta_inputs(ctx: CellContext):
-    """Unit-ball inputs: ``interior`` (d = 4) or ``boundary`` (unit rows in d = 2, where the denominator varies most
-    and b² is largest relative to v: the bias is then resolvable with ~10^3 D replicates)."""
-    n = ctx.params["length"]
-    placement = ctx.params.get("inputs", "interior")
-    d = 2 if placement == "boundary" else 4
-    q, k = _ball_matrix(ctx.rng, n, d, "row", placement), _ball_matrix(ctx.rng, n, d, "row", placement)
-    return q, k, ctx.rng.uniform(-1.0, 1.0, size=(n, 2))
+NO_DELTA = "G_a(i, j) diverges here: the delta-method prediction does not exist"
+
+
+def _delta_setup(ctx: CellContext):
+    """``q, k, v`` and the delta method's prediction (None where it diverges). Unit-ball inputs: ``interior``
+    (d = 4) or ``boundary`` (unit rows in d = 2, where the denominator varies most and b² is largest relative to v:
+    the bias is then resolvable with ~10^3 D replicates)."""
+    n, placement = ctx.params["length"], ctx.params.get("inputs", "interior")
+    q, k = _row_ball(ctx, n, 2 if placement == "boundary" else 4, placement)
+    v = ctx.rng.uniform(-1.0, 1.0, size=(n, 2))
+    delta = theory.rmfa_delta_method(q, k, v, ctx.params["kernel"], p=2.0)
+    return q, k, v, delta if np.isfinite(delta.bias).all() and np.isfinite(delta.variance).all() else None
 
 
 def _resolvable_entries(signal: np.ndarray, noise: np.ndarray, count: int = 2) -> list[tuple[int, int]]:
@@ -229,43 +216,28 @@ def _resolvable_entries(signal: np.ndarray, noise: np.ndarray, count: int = 2) -
     return [tuple(int(i) for i in np.unravel_index(j, signal.shape)) for j in order]
 
 
-def _delta_prediction(ctx: CellContext, q, k, v):
-    delta = theory.rmfa_delta_method(q, k, v, ctx.params["kernel"], p=2.0)
-    finite = bool(np.isfinite(delta.bias).all() and np.isfinite(delta.variance).all())
-    return delta, finite
-
-
-#: Features one replicate of a ratio-bias cell may hold at once (memory of the vectorised estimator).
-_CHUNK_FEATURES = 2_000_000
-
-
-def _ratio_bias_draw(ctx: CellContext, q, k, v, delta, entries, num_features: int):
-    """``draw(rng, n) -> (n, len(entries))`` replicates of the jackknife (Richardson) combination
-    ``z = 2y_D - (y'_{D/2} + y''_{D/2})/2`` of control-variate estimates of ``D × (RMFA - attn^κ)``.
-
-    ``y_D = D·(RMFA - attn^κ - (N̂ - attn^κ·μ̂)/μ)``: ``N̂``, ``μ̂`` the estimate's own numerator and denominator,
-    ``attn^κ`` and ``μ = Σ_j κ(x_aj)`` from theory. With unbiased features (``E[Φ(x)·Φ(y)] = κ(x·y)``, Definition
-    3: ``E N̂ = attn^κ·μ``, ``E μ̂ = μ``) the subtracted linear term has mean exactly 0, so ``E[y_D] = D·(E[RMFA] -
-    attn^κ)``; it carries the ``√D`` fluctuation of ``D·(RMFA - attn^κ)``, and what is left,
-    ``-D(N̂ - attn^κ μ̂)(μ̂ - μ)/(μ μ̂)``, has an ``O(1)`` spread.
-
-    Common random numbers: each replicate is two independent ``D/2``-feature estimates (consecutive replicates of
-    the estimator), ``y'``, ``y''``, and the ``D``-feature estimate made of both halves' features (its numerator
-    and denominator are the halves' averages, as RMFA's are averages over features): ``E[z] = b + O(D^{-2})``
-    with a third of the variance of independent arms."""
-    estimator = ctx.impl("rmfa_replicates", rmfa_replicates)
-    kernel, attn, mu = ctx.params["kernel"], delta.attn_kappa, delta.mu
+def _ratio_bias_cell(ctx: CellContext) -> Evidence:
+    """Richardson extrapolation in 1/D with common random numbers (the claim's notes): the two D-feature halves are
+    consecutive replicates of the estimator, and z has a third of the variance of independent arms. Arms (D, 2D):
+    the ratio's tails come from small denominators, which the smaller arm reaches most often; at D/4 = 16 the
+    denominator reaches 0 in about 1e-3 of the draws (quick inputs), at D/2 = 32 the replicates' tail index is
+    about 3 (Hill), from D on about 4."""
+    q, k, v, delta = _delta_setup(ctx)
+    if delta is None:
+        return undecided(NO_DELTA)
+    entries = _resolvable_entries(delta.bias, delta.variance)
+    estimator, kernel = ctx.impl("rmfa_replicates", rmfa_replicates), ctx.params["kernel"]
+    attn, mu, half = delta.attn_kappa, delta.mu, ctx.params["D"]
+    num_features = 2 * half
     rows, cols = (np.array([e[i] for e in entries]) for i in (0, 1))
-    half = num_features // 2
 
-    def y(out, num, den, features: int) -> np.ndarray:
+    def y(out, num, den, features: int) -> np.ndarray:  # y_D = D·(RMFA - attn^κ - (N̂ - attn^κ·μ̂)/μ)
         linear = (num - attn[None] * den[..., None]) / mu[None, :, None]
         return features * (out - attn[None] - linear)[:, rows, cols]
 
-    def draw(rng, n: int) -> np.ndarray:
-        chunk = max(1, _CHUNK_FEATURES // (num_features * q.shape[0] * 2))
+    def draw(rng, n: int) -> np.ndarray:  # n replicates of z at each entry; at most 2M features held at once
         parts = []
-        for r in _chunk_sizes(n, chunk):
+        for r in chunks(n, max(1, 2_000_000 // (num_features * q.shape[0] * 2))):
             res = quiet(estimator, q, k, v, kernel, replicates=2 * r, num_features=half, rng=rng, p=2.0)
             out, num, den = (np.asarray(x, dtype=np.float64) for x in (res.out, res.numerator, res.denominator))
             halves = y(out, num, den, half)
@@ -275,27 +247,7 @@ def _ratio_bias_draw(ctx: CellContext, q, k, v, delta, entries, num_features: in
             parts.append(2 * whole - (halves[0::2] + halves[1::2]) / 2)
         return np.concatenate(parts)
 
-    return draw
-
-
-def _ratio_bias_cell(ctx: CellContext) -> Evidence:
-    """Richardson extrapolation in 1/D: with ``y_D`` the control-variate estimate of ``D·(RMFA - attn^κ)``
-    (:func:`_ratio_bias_draw`, called with ``2D`` features), ``E[y_D] = b + c/D + O(D^{-2})``, so
-    ``z = 2y_{2D} - (y'_D + y''_D)/2`` (two ``D``-feature halves of the ``2D`` features) has mean
-    ``b + O(D^{-2})``: the asymptotic statement is tested, not its value at one finite D.
-
-    Arms ``(D, 2D)`` (``D`` the grid's): the ratio's tails come from small denominators, which the smaller arm
-    reaches most often; at ``D/4 = 16`` the denominator reaches 0 in about 1e-3 of the draws (observed at the quick
-    inputs) and at ``D/2 = 32`` the replicates' tail index is about 3 (Hill), while from ``D`` on it is about 4. A
-    sequential mean per entry (two entries, Bonferroni), sharing its rounds of replicates; budgets in replicates
-    of ``z``."""
-    q, k, v = _delta_inputs(ctx)
-    num_features = 2 * ctx.params["D"]
-    delta, finite = _delta_prediction(ctx, q, k, v)
-    if not finite:
-        return _undecidable_mean(ctx, "G_a(i, j) diverges here: the delta-method prediction does not exist", {})
-    entries = _resolvable_entries(delta.bias, delta.variance)
-    shared = _SharedRounds(_ratio_bias_draw(ctx, q, k, v, delta, entries, num_features))
+    shared = _SharedRounds(draw)
     parts = [sequential_mean(shared.column(j), float(delta.bias[e]), rng=ctx.rng, budget=ctx.replicates,
                              planned=ctx.planned or ctx.replicates, scale=abs(float(delta.bias[e])),
                              extra=dict(entry=e), **ctx.sub_test(len(entries)))
@@ -329,33 +281,24 @@ RMFA_RATIO_BIAS = Claim(
           "(N̂ - attn^κ μ̂)/μ) subtracts from D × (error) its linear term, of mean exactly 0 with unbiased features "
           "and of spread O(√D), and the two D-feature estimates are the halves of the 2D features (common random "
           "numbers): the spread of z is O(1) instead of O(√D) (about 4|b| against 20|b| at the quick inputs). "
-          "The Richardson combination removes the c/D term, so a finite-D correction is not mistaken for a wrong "
-          "b. Budgets are in replicates of z (2D features each).",
+          "Budgets are in replicates of z (2D features each).",
 )
 
 
 def _ratio_mse_cell(ctx: CellContext) -> Evidence:
     if ctx.params["check"] == "toy_nmse":
         return _toy_nmse_cell(ctx)
-    q, k, v = _delta_inputs(ctx)
-    kernel, num_features = ctx.params["kernel"], ctx.params["D"]
-    delta, finite = _delta_prediction(ctx, q, k, v)
-    if not finite:
-        return _undecidable_mean(ctx, "G_a(i, j) diverges here: the delta-method prediction does not exist", {})
+    q, k, v, delta = _delta_setup(ctx)
+    if delta is None:
+        return undecided(NO_DELTA)
+    num_features = ctx.params["D"]
     entries = _resolvable_entries(delta.variance, delta.variance)
-    replicates = max(64, _feature_budget(ctx, num_features))
-    samples = _rmfa_samples(ctx, q, k, v, None, kernel, num_features, replicates)
-    parts = []
-    for a, c in entries:
-        predicted = delta.variance[a, c] + delta.bias[a, c] ** 2 / num_features
-        squared = num_features * (samples[:, a, c] - delta.attn_kappa[a, c]) ** 2
-        parts.append(mean_test(squared, predicted, scale=predicted, **ctx.sub_test(len(entries)),
-                               extra=dict(entry=(a, c))))
-    return combine(parts)
-
-
-#: Features one toy-NMSE replicate is charged per feature of its D (see _toy_nmse_cell).
-TOY_FEATURE_SHARE = 24
+    samples = _rmfa_samples(ctx, q, k, v, None, ctx.params["kernel"], num_features,
+                            max(64, _feature_budget(ctx, num_features)))
+    predicted = [delta.variance[e] + delta.bias[e] ** 2 / num_features for e in entries]
+    return combine([mean_test(num_features * (samples[:, a, c] - delta.attn_kappa[a, c]) ** 2, pred, scale=pred,
+                              **ctx.sub_test(len(entries)), extra=dict(entry=(a, c)))
+                    for (a, c), pred in zip(entries, predicted, strict=True)])
 
 
 def _toy_nmse_cell(ctx: CellContext) -> Evidence:
@@ -366,13 +309,12 @@ def _toy_nmse_cell(ctx: CellContext) -> Evidence:
     target = softmax_attention(pre.q, pre.k, v)
     predicted = theory.nmse_prediction(theory.rmfa_delta_method(pre.q, pre.k, v, "exp", p=2.0), target,
                                        num_features)
-    # the tier's feature budget, each replicate charged TOY_FEATURE_SHARE·D features: 1.6M features give ~1000
-    # replicates at D = 64 and 260 at D = 256 (where one 32×64 replicate costs ~15 ms), at least 256
-    replicates = max(256, ctx.replicates // (TOY_FEATURE_SHARE * num_features))
-    samples = _rmfa_samples(ctx, pre.q, pre.k, v, None, "exp", num_features, replicates)
+    # the tier's feature budget, each replicate charged 24·D features: 1.6M features give ~1000 replicates at
+    # D = 64 and 260 at D = 256 (where one 32×64 replicate costs ~15 ms), at least 256
+    samples = _rmfa_samples(ctx, pre.q, pre.k, v, None, "exp", num_features,
+                            max(256, ctx.replicates // (24 * num_features)))
     errors = ((samples - target) ** 2).sum(axis=(1, 2)) / (target**2).sum()
     return mean_test(errors, predicted, scale=predicted, **ctx.test, extra=dict(predicted=predicted))
-
 
 
 RMFA_RATIO_MSE = Claim(
@@ -405,48 +347,39 @@ RMFA_RATIO_MSE = Claim(
 )
 
 
-def _cost_counts(ctx: CellContext) -> Evidence:
-    """The matrix products rmfa performs (its own record) against rfkit.theory.cost.rmfa_gemms, for every route;
-    and the bidirectional count against the closed form 4ndW + 4nD(d_v + 1)."""
-    n, d, dv, num_features, chunk = 37, 8, 5, ctx.params["D"], 8
+def _cost_model_cell(ctx: CellContext) -> Evidence:
+    """counts: the matrix products rmfa performs (its own record) against rfkit.theory.cost.rmfa_gemms for every
+    route, and the bidirectional count against the closed form 4ndW + 4nD(d_v + 1); width: ``E[W] = D/(p-1)``
+    (geom) or ``D/(p-1)²`` (defective) from the sampler; ratio: the flop ratio softmax/RMFA at W = E[W], p = 2,
+    d_v = d, against n/(2D)."""
+    check, p, num_features = ctx.params["check"], ctx.params["p"], ctx.params["D"]
+    if check == "ratio":
+        n, d = ctx.params["length"], ctx.params["d"]
+        ratio = cost.softmax_rmfa_flop_ratio(n, d, d, num_features)
+        return exact_test(ratio / (n / (2 * num_features)), 1.0, tolerance=ctx.tolerance, extra=dict(ratio=ratio))
+    if check == "width":
+        n_law = ctx.params["law"]
+        mean = cost.rmfa_expected_width(num_features, p, n_law)
+        _, degree, second = _degree_law(p, n_law)
+
+        def widths(rng, n):  # n draws of W, each from its own block of D features
+            draw = draw_rmf(num_features * n, 1, rng=rng, p=p, n_law=n_law)
+            return np.maximum(draw.degrees, 0).reshape(n, num_features).sum(axis=1).astype(float)
+
+        return ctx.mean(widths, mean, scale=mean, sd=math.sqrt(num_features * (second - degree**2)))
+    n, d, dv, chunk = 37, 8, 5, 8
     q, k, v = _gaussian_qkv(ctx.rng, n, d)
-    v = v[:, :dv]
     parts = []
     for route in cost.RMFA_ROUTES:
-        result = quiet(rmfa, q, k, v, num_features=num_features, rng=ctx.rng, p=ctx.params["p"],
-                        chunk_size=chunk, return_details=True, **_route_options(route, n, ctx.rng))
+        result = quiet(rmfa, q, k, v[:, :dv], num_features=num_features, rng=ctx.rng, p=p,
+                       chunk_size=chunk, return_details=True, **_route_options(route, n, ctx.rng))
+        flops = cost.gemm_flops(result.gemms)
         model = cost.rmfa_gemms(n, d, dv, result.width, num_features, route=route, chunk=chunk)
-        parts.append(exact_test(cost.gemm_flops(result.gemms), cost.gemm_flops(model), tolerance=0.0,
+        parts.append(exact_test(flops, cost.gemm_flops(model), tolerance=0.0,
                                 extra=dict(route=route, width=result.width)))
         if route == "none":
-            parts.append(exact_test(cost.gemm_flops(result.gemms),
-                                    cost.rmfa_flop_model(n, d, dv, result.width, num_features), tolerance=0.0))
+            parts.append(exact_test(flops, cost.rmfa_flop_model(n, d, dv, result.width, num_features), tolerance=0.0))
     return combine(parts)
-
-
-def _cost_width(ctx: CellContext) -> Evidence:
-    """``E[W] = D/(p-1)`` (geom) or ``D/(p-1)²`` (defective), from the sampler."""
-    p, n_law, num_features = ctx.params["p"], ctx.params["law"], ctx.params["D"]
-    mean = cost.rmfa_expected_width(num_features, p, n_law)
-    alive = 1.0 if n_law == "geom" else 1 / (p - 1)
-    per_feature_var = (p + 1) / (p - 1) ** 2 * alive - theory.expected_degree(p, n_law) ** 2
-
-    def widths(rng, n):  # n draws of W, each from its own block of D features
-        draw = draw_rmf(num_features * n, 1, rng=rng, p=p, n_law=n_law)
-        return np.maximum(draw.degrees, 0).reshape(n, num_features).sum(axis=1).astype(float)
-
-    return ctx.mean(widths, mean, scale=mean, sd=math.sqrt(num_features * per_feature_var))
-
-
-def _cost_ratio(ctx: CellContext) -> Evidence:
-    """The flop ratio softmax/RMFA at W = E[W], p = 2, d_v = d, against n/(2D)."""
-    n, num_features, d = ctx.params["length"], ctx.params["D"], ctx.params["d"]
-    ratio = cost.softmax_rmfa_flop_ratio(n, d, d, num_features)
-    return exact_test(ratio / (n / (2 * num_features)), 1.0, tolerance=ctx.tolerance, extra=dict(ratio=ratio))
-
-
-def _cost_model_cell(ctx: CellContext) -> Evidence:
-    return {"counts": _cost_counts, "width": _cost_width, "ratio": _cost_ratio}[ctx.params["check"]](ctx)
 
 
 COST_MODEL = Claim(
@@ -483,27 +416,21 @@ COST_MODEL = Claim(
 )
 
 
-TRIGH_T = (-50.0, -20.0, -5.0, -1.0, 0.0, 1.0, 5.0, 20.0, 50.0, 700.0, 709.0)
-
-
 def _trigh_cell(ctx: CellContext) -> Evidence:
     check = ctx.params["check"]
     if check == "closed_form":
-        # the identity itself in 60-digit arithmetic (independent of float cancellation), and the toolkit's
-        # closed-form trigh kernel against its exp kernel in float64
         t = ctx.params["t"]
         with mpmath.workdps(60):
             identity = float(abs(mpmath.sinh(t) + mpmath.cosh(t) - mpmath.exp(t)) / mpmath.exp(t))
         got, want = kernel_values("trigh", np.array([t])), kernel_values("exp", np.array([t]))
-        return _exact([identity, *(np.abs(got - want) / want)], ctx, extra=dict(t=t, trigh=float(got[0]),
-                                                                                exp=float(want[0])))
+        return _exact([identity, *(np.abs(got - want) / want)], ctx,
+                      extra=dict(t=t, trigh=float(got[0]), exp=float(want[0])))
     if check == "coefficients":
         equal = theory.derived_coefficients("trigh", 40) == theory.derived_coefficients("exp", 40)
         return _exact([0.0 if equal else 1.0], ctx)
-    n, d = 16, 8
-    q, k = _ball_matrix(ctx.rng, n, d, "row", "interior"), _ball_matrix(ctx.rng, n, d, "row", "interior")
-    v = ctx.rng.standard_normal((n, 3))
-    draw = draw_rmf(ctx.params["D"], d, rng=ctx.rng)
+    q, k = _row_ball(ctx, 16, 8)
+    v = ctx.rng.standard_normal((16, 3))
+    draw = draw_rmf(ctx.params["D"], 8, rng=ctx.rng)
     if check == "rmf":
         outs = [rmf_features(q, draw, kernel) for kernel in ("trigh", "exp")]
     else:
@@ -524,7 +451,8 @@ TRIGH_EXP_IDENTITY = Claim(
                         why="e^t < 2e-22 below -50: both kernels underflow alike, and mpmath checks the identity "
                             "itself")),
     cell=_trigh_cell,
-    grid=tiers(dict(check=["closed_form", "coefficients", "rmf", "rmfa"], t=list(TRIGH_T), D=[64]),
+    grid=tiers(dict(check=["closed_form", "coefficients", "rmf", "rmfa"],
+                    t=[-50.0, -20.0, -5.0, -1.0, 0.0, 1.0, 5.0, 20.0, 50.0, 700.0, 709.0], D=[64]),
                smoke=dict(t=[-50.0, 0.0, 1.0, 709.0]), full=dict(D=[64, 1024])),
     where=lambda p, v: p["check"] == "closed_form" or p["t"] == 1.0, plot_x="t",
     notes="The closed-form check verifies sinh + cosh = exp in 60-digit arithmetic and compares the toolkit's trigh "

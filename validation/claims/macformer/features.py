@@ -12,9 +12,9 @@ from rfkit.theory import maclaurin as theory
 from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import chunks as _chunk_sizes
 from rfkit.validation.model import CellContext, Claim, tiers
-from rfkit.validation.stats import Evidence, flagged, mean_test, required_replicates
+from rfkit.validation.stats import Evidence, mean_test, required_replicates, undecided
 
-from .common import KERNEL_NAMES, RESOLUTION, _replicate_cap
+from .common import KERNEL_NAMES, RESOLUTION, _p_range, _replicate_cap
 
 #: The register's readings of "P[N = η] = 1/p^{η+1}" (est.rmf): (n_law, weight).
 LAWS = {"geom-importance": ("geom", "importance"), "geom-printed": ("geom", "printed"),
@@ -26,8 +26,7 @@ LAWS = {"geom-importance": ("geom", "importance"), "geom-printed": ("geom", "pri
 PAIRS = {"scaled": ("0.5*", "0.5*", 0.5), "unit_scaled": ("1*", "1*", 0.9), "moderate": (0.7, 0.7, 0.9),
          "moderate_neg": (0.7, 0.7, -0.9), "sparse_orthogonal": (0.9, 0.9, 0.0), "boundary": (1.0, 1.0, 0.5),
          "boundary_parallel": (1.0, 1.0, 1.0)}
-#: With the pair of d = 1 (x, y on a line, inside every kernel's region).
-_PAIRS = {**PAIRS, "parallel": ("0.6*", "0.6*", 1.0)}
+_PAIRS = {**PAIRS, "parallel": ("0.6*", "0.6*", 1.0)}  # with the pair of d = 1 (inside every kernel's region)
 
 
 def _norms(pair: str, d: int) -> tuple[float, float, float]:
@@ -49,8 +48,7 @@ def _pair(pair: str, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.n
 def _kernel_replicates(ctx: CellContext, x, y, kernel: str, num_features: int, replicates: int, p: float,
                        n_law: str, weight: str, coeffs: str) -> np.ndarray:
     """``replicates`` estimates Φ(x)·Φ(y), each from a fresh draw of ``D`` features (blocks of one big draw)."""
-    features = ctx.impl("rmf_features", rmf_features)
-    out = []
+    features, out = ctx.impl("rmf_features", rmf_features), []
     for n in _chunk_sizes(replicates, max(1, 400_000 // num_features)):
         draw = draw_rmf(n * num_features, x.size, rng=ctx.rng, p=p, n_law=n_law)
         phi = np.asarray(features(np.stack([x, y]), draw, kernel, coeffs=coeffs, weight=weight))
@@ -63,8 +61,7 @@ def _stratified_replicates(ctx: CellContext, x, y, kernel: str, replicates: int,
                            weight: str, coeffs: str) -> np.ndarray:
     """``replicates`` draws of ``Y = Σ_{n <= n_max} π_n Z_n``, ``Z_n`` one feature product with its degree fixed
     at ``n`` (fresh Rademacher vectors), ``π_n = exp(log_mass[n])`` the law's mass."""
-    features = ctx.impl("rmf_features", rmf_features)
-    total = np.zeros(replicates)
+    features, total = ctx.impl("rmf_features", rmf_features), np.zeros(replicates)
     for n, log_pi in enumerate(log_mass):
         signs = (ctx.rng.integers(0, 2, size=(replicates * n, x.size), dtype=np.int8) * 2 - 1).astype(np.int8)
         draw = RMFDraw(np.full(replicates, n), np.arange(replicates) * n, signs, p, n_law)
@@ -73,63 +70,46 @@ def _stratified_replicates(ctx: CellContext, x, y, kernel: str, replicates: int,
     return total
 
 
-def _undecidable_mean(ctx: CellContext, reason: str, extra: dict) -> Evidence:
-    return flagged(mean_test(np.zeros(2), 0.0, sd=math.inf, **ctx.test, extra=extra), reason)
-
-
 def _rmf_mean_evidence(ctx: CellContext, x, y, kernel: str, num_features: int, p: float, n_law: str, weight: str,
                        coeffs: str, target: float, **test) -> Evidence:
-    """Mean test of Φ(x)·Φ(y) against ``target``, sized from the exact moments: plain Monte Carlo where its
-    variance and skewness are finite, else the degree-stratified estimate (all moments finite) plus the exact
-    series tail beyond its last degree; undecidable where E|Φ(x)·Φ(y)| is infinite."""
-    test = test or ctx.test
-    law = dict(p=p, n_law=n_law, weight=weight, coeffs=coeffs)
+    """Mean test of Φ(x)·Φ(y) against ``target``, sized from the exact moments (the routes of RMF_UNBIASED's notes)."""
+    test, law = test or ctx.test, dict(p=p, n_law=n_law, weight=weight, coeffs=coeffs)
     mom = theory.rmf_moments(x, y, kernel, num_features=num_features, **law)
     extra = dict(t=float(x @ y), target=target, series_value=mom.mean, exact_sd=mom.sd)
     if mom.abs_mean_finite is not True:
-        return _undecidable_mean(ctx, "E|Φ(x)·Φ(y)| is infinite or undecided here: the expectation may not exist",
-                                 extra)
+        return undecided("E|Φ(x)·Φ(y)| is infinite or undecided here: the expectation may not exist", extra=extra)
     plain = math.isfinite(mom.sd) and math.isfinite(mom.skewness)
     strata = None if plain else theory.stratified_moments(x, y, kernel, relative_tail=1e-4, **law)
     sd, skewness = (mom.sd, mom.skewness) if plain else (strata.sd, strata.skewness)
     need = required_replicates(sd / abs(target), alpha=test["alpha"], tolerance=test["tolerance"],
                                skewness=skewness, resolution=RESOLUTION)
     replicates, short = _replicate_cap(ctx, need, share=1 if plain else 4)
-    extra.update(route="plain" if plain else "stratified", replicates_needed=need, capped=short)
-    if plain:
-        estimates = _kernel_replicates(ctx, x, y, kernel, num_features, replicates, **law)
-    else:
-        estimates = _stratified_replicates(ctx, x, y, kernel, replicates, strata.log_mass, **law) + strata.tail
-        extra.update(n_max=strata.n_max, tail=strata.tail)
+    extra.update(route="plain" if plain else "stratified", replicates_needed=need, capped=short,
+                 **({} if plain else dict(n_max=strata.n_max, tail=strata.tail)))
+    estimates = (_kernel_replicates(ctx, x, y, kernel, num_features, replicates, **law) if plain else
+                 _stratified_replicates(ctx, x, y, kernel, replicates, strata.log_mass, **law) + strata.tail)
     return mean_test(estimates, target, scale=abs(target), sd=sd, extra=extra, **test)
 
 
 def _rmf_unbiased_cell(ctx: CellContext) -> Evidence:
-    law, coeffs = ctx.variant.split("|")
+    (law, coeffs), kernel = ctx.variant.split("|"), ctx.params["kernel"]
     x, y = _pair(ctx.params["pair"], ctx.params["d"], ctx.rng)
-    target = float(kernel_values(ctx.params["kernel"], float(x @ y)))
-    return _rmf_mean_evidence(ctx, x, y, ctx.params["kernel"], ctx.params["D"], ctx.params["p"], *LAWS[law],
-                              coeffs, target)
-
-
-def _finite_kernel(kernel: str, pair: str, d: int) -> bool:
-    """Whether f(x·y) is finite (the statement's points)."""
-    nx, ny, cos = _norms(pair, d)
-    t = nx * ny * cos
-    return bool(MACLAURIN_KERNELS[kernel].in_domain(np.array(t))) and math.isfinite(float(kernel_values(kernel, t)))
+    return _rmf_mean_evidence(ctx, x, y, kernel, ctx.params["D"], ctx.params["p"], *LAWS[law], coeffs,
+                              float(kernel_values(kernel, float(x @ y))))
 
 
 def _rmf_where(p: dict, variant: str) -> bool:
-    """f(x·y) finite; the defective law only where it is a law (p >= 2); D > 1 at p = 2 (the 1/D normalisation);
-    the pairs on a line (cos = ±1) at d = 1, at p = 2, and the others at d > 1."""
-    return (_finite_kernel(p["kernel"], p["pair"], p["d"]) and (p["D"] > 1) == (p["p"] == 2.0)
-            and (p["d"] == 1) == (abs(_PAIRS[p["pair"]][2]) == 1) and (p["d"] > 1 or p["p"] == 2.0)
-            and (not variant.startswith("defective") or p["p"] >= 2))
+    """f(x·y) finite (the statement's points); the defective law only where it is a law (p >= 2); D > 1 at p = 2
+    (the 1/D normalisation); the pairs on a line (cos = ±1) at d = 1, at p = 2, and the others at d > 1."""
+    nx, ny, cos = _norms(p["pair"], p["d"])
+    kernel, t = p["kernel"], nx * ny * cos
+    finite = bool(MACLAURIN_KERNELS[kernel].in_domain(np.array(t))) and math.isfinite(float(kernel_values(kernel, t)))
+    return (finite and (p["D"] > 1) == (p["p"] == 2.0) and (p["d"] == 1) == (abs(cos) == 1)
+            and (p["d"] > 1 or p["p"] == 2.0) and (not variant.startswith("defective") or p["p"] >= 2))
 
 
-#: P[N = η] = 1/p^{η+1} has total mass 1/(p - 1): a probability law only for p >= 2.
 DEFECTIVE_P = Range("p >= 2, where the printed P[N = η] = 1/p^{η+1} (total mass 1/(p - 1)) is a law", 2.0,
-                    math.inf, up_to=(None, 4.0), why="as for p > 1")
+                    up_to=(None, 4.0), why="as for p > 1")
 
 RMF_UNBIASED = Claim(
     id="macformer.def3.rmf_unbiased", source="Definition 3 and the paragraph after it",
@@ -138,13 +118,12 @@ RMF_UNBIASED = Claim(
     kind="expectation", tolerance=0.05, units="relative bias",
     domain=dict(
         kernel=Choice("f with non-negative Maclaurin coefficients: the kernels of Table 1", KERNEL_NAMES),
-        p=Range("p > 1", 1.0, math.inf, strict=(True, False), up_to=(None, 4.0),
-                why="p enters through the degree law π_N and the weights p^{N+1}; the register sweeps p up to 8 "
-                    "(full tier)"),
-        D=Integers("Φ(x) = sqrt(1/D)[φ_1(x), ..., φ_D(x)], D >= 1", 1, math.inf, points=(1,), up_to=8,
+        p=_p_range("p > 1", "p enters through the degree law π_N and the weights p^{N+1}; the register sweeps p up "
+                            "to 8 (full tier)"),
+        D=Integers("Φ(x) = sqrt(1/D)[φ_1(x), ..., φ_D(x)], D >= 1", 1, points=(1,), up_to=8,
                    why="Φ(x)·Φ(y) is the mean of D iid feature products, so its expectation is that of D = 1; "
                        "D = 8 checks the 1/D normalisation (256 at the full tier)"),
-        d=Integers("x, y ∈ R^d", 1, math.inf, points=(1,), up_to=4,
+        d=Integers("x, y ∈ R^d", 1, points=(1,), up_to=4,
                    why="E[⟨ω,x⟩⟨ω,y⟩] = x·y for Rademacher ω in every d, so d enters the expectation only through "
                        "x·y; d up to 64 at the full tier"),
         pair=Choice("points inside ‖x‖‖y‖ < R_f (norms s·d^{-1/4} and absolute) and on its boundary "
@@ -158,8 +137,7 @@ RMF_UNBIASED = Claim(
                smoke=dict(kernel=["exp", "log"], p=[1.5, 2.0], D=[1], d=[4], pair=["scaled", "moderate"]),
                full=dict(p=[1.04, 1.1, 1.5, 2.0, 3.0, 4.0, 8.0], D=[1, 4, 16, 256], d=[1, 2, 4, 16, 64],
                          pair=list(_PAIRS))),
-    replicates=tiers(400_000, smoke=60_000, full=4_000_000),
-    roles=("rmf_features",), plot_x="p",
+    replicates=tiers(400_000, smoke=60_000, full=4_000_000), roles=("rmf_features",), plot_x="p",
     notes="Replicates are sized from the exact moments (rfkit.theory.maclaurin.rmf_moments). Where the plain "
           "estimate has an infinite variance (or third moment) the cell averages the degree-stratified estimate "
           "Σ_n π_n Z_n (the estimator's features with the degree fixed, all moments finite) plus the exact series "

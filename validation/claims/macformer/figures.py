@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
 
 import numpy as np
 
@@ -16,24 +15,17 @@ from rfkit.validation.domain import Integers, Reading
 from rfkit.validation.harness import quiet
 from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.reproductions.macformer import fig4_data, nmse
-from rfkit.validation.stats import Evidence, combine, mean_test
+from rfkit.validation.stats import Evidence, combine, mean_test, undecided
 from rfkit.validation.timing import single_threaded_blas, timing_ratio_slope_test, timing_ratio_test
 
 from .common import _jackknife
 from .complexity import TREND, TREND_TOLERANCE
 
-
-def _protocol_lengths(words: str) -> Integers:
-    return Integers(words, 200, 4000)
-
-
-def _protocol_d(words: str) -> Integers:
-    return Integers(words, 2, 4096, points=(2,))
-
-
 #: The toy protocol's domain (register "Reproduction targets"): lengths 200..4000, D = 2^1..2^12 (the paper gives
 #: neither grid; the register's defaults). Its full size is the full tier; quick runs a reduced protocol that does
 #: not reach length 4000 and D = 4096 (inconclusive: not covered, unless refuted).
+LENGTHS = functools.partial(Integers, lo=200, hi=4000)
+FEATURES = functools.partial(Integers, lo=2, hi=4096, points=(2,))
 PROTOCOL_SCALE = tiers(dict(batch=[1], heads=[1]), full=dict(batch=[16], heads=[8]))
 
 #: Why the readings built on the mean NMSE have nothing to test (a property of the protocol, at every tier).
@@ -45,10 +37,16 @@ INFINITE_MEAN_NMSE = (
     "NMSE (its log, its decrements) has no value and its sample mean over repeats grows without bound: no tier "
     "decides this reading; the mean_of_log readings (E[log NMSE] is finite) do")
 
+#: Features per data repeat of the Figure 4a cells: ``max(1, DRAW_FEATURES // D)`` independent RMF draws (the
+#: error's noise at small D is the draw's, and small draws are cheap).
+D_DRAW_FEATURES, LENGTH_DRAW_FEATURES = 16, 32
 
-def _infinite_mean(ctx: CellContext) -> Evidence:
-    """A cell whose reading rests on ``E[NMSE]``: undecidable (see :data:`INFINITE_MEAN_NMSE`), nothing drawn."""
-    return replace(mean_test(np.zeros(2), 0.0, sd=math.inf, **ctx.test), flags=(INFINITE_MEAN_NMSE,), p_value=1.0)
+#: Fewest decrements the diminishing-returns slope is fitted on (a fitted slope needs 5 sizes).
+MIN_SPANS = 5
+
+
+def _powers(lo: int, hi: int) -> list[int]:
+    return [2**e for e in range(lo, hi + 1)]
 
 
 def _ols_slope(x, y: np.ndarray) -> np.ndarray:
@@ -58,22 +56,15 @@ def _ols_slope(x, y: np.ndarray) -> np.ndarray:
     return (y - y.mean(axis=-1, keepdims=True)) @ centred / (centred @ centred)
 
 
-def _toy_inputs(ctx: CellContext, rng: np.random.Generator, length: int):
+def _toy_inputs(ctx: CellContext, length: int):
     """One draw of the toy protocol's ``Q, K, V`` (batch × heads × length × 64, iid N(0, 1))."""
-    shape = (ctx.params["batch"], ctx.params["heads"], length, 64)
-    return tuple(fig4_data(rng, shape) for _ in range(3))
-
-
-#: Features per data repeat of the Figure 4a cells: ``max(1, DRAW_FEATURES // D)`` independent RMF draws (the
-#: error's noise at small D is the draw's, and small draws are cheap).
-D_DRAW_FEATURES, LENGTH_DRAW_FEATURES = 16, 32
+    return tuple(fig4_data(ctx.rng, (ctx.params["batch"], ctx.params["heads"], length, 64)) for _ in range(3))
 
 
 def _log_errors_over_d(ctx: CellContext, length: int, features: list[int]) -> np.ndarray:
-    """One repeat of the toy protocol at one length: ``(len(features),)`` log NMSEs, each the mean over
-    ``max(1, 16/D)`` independent draws (the same data at every D, so the data's effect on the NMSE's
-    denominator is common to all D)."""
-    q, k, v = _toy_inputs(ctx, ctx.rng, length)
+    """One repeat at one length: the log NMSE at each D, each the mean over ``max(1, 16/D)`` independent draws (the
+    same data at every D, so the data's effect on the NMSE's denominator is common to all D)."""
+    q, k, v = _toy_inputs(ctx, length)
     pre = presbn(q, k, eps=1e-12)
     exact = softmax_attention(pre.q, pre.k, v)
     return np.array([np.mean([math.log(nmse(quiet(rmfa, pre.q, pre.k, v, num_features=f, rng=ctx.rng), exact))
@@ -81,34 +72,15 @@ def _log_errors_over_d(ctx: CellContext, length: int, features: list[int]) -> np
                      for f in features])
 
 
-#: Fewest decrements the diminishing-returns slope is fitted on (a fitted slope needs 5 sizes).
-MIN_SPANS = 5
-
-
-def _spans(count: int) -> list[int]:
-    """D-grid positions bounding equal spans (in doublings) over which decrements are measured: the longest equal
-    span that still leaves :data:`MIN_SPANS` decrements (one doubling on the quick grid; fewer decrements only
-    when the grid is too short)."""
-    step = max(1, (count - 1) // MIN_SPANS)
-    return list(range(0, count, step))
-
-
 def _fig4a_d_cell(ctx: CellContext) -> Evidence:
-    """Two sub-tests (Bonferroni): the log NMSE falls with log D (OLS slope over the D grid ``<= -TREND``), and its
-    decrease over consecutive equal spans of the grid shrinks (OLS log-log slope of the decrements against the
-    span's first D ``<= -TREND``), each within ``TREND_TOLERANCE``.
-
-    Readings on the mean NMSE (``log_of_mean``, or decrements in NMSE, ``linear``) are undecidable: ``E[NMSE]`` is
-    infinite (:data:`INFINITE_MEAN_NMSE`). ``mean_of_log|log``: per repeat (fresh data, the same data at every D)
-    the log NMSE at each D averaged over independent draws; the fall is the mean of the per-repeat slopes, the
-    diminishing returns a jackknife over repeats of the slope of log E[decrement of log NMSE]; asymptotic mean
-    tests of the replicates (heavy tails flag the cell)."""
+    """``mean_of_log|log`` (the claim's notes): the fall is a mean test of the per-repeat OLS slopes, the diminishing
+    returns one of the jackknife pseudo-values (over repeats) of the slope of log E[decrement of log NMSE]."""
     if ctx.variant != "mean_of_log|log":
-        return _infinite_mean(ctx)
+        return undecided(INFINITE_MEAN_NMSE)
     features = list(ctx.params["D"])
     with single_threaded_blas():
         logs = np.stack([_log_errors_over_d(ctx, ctx.params["length"], features) for _ in range(ctx.replicates)])
-    spans = _spans(len(features))
+    spans = list(range(0, len(features), max(1, (len(features) - 1) // MIN_SPANS)))
     steps = logs[:, spans[:-1]] - logs[:, spans[1:]]
     starts = [features[i] for i in spans[:-1]]
     falls = mean_test(_ols_slope(features, logs), -TREND, alternative="less", **ctx.sub_test(2),
@@ -119,17 +91,13 @@ def _fig4a_d_cell(ctx: CellContext) -> Evidence:
                                                     draws=[max(1, D_DRAW_FEATURES // f) for f in features]))
 
 
-def _powers(lo: int, hi: int) -> list[int]:
-    return [2**e for e in range(lo, hi + 1)]
-
-
 FIG4A_DECREASES = Claim(
     id="macformer.fig4a.error_decreases_with_d", source="Evaluation of RMFA; Figure 4a",
     statement="At a fixed length, the error of RMFA_exp against softmax attention (log NMSE) falls quickly as D "
               "increases, with diminishing marginal returns (in agreement with Theorem 2).",
     kind="reproduction", tolerance=TREND_TOLERANCE, units="log-log slope beyond the minimal trend ±0.1",
-    domain=dict(length=_protocol_lengths("at a fixed length (the toy protocol's 200..4000)"),
-                D=_protocol_d("as D increases (2^1..2^12, base-2 growth)")),
+    domain=dict(length=LENGTHS("at a fixed length (the toy protocol's 200..4000)"),
+                D=FEATURES("as D increases (2^1..2^12, base-2 growth)")),
     readings={f"{avg}|{ret}": Reading(f"repeats averaged as {avg}; diminishing returns in "
                                       + ("NMSE (linear)" if ret == "linear" else "log NMSE"))
               for avg in ("log_of_mean", "mean_of_log") for ret in ("linear", "log")},
@@ -152,16 +120,10 @@ FIG4A_DECREASES = Claim(
 
 
 def _length_repeat(ctx: CellContext, lengths: list[int], num_features: int):
-    """One repeat of the toy protocol over every length, with common random numbers: ``(nmse (draws, lengths),
-    proxy (lengths,))``.
-
-    The data of the longest length are drawn once and each length takes its first ``n`` rows (an ``n``-row
-    sample of the same iid law, pre-SBN'd on its own), and the same RMF draws serve every length, so the
-    repeat's errors move together across lengths and their slope has far less variance than independent arms.
-    ``proxy(n) = Σ_c (Σ_{i<=n} V_ic)²/n`` is ``χ²`` with ``batch·heads·d`` degrees of freedom at every ``n``
-    (``V`` iid ``N(0, 1)``): it tracks ``‖softmax(QKᵀ/√d)V‖²_F`` (attention near uniform after pre-SBN), the
-    denominator of the NMSE, and its law does not depend on ``n``."""
-    q, k, v = _toy_inputs(ctx, ctx.rng, max(lengths))
+    """One repeat over every length with common random numbers (the claim's notes): ``(nmse (draws, lengths), proxy
+    (lengths,))``. ``proxy(n) = Σ_c (Σ_{i<=n} V_ic)²/n`` is χ² with batch·heads·d degrees of freedom at every n; it
+    tracks ``‖softmax(QKᵀ/√d)V‖²_F`` (attention near uniform after pre-SBN), the NMSE's denominator."""
+    q, k, v = _toy_inputs(ctx, max(lengths))
     draws = [draw_rmf(num_features, 64, rng=ctx.rng) for _ in range(max(1, LENGTH_DRAW_FEATURES // num_features))]
     errors, proxy = np.empty((len(draws), len(lengths))), np.empty(len(lengths))
     for j, n in enumerate(lengths):
@@ -174,21 +136,14 @@ def _length_repeat(ctx: CellContext, lengths: list[int], num_features: int):
 
 
 def _fig4a_length_cell(ctx: CellContext) -> Evidence:
-    """Log-log trend of the error against the length: the OLS slope over the length grid of ``E[log NMSE]``,
-    tested ``>= TREND`` within ``TREND_TOLERANCE`` (``log_of_mean``: ``E[NMSE]`` is infinite, nothing to test, see
-    :data:`INFINITE_MEAN_NMSE`).
-
-    One replicate per repeat (:func:`_length_repeat`: every length with common random numbers): the mean over its
-    draws of the slope of log NMSE, plus a control variate of mean exactly 0, the slope of ``log proxy(n)``,
-    whose law is the same at every length; it cancels most of the data's noise in the NMSE's denominator. An
-    asymptotic mean test of the replicates (heavy tails flag the cell)."""
+    """``mean_of_log``: a mean test of per-repeat replicates, the mean over draws of the OLS slope of log NMSE on
+    the length plus the slope of log proxy (a control variate of mean exactly 0; see :func:`_length_repeat`)."""
     if ctx.variant == "log_of_mean":
-        return _infinite_mean(ctx)
+        return undecided(INFINITE_MEAN_NMSE)
     lengths = list(ctx.params["length"])
     with single_threaded_blas():
         runs = [_length_repeat(ctx, lengths, ctx.params["D"]) for _ in range(ctx.replicates)]
-    errors = np.stack([r[0] for r in runs])  # (repeats, draws, lengths)
-    proxy = np.stack([r[1] for r in runs])  # (repeats, lengths)
+    errors, proxy = np.stack([r[0] for r in runs]), np.stack([r[1] for r in runs])  # (repeats, draws, lengths)
     replicates = _ols_slope(lengths, np.log(errors)).mean(axis=1) + _ols_slope(lengths, np.log(proxy))
     extra = dict(lengths=lengths, mean_log_nmse=np.log(errors).mean(axis=(0, 1)).tolist(),
                  repeats=int(errors.shape[0]), draws=int(errors.shape[1]))
@@ -199,8 +154,8 @@ FIG4A_INCREASES = Claim(
     id="macformer.fig4a.error_increases_with_length", source="Evaluation of RMFA; Figure 4a",
     statement="At a fixed D, the error (log NMSE) of RMFA_exp grows as the sequence length grows.",
     kind="reproduction", tolerance=TREND_TOLERANCE, units="log-log slope beyond the minimal trend +0.1",
-    domain=dict(D=_protocol_d("at a fixed D (the toy protocol's 2^1..2^12)"),
-                length=_protocol_lengths("as the sequence length grows (200..4000)")),
+    domain=dict(D=FEATURES("at a fixed D (the toy protocol's 2^1..2^12)"),
+                length=LENGTHS("as the sequence length grows (200..4000)")),
     readings={"log_of_mean": Reading("log of the mean NMSE over repeats"),
               "mean_of_log": Reading("mean of log NMSE")},
     cell=_fig4a_length_cell,
@@ -227,12 +182,11 @@ def _pair_calls(ctx: CellContext, n: int, num_features: int, sampling: str = "in
         fast = functools.partial(quiet, rmfa, pre.q, pre.k, v, draw=draw_rmf(num_features, 64, rng=ctx.rng))
     else:
         fast = functools.partial(quiet, rmfa, pre.q, pre.k, v, num_features=num_features, rng=ctx.rng)
-    return (lambda: softmax_attention(pre.q, pre.k, v)), fast
+    return functools.partial(softmax_attention, pre.q, pre.k, v), fast
 
 
 def _faster_cell(ctx: CellContext) -> Evidence:
-    """Paired repeated CPU times (a timing is a random variable): ``log(t_RMFA/t_softmax) <= 0`` up to the tolerance
-    and the machine margin (rfkit.validation.timing.timing_ratio_test)."""
+    """Paired repeated CPU times: ``log(t_RMFA/t_softmax) <= 0`` up to the tolerance and the machine margin."""
     n, num_features = ctx.params["length"], ctx.params["D"]
     softmax_call, rmfa_call = _pair_calls(ctx, n, num_features, ctx.variant)
     return timing_ratio_test(rmfa_call, softmax_call, 1.0, repeats=ctx.replicates, alpha=ctx.alpha,
@@ -246,8 +200,8 @@ FIG4B_FASTER = Claim(
               "acceleration ratio is > 1 everywhere.",
     kind="reproduction",
     tolerance=0.05 * math.log(10), units="log t_RMFA/t_softmax above 0 (natural log; beyond the machine margin)",
-    domain=dict(length=_protocol_lengths("every length of the experiment (200..4000)"),
-                D=_protocol_d("every D of the experiment (2^1..2^12; the paper states no range, which includes "
+    domain=dict(length=LENGTHS("every length of the experiment (200..4000)"),
+                D=FEATURES("every D of the experiment (2^1..2^12; the paper states no range, which includes "
                               "D >= n)")),
     readings={"included": Reading("RMF sampling timed"), "excluded": Reading("RMF draw made outside the timer")},
     cell=_faster_cell,
@@ -263,19 +217,16 @@ FIG4B_FASTER = Claim(
 
 
 def _trends_cell(ctx: CellContext) -> Evidence:
-    """Log-log slope of the acceleration ratio t_softmax/t_RMFA (RMF sampling timed) against the swept size
-    (rfkit.validation.timing.timing_ratio_slope_test: every repeat's paired ratio, one intercept per round):
-    ``<= -TREND`` against D, ``>= TREND`` against the length, within ``TREND_TOLERANCE``."""
+    """Log-log slope of the acceleration ratio t_softmax/t_RMFA (RMF sampling timed; every repeat's paired ratio,
+    one intercept per round): ``<= -TREND`` against D, ``>= TREND`` against the length."""
     swept = "D" if isinstance(ctx.params["D"], list) else "length"
-    sizes = list(ctx.params[swept])
+    sizes, rising = list(ctx.params[swept]), swept == "length"
     shapes = [dict(ctx.params, **{swept: s}) for s in sizes]
     pairs = [_pair_calls(ctx, sh["length"], sh["D"]) for sh in shapes]
     model = [cost.softmax_rmfa_flop_ratio(sh["length"], 64, 64, sh["D"]) for sh in shapes]
-    rising = swept == "length"
     return timing_ratio_slope_test(sizes, [p[0] for p in pairs], [p[1] for p in pairs], TREND if rising else -TREND,
-                                   repeats=ctx.replicates, alternative="greater" if rising else "less", alpha=ctx.alpha,
-                                   tolerance=ctx.tolerance,
-                                   extra=dict(model_ratios=model))
+                                   repeats=ctx.replicates, alternative="greater" if rising else "less",
+                                   alpha=ctx.alpha, tolerance=ctx.tolerance, extra=dict(model_ratios=model))
 
 
 FIG4B_TRENDS = Claim(
@@ -283,8 +234,8 @@ FIG4B_TRENDS = Claim(
     statement="At a fixed length the acceleration ratio falls as D grows; at a fixed D it rises markedly as the "
               "length grows.",
     kind="reproduction", tolerance=TREND_TOLERANCE, units="log-log slope beyond the minimal trend ±0.1",
-    domain=dict(length=_protocol_lengths("at a fixed length; as the length grows (200..4000)"),
-                D=_protocol_d("as D grows; at a fixed D (2^1..2^12)")),
+    domain=dict(length=LENGTHS("at a fixed length; as the length grows (200..4000)"),
+                D=FEATURES("as D grows; at a fixed D (2^1..2^12)")),
     cell=_trends_cell,
     grid=tiers(dict(length=[512, [200, 400, 800, 1600, 4000]], D=[_powers(1, 12), 32]),
                smoke=dict(length=[512], D=[_powers(4, 8)]),

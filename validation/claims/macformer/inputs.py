@@ -1,4 +1,4 @@
-"""Input generators shared by the Macformer claim modules (masks, unit-ball matrices, cancelling keys)."""
+"""Input generators shared by the Macformer claim modules (masks, unit-ball matrices, Gaussian Q, K, V)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ from rfkit.estimators.ppsbn import matrix_norm
 
 def _mask(kind: str, n: int, rng: np.random.Generator) -> np.ndarray | None:
     """``M'`` (True = keep) of a mask type; every row keeps at least one key."""
-    if kind == "none":
-        return None
-    if kind == "causal":
-        return np.tri(n, dtype=bool)
+    if kind in ("none", "causal"):
+        return None if kind == "none" else np.tri(n, dtype=bool)
     if kind == "padding":
         keep = rng.random(n) < 0.7
         keep[rng.integers(n)] = True
@@ -20,12 +18,6 @@ def _mask(kind: str, n: int, rng: np.random.Generator) -> np.ndarray | None:
     keep = rng.random((n, n)) < 0.5
     keep[np.arange(n), rng.integers(n, size=n)] = True
     return keep
-
-
-def _unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
-    """``n`` uniformly random unit vectors of R^d."""
-    x = rng.standard_normal((n, d))
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
 def _ball_matrix(rng: np.random.Generator, n: int, d: int, reading: str, placement: str,
@@ -37,15 +29,6 @@ def _ball_matrix(rng: np.random.Generator, n: int, d: int, reading: str, placeme
         radii = np.ones((n, 1)) if placement == "boundary" else rng.uniform(0.3, 0.9, size=(n, 1))
         return x / np.linalg.norm(x, axis=1, keepdims=True) * radii
     return x * radius / float(matrix_norm(x, reading)[0, 0])
-
-
-def _cancelling_keys(rng: np.random.Generator, n: int, d: int, reading: str) -> np.ndarray:
-    """Keys in the ball whose Rademacher projections cancel often: pairs ``k, -0.9k`` along coordinates."""
-    keys = np.zeros((n, d))
-    for i in range(n):
-        keys[i, i % d] = 1.0 if i % 2 == 0 else -0.9
-    keys += 0.01 * rng.standard_normal((n, d))
-    return _ball_matrix_like(keys, reading)
 
 
 def _ball_matrix_like(x: np.ndarray, reading: str) -> np.ndarray:

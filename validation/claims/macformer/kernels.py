@@ -1,7 +1,5 @@
 """Table 1: the kernels' Maclaurin coefficients (printed vs derived) and their non-negativity."""
 
-from __future__ import annotations
-
 import functools
 import math
 
@@ -12,72 +10,53 @@ from rfkit.theory import maclaurin as theory
 from rfkit.validation.domain import Choice, Integers
 from rfkit.validation.model import CellContext, Claim, per_tier, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import (
-    Evidence,
-)
+from rfkit.validation.stats import Evidence
 
 from .common import KERNEL_NAMES, _exact
 
-
-def _printed_relative_errors(kernel: str, n_max: int) -> tuple[np.ndarray, list[int]]:
-    """``|printed a_N - a_N| / a_N`` exactly (rationals); an undefined printed value counts as 1."""
-    printed = theory.printed_coefficients(kernel, n_max)
-    derived = theory.derived_coefficients(kernel, n_max)
-    undefined = [n for n, c in enumerate(printed) if c is None]
-    errors = [1.0 if c is None else float(abs(c - a) / a) for c, a in zip(printed, derived, strict=True)]
-    return np.array(errors), undefined
-
-
-def _cauchy_dps(kernel: str, n_max: int, radius: float) -> int:
-    """Working digits: 40 beyond the smallest ``a_N ρ^N`` (the division by ``ρ^N`` amplifies round-off)."""
-    n = np.arange(n_max + 1)
-    log10_terms = (MACLAURIN_KERNELS[kernel].log_coefficient(n) + n * math.log(radius)) / math.log(10)
-    return 40 + int(math.ceil(max(0.0, -float(log10_terms.min()))))
+PARTIAL_SUM_T = (-0.9, -0.5, -0.1, 0.05, 0.125, 0.5, 0.9)
+#: Contour radii of the numeric route (register: 1 for the entire kernels, 0.5 and 0.9 for R_f = 1).
+CAUCHY_RADII = {"exp": (1.0,), "trigh": (1.0,), "inv": (0.5, 0.9), "log": (0.5, 0.9), "sqrt": (0.5, 0.9)}
+PRINTED_FORMULAS = {"exp": "1/N!", "inv": "1", "log": "1/min(1, N)", "trigh": "1/N!", "sqrt": "max(1, 2N - 3)/(2^N N!)"}
 
 
 def _cauchy_relative_errors(kernel: str, n_max: int, radius: float) -> np.ndarray:
-    """``|printed a_N - a_N^{Cauchy}| / |a_N^{Cauchy}|`` with the contour integral in multiprecision."""
+    """``|printed a_N - a_N^{Cauchy}| / |a_N^{Cauchy}|`` with the contour integral in multiprecision, at 40 digits
+    beyond the smallest ``a_N ρ^N`` (the division by ``ρ^N`` amplifies round-off)."""
     import mpmath
 
-    dps = _cauchy_dps(kernel, n_max, radius)
+    n = np.arange(n_max + 1)
+    log10_terms = (MACLAURIN_KERNELS[kernel].log_coefficient(n) + n * math.log(radius)) / math.log(10)
+    dps = 40 + int(math.ceil(max(0.0, -float(log10_terms.min()))))
     numeric = theory.cauchy_coefficients(kernel, n_max, radius, dps=dps)
-    printed = theory.printed_coefficients(kernel, n_max)
     with mpmath.workdps(dps):
         return np.array([1.0 if c is None else float(abs(mpmath.mpf(c.numerator) / c.denominator - a) / abs(a))
-                         for c, a in zip(printed, numeric, strict=True)])
-
-
-PARTIAL_SUM_T = (-0.9, -0.5, -0.1, 0.05, 0.125, 0.5, 0.9)
+                         for c, a in zip(theory.printed_coefficients(kernel, n_max), numeric, strict=True)])
 
 
 def _partial_sum_violations(kernel: str, n_max: int) -> np.ndarray:
-    """``max(0, |Σ_{N<=N_max} printed a_N t^N - f(t)| - R_N(t)) / |f(t)|`` with ``R_N`` a bound of the true tail.
-
-    The tail bound uses that the true coefficients of Table 1 have non-increasing ratios ``a_{N+1}/a_N <= 1``
-    (checked on the expansion): ``R_N(t) <= a_{N+1}|t|^{N+1}/(1 - |t|)``.
-    """
+    """``max(0, |Σ_{N<=N_max} printed a_N t^N - f(t)| - R_N(t)) / |f(t)|`` with ``R_N`` a bound of the true tail:
+    ``R_N(t) <= a_{N+1}|t|^{N+1}/(1 - |t|)``, as the true coefficients of Table 1 have non-increasing ratios
+    ``a_{N+1}/a_N <= 1`` (checked on the expansion)."""
     printed = theory.coefficient_values(kernel, n_max, "printed")
     derived = theory.coefficient_values(kernel, n_max + 1, "derived")
-    ratios = derived[1:] / derived[:-1]
-    if (ratios[1:] > 1 + 1e-15).any():
+    if (derived[2:] / derived[1:-1] > 1 + 1e-15).any():
         raise RuntimeError(f"{kernel}: coefficient ratios exceed 1; the tail bound does not apply")
     t = np.array(PARTIAL_SUM_T)
-    partial = np.polyval(printed[::-1], t)
     f = kernel_values(kernel, t)
     tail = derived[-1] * np.abs(t) ** (n_max + 1) / (1 - np.abs(t))
-    return np.maximum(np.abs(partial - f) - tail, 0.0) / np.abs(f)
+    return np.maximum(np.abs(np.polyval(printed[::-1], t) - f) - tail, 0.0) / np.abs(f)
 
 
 def _coef_cell(kernel: str, ctx: CellContext) -> Evidence:
     n_max, route = ctx.params["N_max"], ctx.params["route"]
-    if route == "exact":
-        errors, undefined = _printed_relative_errors(kernel, n_max)
+    if route == "exact":  # |printed a_N - a_N| / a_N exactly (rationals); an undefined printed value counts as 1
+        printed, derived = theory.printed_coefficients(kernel, n_max), theory.derived_coefficients(kernel, n_max)
+        errors = np.array([1.0 if c is None else float(abs(c - a) / a) for c, a in zip(printed, derived, strict=True)])
         worst = int(np.argmax(errors))
-        extra = dict(undefined_N=undefined, worst_N=worst,
-                     printed=str(theory.printed_coefficients(kernel, n_max)[worst]),
-                     derived=str(theory.derived_coefficients(kernel, n_max)[worst]),
-                     mismatched_N=[int(i) for i in np.flatnonzero(errors > 0)][:20])
-        return _exact(errors, ctx, extra)
+        return _exact(errors, ctx, dict(undefined_N=[n for n, c in enumerate(printed) if c is None], worst_N=worst,
+                                        printed=str(printed[worst]), derived=str(derived[worst]),
+                                        mismatched_N=[int(i) for i in np.flatnonzero(errors > 0)][:20]))
     if route == "cauchy":
         errors = _cauchy_relative_errors(kernel, n_max, ctx.params["rho"])
         return _exact(errors, ctx, dict(worst_N=int(np.argmax(errors)), rho=ctx.params["rho"]))
@@ -85,27 +64,19 @@ def _coef_cell(kernel: str, ctx: CellContext) -> Evidence:
     return _exact(violations, ctx, dict(t=list(PARTIAL_SUM_T), violation=violations.tolist()))
 
 
-#: Contour radii of the numeric route (register: 1 for the entire kernels, 0.5 and 0.9 for R_f = 1).
-CAUCHY_RADII = {"exp": (1.0,), "trigh": (1.0,), "inv": (0.5, 0.9), "log": (0.5, 0.9), "sqrt": (0.5, 0.9)}
-PRINTED_FORMULAS = {"exp": "1/N!", "inv": "1", "log": "1/min(1, N)", "trigh": "1/N!", "sqrt": "max(1, 2N - 3)/(2^N N!)"}
-
-
 def _coef_claim(kernel: str) -> Claim:
-    expression = MACLAURIN_KERNELS[kernel].expression
     radii = list(CAUCHY_RADII[kernel])
     return Claim(
         id=f"macformer.table1.coef_{kernel}", source=f"Table 1, row {kernel}",
-        statement=f"For every integer N >= 0 the N-th Maclaurin coefficient of f(t) = {expression} equals "
-                  f"a_N = {PRINTED_FORMULAS[kernel]}.",
+        statement=f"For every integer N >= 0 the N-th Maclaurin coefficient of f(t) = "
+                  f"{MACLAURIN_KERNELS[kernel].expression} equals a_N = {PRINTED_FORMULAS[kernel]}.",
         kind="identity", tolerance=1e-12, units="relative difference of a_N (an undefined printed value counts as 1)",
         domain=dict(N=Integers("for every integer N >= 0", 0, math.inf, up_to=40, through="N_max",
                                why="the register's sweep N = 0..N_max with N_max >= 40 (60 at the full tier); "
                                    "the printed formula is a closed form in N, checked exactly at each")),
-        cell=functools.partial(_coef_cell, kernel),
-        grid=tiers(dict(route=["exact", "cauchy", "partial_sum"], N_max=[40], rho=radii),
-                   full=dict(N_max=[40, 60])),
+        cell=functools.partial(_coef_cell, kernel), plot_x="route",
+        grid=tiers(dict(route=["exact", "cauchy", "partial_sum"], N_max=[40], rho=radii), full=dict(N_max=[40, 60])),
         where=lambda p, v: p["route"] == "cauchy" or p["rho"] == radii[0],
-        plot_x="route",
         notes="Routes: exact (sympy series of the printed f, rationals, against the printed formula evaluated "
               "exactly), cauchy (trapezoidal rule for Cauchy's integral on |t| = rho in mpmath), partial_sum "
               "(printed partial sums against f at t in " + str(PARTIAL_SUM_T) + ", beyond the true tail bound).",
@@ -115,16 +86,11 @@ def _coef_claim(kernel: str) -> Claim:
 COEF_CLAIMS = [_coef_claim(k) for k in KERNEL_NAMES]
 
 
-def _sign_margin(values) -> float:
-    """``min sign(a_N)``: 1 if all positive, 0 if some vanish, -1 if some is negative."""
-    return float(min(np.sign(float(v)) for v in values))
-
-
 def _nonnegative_cell(ctx: CellContext) -> Evidence:
+    """The sign margin ``min sign(a_N)``: 1 if all positive, 0 if some vanish, -1 if some is negative."""
     coefficients = theory.derived_coefficients(ctx.params["kernel"], ctx.params["N_max"])
-    margin = _sign_margin(coefficients)
-    negative = [n for n, c in enumerate(coefficients) if c < 0]
-    return margin_evidence(margin, tolerance=ctx.tolerance, extra=dict(negative_N=negative[:20]))
+    return margin_evidence(float(min(np.sign(float(c)) for c in coefficients)), tolerance=ctx.tolerance,
+                           extra=dict(negative_N=[n for n, c in enumerate(coefficients) if c < 0][:20]))
 
 
 def _nonnegative_search(ctx: CellContext) -> Evidence:
@@ -142,18 +108,13 @@ def _nonnegative_search(ctx: CellContext) -> Evidence:
 NONNEGATIVE = Claim(
     id="macformer.table1.nonnegative_coefficients", source="Table 1 caption; Definition 3",
     statement="Each of the five printed kernels f has Maclaurin coefficients that are all >= 0.",
-    kind="inequality",
-    tolerance=0.5, units="sign margin: min_N sign(a_N) (a negative coefficient violates by 1)",
+    kind="inequality", tolerance=0.5, units="sign margin: min_N sign(a_N) (a negative coefficient violates by 1)",
     domain=dict(kernel=Choice("each of the five printed kernels", tuple(KERNEL_NAMES)),
                 N=Integers("all coefficients N >= 0", 0, math.inf, up_to=200, through="N_max",
                            why="exact rationals to N = 200; beyond, the search evaluates the CAS's general term "
                                "at integers up to 10^6")),
-    cell=_nonnegative_cell, search=_nonnegative_search, universal=True,
-    grid=tiers(dict(kernel=list(KERNEL_NAMES), N_max=[200])),
-    restarts={"smoke": 5, "quick": 10, "full": 25}, plot_x="kernel",
-    notes="Grid cells: exact rationals from sympy's expansion up to N_max. Search: the general term that sympy's "
-          "formal power series (fps) gives, evaluated in mpmath at integers up to 10^6 (restart r scans kernel r mod "
-          "5).",
+    cell=_nonnegative_cell, search=_nonnegative_search, universal=True, plot_x="kernel",
+    grid=tiers(dict(kernel=list(KERNEL_NAMES), N_max=[200])), restarts={"smoke": 5, "quick": 10, "full": 25},
+    notes="Grid cells: exact rationals from sympy's expansion up to N_max. Search: the general term of sympy's formal "
+          "power series (fps), evaluated in mpmath at integers up to 10^6 (restart r scans kernel r mod 5).",
 )
-
-

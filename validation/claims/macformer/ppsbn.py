@@ -1,8 +1,5 @@
-"""Macformer's pre-post Scaling Batch Normalization (Algorithm 1) and Theorem 3: the pre-SBN kernel domain and unit
-ball, Theorem 3's scale restoration and its exact core, the score identity, post-SBN's γ = t, β = r, and the
-derived form of attention after pre-SBN."""
-
-from __future__ import annotations
+"""Macformer's pre-post Scaling Batch Normalization (Algorithm 1) and Theorem 3: pre-SBN's kernel domain and unit ball,
+Theorem 3 (scale restoration, exact core, score identity), post-SBN's γ = t, β = r, and attention after pre-SBN."""
 
 import functools
 import math
@@ -25,10 +22,9 @@ EPS = 1e-12  # the toy experiment's ε ("ε = 10^-12")
 
 # ------------------------------------------------------------------ Algorithm 1 steps 1-2: domain and unit ball
 
-#: Step-2 norm readings (``fro_tensor``: the Frobenius norm of the whole tensor).
-NORMS = {"row": ("row", "matrix"), "fro": ("fro", "matrix"), "fro_tensor": ("fro", "tensor"),
-         "spec": ("spec", "matrix")}
-PRESBN_READINGS = _readings(norm=list(NORMS), bn_stats=list(BN_STATS), var=list(VAR_ESTIMATORS))
+#: Step-2 norm readings: ``fro_tensor`` is the Frobenius norm of the whole tensor, the others are per matrix.
+PRESBN_READINGS = _readings(norm=["row", "fro", "fro_tensor", "spec"], bn_stats=list(BN_STATS),
+                            var=list(VAR_ESTIMATORS))
 RAW_INPUTS = ("gaussian", "student1", "student2", "low_rank", "constant_cols", "duplicated", "same", "offset_scale")
 
 
@@ -50,49 +46,42 @@ def _raw(kind: str, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndar
 
 def _presbn_outputs(ctx: CellContext, q: np.ndarray, k: np.ndarray):
     reading = PRESBN_READINGS[ctx.variant]
-    norm, scope = NORMS[reading["norm"]]
+    norm, scope = ("fro", "tensor") if reading["norm"] == "fro_tensor" else (reading["norm"], "matrix")
     return quiet(ctx.impl("presbn", presbn), q, k, eps=ctx.params.get("eps", EPS), bn_stats=reading["bn_stats"],
-                  var_estimator=reading["var"], norm_reading=norm, norm_scope=scope)
+                 var_estimator=reading["var"], norm_reading=norm, norm_scope=scope)
 
 
-def _domain_score(out) -> tuple[float, dict]:
-    """``max_ai x_ai - 1`` with ``x_ai = q^SBN_a·k^SBN_i/√d`` (an undefined argument counts as 1), and diagnostics."""
+def _domain_score(out) -> tuple[float, float, dict]:
+    """``max_ai x_ai - 1`` with ``x_ai = q^SBN_a·k^SBN_i/√d`` (an undefined argument counts as 1), its violation (the
+    indicator of ``>= 0``: the inequality is strict) and diagnostics."""
     with np.errstate(all="ignore"):
         x = out.q @ np.swapaxes(out.k, -1, -2) / math.sqrt(out.q.shape[-1])
     finite = np.isfinite(x)
     largest = float(np.max(np.where(finite, x, -np.inf)))
-    extra = dict(max_x=largest, max_abs_x=float(np.max(np.where(finite, np.abs(x), 0.0))),
-                 nonfinite=int((~finite).sum()))
-    return (largest - 1.0 if finite.all() else 1.0), extra
+    value = largest - 1.0 if finite.all() else 1.0
+    return value, float(value >= 0.0), dict(max_x=largest, max_abs_x=float(np.max(np.where(finite, np.abs(x), 0.0))),
+                                            nonfinite=int((~finite).sum()))
 
 
-def _ball_score(out) -> tuple[float, dict]:
-    """``max ‖X^SBN‖ - 1`` in the ball of the step-2 norm (an undefined output counts as 1), with the largest norm
-    under every ball reading (the register's 3×3 table)."""
-    table = {}
-    for ball in ("row", "fro", "spec"):
-        norms = np.concatenate([matrix_norm(x, ball).ravel() for x in (out.q, out.k)])
-        table[ball] = float(norms.max()) if np.isfinite(norms).all() else math.inf
-    worst = table[out.norm_reading]
-    return (worst - 1.0 if math.isfinite(worst) else 1.0), dict(norms=table, nonfinite=out.n_nonfinite)
+def _ball_score(out) -> tuple[float, float, dict]:
+    """``max ‖X^SBN‖ - 1`` in the step-2 norm's ball (undefined counts as 1), also its violation; extra: the largest
+    norm in each ball."""
+    norms = {b: np.concatenate([matrix_norm(x, b).ravel() for x in (out.q, out.k)]) for b in ("row", "fro", "spec")}
+    table = {b: float(x.max()) if np.isfinite(x).all() else math.inf for b, x in norms.items()}
+    value = table[out.norm_reading] - 1.0 if math.isfinite(table[out.norm_reading]) else 1.0
+    return value, value, dict(norms=table, nonfinite=out.n_nonfinite)
 
 
-def _judged(score, indicator: bool, out) -> tuple[float, dict]:
-    """The violation of ``score``: the indicator of ``score >= 0`` (a strict inequality) or the excess itself."""
-    value, extra = score(out)
-    return (float(value >= 0.0) if indicator else value), extra
-
-
-def _presbn_cell(score, indicator: bool, ctx: CellContext) -> Evidence:
+def _presbn_cell(score, ctx: CellContext) -> Evidence:
     p = ctx.params
     b, h = map(int, p["bh"].split("x"))
     q = _raw("gaussian" if p["input"] == "same" else p["input"], ctx.rng, (b, h, p["n"], p["d"]))
     k = q.copy() if p["input"] == "same" else _raw(p["input"], ctx.rng, q.shape)
-    value, extra = _judged(score, indicator, _presbn_outputs(ctx, q, k))
-    return _exact([value], ctx, extra)
+    _, violation, extra = score(_presbn_outputs(ctx, q, k))
+    return _exact([violation], ctx, extra)
 
 
-def _presbn_search(score, indicator: bool, ctx: CellContext) -> Evidence:
+def _presbn_search(score, ctx: CellContext) -> Evidence:
     """Adversarial search over raw ``Q, K`` (entries in ``[-5, 5]``, ε = 1e-12) of a small shape (restart ``r``:
     ``(n, d)`` number ``r mod 4`` of (2, 1), (2, 2), (3, 2), (1, 3)) maximising the continuous ``score``."""
     n, d = [(2, 1), (2, 2), (3, 2), (1, 3)][(ctx.restart or 0) % 4]
@@ -102,21 +91,10 @@ def _presbn_search(score, indicator: bool, ctx: CellContext) -> Evidence:
 
     res = minimize_margin(lambda z: -score(outputs(z))[0], [(-5.0, 5.0)] * (2 * n * d), rng=ctx.rng,
                           restart=(ctx.restart or 0) // 4, maxiter=25)
-    value, extra = _judged(score, indicator, outputs(res.x))
-    return _exact([value], ctx, dict(extra, n=n, d=d, raw=res.x.tolist()))
+    _, violation, extra = score(outputs(res.x))
+    return _exact([violation], ctx, dict(extra, n=n, d=d, raw=res.x.tolist()))
 
 
-PRESBN_DOMAIN = dict(
-    n=Integers("any n (n = 1 and n = 2 included)", 1, math.inf, points=(1, 2), up_to=64,
-               why="x_ai and the norms are closed forms in the rows; n enters only through the statistics, which "
-                   "degenerate at n = 1 (zero variance) and n = 2 (step 1 gives ±1); n to 4000 at the full tier"),
-    d=Integers("any d (d = 1 included)", 1, math.inf, points=(1,), up_to=64,
-               why="|x_ai| <= ‖q_a‖‖k_i‖/√d shrinks with d; d = 1 is where x_ai can reach 1; d = 128 at the full tier"),
-    input=Choice("no assumption on the raw Q and K", RAW_INPUTS),
-    eps=Range("ε > 0", 0.0, math.inf, strict=(True, False), up_to=(None, 1e6),
-              why="for ε far above σ step 1 is (X - μ)/√ε, whose scale step 2 divides out; 1e6 exceeds the variance "
-                  "of every raw family but the 1e6-scaled one"),
-)
 #: The quick and smoke tiers run these cases (n, d, B×H, input, ε): boundary values, every input family, a large ε;
 #: the full tier runs the register's product (``design="product"``; ε = 1e6 on Gaussian inputs).
 PRESBN_CASES = {(2, 1, "1x1", "gaussian", EPS), (1, 4, "4x2", "gaussian", EPS), (64, 64, "4x2", "gaussian", EPS),
@@ -124,7 +102,19 @@ PRESBN_CASES = {(2, 1, "1x1", "gaussian", EPS), (1, 4, "4x2", "gaussian", EPS), 
                 (8, 4, "1x1", "duplicated", EPS), (8, 16, "1x1", "low_rank", EPS), (8, 16, "1x1", "same", EPS),
                 (8, 16, "1x1", "offset_scale", EPS), (8, 16, "1x1", "gaussian", 1e6)}
 PRESBN_DECLARATION = dict(
-    domain=PRESBN_DOMAIN, searched=("input",), universal=True, roles=("presbn",), plot_x="n",
+    domain=dict(
+        n=Integers("any n (n = 1 and n = 2 included)", 1, math.inf, points=(1, 2), up_to=64,
+                   why="x_ai and the norms are closed forms in the rows; n enters only through the statistics, "
+                       "which degenerate at n = 1 (zero variance) and n = 2 (step 1 gives ±1); n to 4000 at the "
+                       "full tier"),
+        d=Integers("any d (d = 1 included)", 1, math.inf, points=(1,), up_to=64,
+                   why="|x_ai| <= ‖q_a‖‖k_i‖/√d shrinks with d; d = 1 is where x_ai can reach 1; d = 128 at the "
+                       "full tier"),
+        input=Choice("no assumption on the raw Q and K", RAW_INPUTS),
+        eps=Range("ε > 0", 0.0, math.inf, strict=(True, False), up_to=(None, 1e6),
+                  why="for ε far above σ step 1 is (X - μ)/√ε, whose scale step 2 divides out; 1e6 exceeds the "
+                      "variance of every raw family but the 1e6-scaled one")),
+    searched=("input",), universal=True, roles=("presbn",), plot_x="n", kind="inequality",
     readings={name: Reading(f"step 2 by the {r['norm']} norm, {r['bn_stats']} statistics, {r['var']} variance")
               for name, r in PRESBN_READINGS.items()},
     grid=tiers(dict(design=["cases"], n=[1, 2, 8, 16, 64], d=[1, 2, 4, 16, 64], bh=["1x1", "4x2"],
@@ -141,19 +131,16 @@ DOMAIN_PPSBN = Claim(
     id="macformer.table1.domain_ppsbn", source="paragraph after Table 1; Pre-post SBN section",
     statement="After pre-SBN (Algorithm 1 steps 1-2), every kernel argument x_ai = q^SBN_a·k^SBN_i/√d satisfies "
               "x_ai < 1, so the inv, log and sqrt kernels are defined.",
-    kind="inequality", tolerance=0.5, units="indicator: some x_ai >= 1 or undefined (nan)",
-    cell=functools.partial(_presbn_cell, _domain_score, True),
-    search=functools.partial(_presbn_search, _domain_score, True), **PRESBN_DECLARATION,
+    tolerance=0.5, units="indicator: some x_ai >= 1 or undefined (nan)", **PRESBN_DECLARATION,
+    cell=functools.partial(_presbn_cell, _domain_score), search=functools.partial(_presbn_search, _domain_score),
     notes="max x_ai, max |x_ai| and the nan count are in each cell's extra; the search maximises max x_ai over raw "
           "inputs of small shapes.",
 )
-
 PRESBN_L2_BALL = Claim(
     id="macformer.alg1.presbn_l2_ball", source="Algorithm 1 steps 1-2 and the paragraph after it",
     statement="Pre-SBN puts its outputs in the unit ball: Q^SBN ∈ ℓ2(0,1) and K^SBN ∈ ℓ2(0,1).",
-    kind="inequality", tolerance=1e-12, units="norm above 1 in the ball of the step-2 norm (undefined counts as 1)",
-    cell=functools.partial(_presbn_cell, _ball_score, False),
-    search=functools.partial(_presbn_search, _ball_score, False), **PRESBN_DECLARATION,
+    tolerance=1e-12, units="norm above 1 in the ball of the step-2 norm (undefined counts as 1)", **PRESBN_DECLARATION,
+    cell=functools.partial(_presbn_cell, _ball_score), search=functools.partial(_presbn_search, _ball_score),
     notes="The matched pairing (ball of the step-2 norm) decides; each cell's extra holds the largest norm under all "
           "three balls (e.g. row-normalised outputs have Frobenius norm √n, outside the Frobenius ball for n >= 2).",
 )
@@ -166,20 +153,21 @@ THM3_READINGS = _readings(norm=["fro", "spec"], r_norm_of=["raw", "bn"], t=["mat
                           power_sign=["real", "signed", "abs"])
 THM3_NOTES = {name: f"‖·‖₂ {r['norm']}, r from the {r['r_norm_of']} norms, t by {r['t']}, negative bases "
               f"{r['power_sign']}" for name, r in THM3_READINGS.items()}
-
-
-def _n_axis(words: str, up_to: int, more: str = "") -> Integers:
-    return Integers(f"{words} (n >= 2: at n = 1 the statistics can leave Q^SBN = 0/0 undefined, which refutes "
-                    "alg1.presbn_l2_ball, not this statement)", 2, math.inf, up_to=up_to,
-                    why="n enters only through the softmax sums and the statistics" + more)
-
-
-def _d_axis(words: str, up_to: int) -> Integers:
-    return Integers(words, 1, math.inf, up_to=up_to, why="d enters only through 1/√d and the statistics")
-
-
-REGISTER_N = "; the register's largest n"
+#: Theorem 3's "≈" compares whole outputs (``total``) or their query-dependent parts (``query``: rows minus their
+#: mean over queries; with nearly uniform attention a constant RHS is "close" in total only).
+RESTORATION_READINGS = {f"{name}|{ref}": dict(r, reference=ref) for name, r in THM3_READINGS.items()
+                        for ref in ("total", "query")}
+PRESBN_SCORE_READINGS = _readings(norm=["row", "fro", "spec"], r_norm_of=["raw", "bn"])
 V_AXIS = Choice("nothing on V: positive and signed V", ("positive", "signed"))
+THM3_FULL = dict(length=[2, 4, 16, 128, 512], d=[1, 4, 16, 64])
+
+
+def _nd_axes(n_words: str, n_up_to: int, d_words: str, more: str = "; the register's largest n") -> dict:
+    """The Theorem 3 claims' ``length`` (n >= 2) and ``d`` axes."""
+    return dict(length=Integers(f"{n_words} (n >= 2: at n = 1 the statistics can leave Q^SBN = 0/0 undefined, which "
+                                "refutes alg1.presbn_l2_ball, not this statement)", 2, math.inf, up_to=n_up_to,
+                                why="n enters only through the softmax sums and the statistics" + more),
+                d=Integers(d_words, 1, math.inf, up_to=64, why="d enters only through 1/√d and the statistics"))
 
 
 def _thm3_inputs(rng: np.random.Generator, n: int, d: int, v_sign: str, centred: bool = False):
@@ -235,23 +223,6 @@ def _exact_core_cell(ctx: CellContext) -> Evidence:
     return _exact([_discrepancy(left, right)], ctx, dict(r=r, query_part=float(_discrepancy(left, right, "query"))))
 
 
-THM3_EXACT_CORE = Claim(
-    id="macformer.thm3.exact_core", source="proof of Theorem 3 (the chain between its ≈)",
-    statement="attn_exp(Q^SBN, K^SBN, V) = (1/t)·attn_exp(Q, K, V)^{1/r}, with r = ‖Q‖₂‖K‖₂sqrt((σ_Q+ε)(σ_K+ε)) and "
-              "t = Softmax(μ_Q Kᵀ/√d)^{1/r} / V^{(r-1)/r}.",
-    kind="identity", tolerance=1e-9, units="‖LHS - RHS‖_F / ‖LHS‖_F (capped at 1; non-finite counts as 1)",
-    domain=dict(length=_n_axis("nothing on n", 128, "; n = 512 at the full tier"), d=_d_axis("nothing on d", 64),
-                v=V_AXIS, centred=Choice("Q and K centred or not", (False, True))),
-    readings={name: Reading(note) for name, note in THM3_NOTES.items()},
-    cell=_exact_core_cell, plot_x="length",
-    grid=tiers(dict(length=[2, 128], d=[1, 64], v=["positive", "signed"], centred=[False, True]),
-               smoke=dict(length=[16], d=[4], v=["positive"], centred=[False]),
-               full=dict(length=[2, 4, 16, 128, 512], d=[1, 4, 16, 64])),
-    notes="Pre-SBN with scalar statistics of one matrix (ε = 1e-12). The fitted-t readings give Theorem 3 its best "
-          "chance (least-squares t); each cell's extra has the discrepancy over the query-dependent part.",
-)
-
-
 def _scale_restoration_cell(ctx: CellContext) -> Evidence:
     reading, p = RESTORATION_READINGS[ctx.variant], ctx.params
     q, k, v = _thm3_inputs(ctx.rng, p["length"], p["d"], p["v"])
@@ -269,33 +240,6 @@ def _scale_restoration_cell(ctx: CellContext) -> Evidence:
     return combine([mean_test(values, 0.0, alternative="less", bounds=(0.0, 1.0), **ctx.sub_test(2), extra=extra),
                     binomial_test(saturated, values.size, 0.0, **ctx.sub_test(2),
                                   extra=dict(test="P(discrepancy = 1) <= tolerance"))], extra=extra)
-
-
-#: Theorem 3's "≈" compares whole outputs (``total``) or their query-dependent parts (``query``: rows minus their
-#: mean over queries; with nearly uniform attention a constant RHS is "close" in total only).
-RESTORATION_READINGS = {f"{name}|{ref}": dict(r, reference=ref) for name, r in THM3_READINGS.items()
-                        for ref in ("total", "query")}
-
-THM3_SCALE_RESTORATION = Claim(
-    id="macformer.thm3.scale_restoration", source="Theorem 3 (the statement)",
-    statement="RMFA_exp(Q^SBN, K^SBN, V) ≈ (1/t)·RMFA_exp(Q, K, V)^{1/r}, with r and t as in Theorem 3.",
-    kind="identity", tolerance=0.1, units="mean relative discrepancy ‖LHS - RHS‖_F/‖LHS‖_F (each capped at 1)",
-    domain=dict(length=_n_axis("nothing on n", 512, REGISTER_N), d=_d_axis("nothing on d", 64), v=V_AXIS,
-                D=Integers("nothing on D", 1, math.inf, up_to=4096,
-                           why="the register's largest D; the D → ∞ limit is thm3.exact_core")),
-    readings={name: Reading(THM3_NOTES[name.rsplit("|", 1)[0]] + f", discrepancy over the {r['reference']} output")
-              for name, r in RESTORATION_READINGS.items()},
-    cell=_scale_restoration_cell, roles=("rmfa_replicates",), plot_x="D",
-    grid=tiers(dict(length=[16], d=[16], v=["positive", "signed"], D=[256]), smoke=dict(v=["positive"]),
-               full=dict(length=[2, 4, 16, 128, 512], d=[1, 4, 16, 64], D=[1, 64, 256, 1024, 4096])),
-    replicates=tiers(64, full=400),
-    notes="'≈' is read as a mean discrepancy of at most 10% between independent RMF draws on the two sides. The "
-          "quick tier runs one (n, d, D) point: covering n = 2..512, d = 1..64, D = 1..4096 for 72 readings is a "
-          "full-tier cost. Each cell's extra has the median discrepancy and the count of saturated replicates.",
-)
-
-
-PRESBN_SCORE_READINGS = _readings(norm=["row", "fro", "spec"], r_norm_of=["raw", "bn"])
 
 
 def _presbn_scores_cell(ctx: CellContext) -> Evidence:
@@ -319,12 +263,42 @@ def _presbn_scores_cell(ctx: CellContext) -> Evidence:
     return _exact(errors, ctx)
 
 
+THM3_EXACT_CORE = Claim(
+    id="macformer.thm3.exact_core", source="proof of Theorem 3 (the chain between its ≈)",
+    statement="attn_exp(Q^SBN, K^SBN, V) = (1/t)·attn_exp(Q, K, V)^{1/r}, with r = ‖Q‖₂‖K‖₂sqrt((σ_Q+ε)(σ_K+ε)) and "
+              "t = Softmax(μ_Q Kᵀ/√d)^{1/r} / V^{(r-1)/r}.",
+    kind="identity", tolerance=1e-9, units="‖LHS - RHS‖_F / ‖LHS‖_F (capped at 1; non-finite counts as 1)",
+    domain=dict(**_nd_axes("nothing on n", 128, "nothing on d", "; n = 512 at the full tier"), v=V_AXIS,
+                centred=Choice("Q and K centred or not", (False, True))),
+    readings={name: Reading(note) for name, note in THM3_NOTES.items()}, cell=_exact_core_cell, plot_x="length",
+    grid=tiers(dict(length=[2, 128], d=[1, 64], v=["positive", "signed"], centred=[False, True]),
+               smoke=dict(length=[16], d=[4], v=["positive"], centred=[False]), full=THM3_FULL),
+    notes="Pre-SBN with scalar statistics of one matrix (ε = 1e-12). The fitted-t readings give Theorem 3 its best "
+          "chance (least-squares t); each cell's extra has the discrepancy over the query-dependent part.",
+)
+THM3_SCALE_RESTORATION = Claim(
+    id="macformer.thm3.scale_restoration", source="Theorem 3 (the statement)",
+    statement="RMFA_exp(Q^SBN, K^SBN, V) ≈ (1/t)·RMFA_exp(Q, K, V)^{1/r}, with r and t as in Theorem 3.",
+    kind="identity", tolerance=0.1, units="mean relative discrepancy ‖LHS - RHS‖_F/‖LHS‖_F (each capped at 1)",
+    domain=dict(**_nd_axes("nothing on n", 512, "nothing on d"), v=V_AXIS,
+                D=Integers("nothing on D", 1, math.inf, up_to=4096,
+                           why="the register's largest D; the D → ∞ limit is thm3.exact_core")),
+    readings={name: Reading(THM3_NOTES[name.rsplit("|", 1)[0]] + f", discrepancy over the {r['reference']} output")
+              for name, r in RESTORATION_READINGS.items()},
+    cell=_scale_restoration_cell, roles=("rmfa_replicates",), plot_x="D",
+    grid=tiers(dict(length=[16], d=[16], v=["positive", "signed"], D=[256]), smoke=dict(v=["positive"]),
+               full=dict(THM3_FULL, D=[1, 64, 256, 1024, 4096])),
+    replicates=tiers(64, full=400),
+    notes="'≈' is read as a mean discrepancy of at most 10% between independent RMF draws on the two sides. The "
+          "quick tier runs one (n, d, D) point: covering n = 2..512, d = 1..64, D = 1..4096 for 72 readings is a "
+          "full-tier cost. Each cell's extra has the median discrepancy and the count of saturated replicates.",
+)
 PRESBN_SCORES = Claim(
     id="macformer.thm3.presbn_scores", source="proof of Theorem 3, first equality",
     statement="Q^SBN (K^SBN)ᵀ = (Q - μ_Q)(K - μ_K)ᵀ / r entrywise with r as printed; hence attn_exp(Q^SBN, K^SBN, V) "
               "= Softmax[(Q - μ_Q)(K - μ_K)ᵀ/(r√d)] V.",
     kind="identity", tolerance=1e-12, units="max |difference| / max |scores| (and / max |V| for the outputs)",
-    domain=dict(length=_n_axis("as in Theorem 3: nothing on n", 256, REGISTER_N), d=_d_axis("nothing on d", 64),
+    domain=dict(**_nd_axes("as in Theorem 3: nothing on n", 256, "nothing on d"),
                 scales=Choice("features with equal and unequal scales", ("equal", "unequal")),
                 offsets=Choice("with and without offsets", (False, True))),
     readings={name: Reading(f"‖·‖₂ {r['norm']}, r from the {r['r_norm_of']} norms (scalar statistics; per-feature "
@@ -341,13 +315,6 @@ GAMMA_BETA_READINGS = _readings(fit=["plugin", "instance", "shared"], reference=
 SHARED_INSTANCES = 100
 
 
-def _gamma_beta_instance(rng: np.random.Generator, p: dict):
-    """Raw inputs scaled by ``c``, the exact target ``attn_exp(Q, K, V)`` and pre-SBN (Frobenius, scalar stats)."""
-    q, k, v = _thm3_inputs(rng, p["length"], p["d"], p["v"])
-    q, k = q * p["c"], k * p["c"]
-    return q, k, v, _thm3_pre(q, k, "fro"), softmax_attention(q, k, v)
-
-
 def _fit_power(att: np.ndarray, target: np.ndarray, power_sign: str) -> tuple[float, float]:
     """Least-squares ``(γ > 0, β)`` of ``Σ ((γ·a)^β - T)²``: ``(γa)^β = γ^β a^β``, so ``s = γ^β >= 0`` is linear given
     ``β``; ``β`` is scanned on [-40, 40] in steps of 1 and refined by bounded Brent. A power undefined somewhere (a
@@ -361,8 +328,7 @@ def _fit_power(att: np.ndarray, target: np.ndarray, power_sign: str) -> tuple[fl
             loss = ((s[:, None] * powered - target) ** 2).sum(axis=1)
         return s, np.where(np.isfinite(loss), loss, np.inf)
 
-    grid = np.linspace(-40.0, 40.0, 81)
-    losses = fit(grid)[1]
+    losses = fit(grid := np.linspace(-40.0, 40.0, 81))[1]
     start = float(grid[int(np.argmin(losses))])
     res = optimize.minimize_scalar(lambda b: float(fit(b)[1][0]), bounds=(start - 1.0, start + 1.0), method="bounded")
     beta = float(res.x) if res.fun <= losses.min() else start
@@ -372,7 +338,11 @@ def _fit_power(att: np.ndarray, target: np.ndarray, power_sign: str) -> tuple[fl
 
 def _gamma_beta_cell(ctx: CellContext) -> Evidence:
     reading, p = GAMMA_BETA_READINGS[ctx.variant], ctx.params
-    instances = [_gamma_beta_instance(ctx.rng, p) for _ in range(SHARED_INSTANCES if reading["fit"] == "shared" else 1)]
+    instances = []  # raw inputs scaled by c, their pre-SBN (Frobenius, scalar stats) and the exact attn_exp(Q, K, V)
+    for _ in range(SHARED_INSTANCES if reading["fit"] == "shared" else 1):
+        q, k, v = _thm3_inputs(ctx.rng, p["length"], p["d"], p["v"])
+        q, k = q * p["c"], k * p["c"]
+        instances.append((q, k, v, _thm3_pre(q, k, "fro"), softmax_attention(q, k, v)))
     atts = np.stack([softmax_attention(pre.q, pre.k, v) for _, _, v, pre, _ in instances])
     targets = np.stack([target for *_, target in instances])
     if reading["fit"] == "plugin":
@@ -383,8 +353,7 @@ def _gamma_beta_cell(ctx: CellContext) -> Evidence:
     else:  # one (γ, β) for all entries, or one per value column (the columns decouple)
         columns = [slice(None)] if p["shape"] == "scalar" else range(atts.shape[-1])
         fits = np.array([_fit_power(atts[..., c].ravel(), targets[..., c].ravel(), p["power_sign"]) for c in columns])
-        gamma, beta = (fits[0, 0], fits[0, 1]) if p["shape"] == "scalar" else (fits[:, 0], fits[:, 1])
-        outputs = postsbn(atts, gamma, beta, power_sign=p["power_sign"])
+        outputs = postsbn(atts, *(fits[0] if p["shape"] == "scalar" else fits.T), power_sign=p["power_sign"])
     values = _discrepancy(targets, outputs, reading["reference"])
     return _exact(values, ctx, dict(mean_residual=float(values.mean())))
 
@@ -396,7 +365,7 @@ GAMMA_BETA_RESTORE = Claim(
               "the output scale that pre-SBN removed.",
     kind="identity", tolerance=0.1,
     units="relative residual ‖(γ·att)^β - attn‖_F / ‖attn‖_F (or over attn's query-dependent part), capped at 1",
-    domain=dict(length=_n_axis("nothing on inputs: n", 512, REGISTER_N), d=_d_axis("any d", 64),
+    domain=dict(**_nd_axes("nothing on inputs: n", 512, "any d"),
                 c=Range("nothing on inputs: any scale c > 0 of Q and K", 0.0, math.inf, strict=(True, False),
                         up_to=(None, 10.0), why="the register's largest multiplier; pre-SBN removes the scale"),
                 v=V_AXIS),
@@ -416,7 +385,6 @@ GAMMA_BETA_RESTORE = Claim(
 )
 
 # ------------------------------------------------------------------- derived: attention after pre-SBN
-
 
 PRESBN_EXP_READINGS = _readings(norm=["row", "fro", "spec"], bn_stats=list(BN_STATS))
 
@@ -445,7 +413,7 @@ PRESBN_EXP_ATTENTION = Claim(
               "under matrix norms (the μ_K term cancels), and with (k_i - μ_K) and row norms ν_{Q,a}ν_{K,i} under "
               "the row reading.",
     kind="identity", tolerance=1e-12, units="max |difference| / max |V|",
-    domain=dict(length=_n_axis("every query a of any Q, K, V: n", 256), d=_d_axis("any d", 64)),
+    domain=_nd_axes("every query a of any Q, K, V: n", 256, "any d", ""),
     readings={name: Reading(f"{r['norm']} norm, {r['bn_stats']} statistics; (B, H) = (2, 2), float64")
               for name, r in PRESBN_EXP_READINGS.items()},
     cell=_presbn_exp_cell, plot_x="length",
