@@ -94,3 +94,25 @@ def test_frozen_generator_is_not_supported():
                   hypotheses="toy", tolerance=0.05, cell=frozen, grid={"smoke": dict(x=[1])}, replicates=10_000)
     result = validate([claim], tier="smoke", seed=0, progress=False).claims[0]
     assert result.verdict == "inconclusive" and "degenerate" in result.reason
+
+
+def _vector_cell(ctx):
+    # two coordinates with exact sd 1 and their own scales; the second is off by ctx.params["bias"] (relative)
+    scales = np.array([1.0, 10.0])
+
+    def draw(rng, n):
+        return rng.normal(0.0, 1.0, (n, 2)) + np.array([0.0, ctx.params["bias"] * 10.0])
+
+    return ctx.mean_vector(draw, np.zeros(2), scale=scales, sd=np.ones(2))
+
+
+def test_mean_vector_tests_every_coordinate_at_its_own_scale():
+    # seed 0, level 1e-3; the planted bias (0.5 relative) is ~100 radii beyond the tolerance 0.05 at n = 20 000
+    grid = dict(bias=[0.0, 0.5])
+    claim = Claim(id="core.toy.vector", source="test", statement="E X = 0", kind="expectation", tolerance=0.05,
+                  cell=_vector_cell, grid={"smoke": grid, "quick": grid}, replicates=20_000)
+    result = validate([claim], tier="smoke", alpha=1e-3, progress=False).claims[0]
+    assert result.verdict == "refuted" and "bias=0.5" in result.reason
+    only_clean = Claim(id="core.toy.vector", source="test", statement="E X = 0", kind="expectation",
+                       tolerance=0.05, cell=_vector_cell, grid={"smoke": dict(bias=[0.0])}, replicates=20_000)
+    assert validate([only_clean], tier="smoke", alpha=1e-3, progress=False).claims[0].verdict == "supported"

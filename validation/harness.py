@@ -1,5 +1,5 @@
 """Measurement helpers shared by claim checks: batched replicates of estimators, controlled inputs, and the small
-wrappers every paper's checks use (:func:`quiet`, :func:`single_threaded`, :func:`padded`).
+wrappers every paper's checks use (:func:`quiet`, :func:`single_threaded`).
 
 Checks draw all replicates of a cell at once (one projection matrix holding every replicate's rows) so
 that a cell costs a few matrix products, and chunk replicates to bound memory.
@@ -17,7 +17,7 @@ from rfkit.estimators import Features, gaussian_projection, orthogonal_projectio
 from rfkit.validation.timing import single_threaded_blas
 
 __all__ = ["controlled_pair", "replicate_projections", "kernel_estimates", "gram_estimates", "as_features", "chunks",
-           "condition_scale", "quiet", "single_threaded", "padded"]
+           "condition_scale", "quiet", "single_threaded"]
 
 #: Replicates drawn per batch inside a cell (bounds memory at about chunk · m · d doubles).
 CHUNK = 20_000
@@ -40,13 +40,6 @@ def single_threaded(check: Callable) -> Callable:
             return check(ctx)
 
     return cell
-
-
-def padded(lo: float, hi: float) -> tuple[float, float]:
-    """A known range ``[lo, hi]`` widened by its round-off (1e-9 of its width and magnitude): a convex combination
-    computed in floating point may leave the exact hull of its points by a few ulps."""
-    pad = 1e-9 * max(hi - lo, abs(lo), abs(hi), np.finfo(float).tiny)
-    return lo - pad, hi + pad
 
 
 def chunks(total: int, size: int = CHUNK) -> Iterator[int]:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from rfkit.validation.domain import Axis, Reading, describe, narrowing
-from rfkit.validation.stats import sequential_mean
+from rfkit.validation.stats import combine, padded, sequential_mean
 
 __all__ = ["KINDS", "TIERS", "Claim", "CellContext", "per_tier", "tiers"]
 
@@ -96,6 +96,47 @@ class CellContext:
         kwargs.setdefault("tolerance", self.tolerance)
         return sequential_mean(draw, prediction, rng=self.rng, budget=self.replicates,
                                planned=self.planned or self.replicates, alpha=self.alpha, **kwargs)
+
+    def mean_vector(self, draw: Callable[[np.random.Generator, int], np.ndarray], predictions, *, scale, sd=None,
+                    bounds=None, extra: dict | None = None):
+        """Sequential mean cells of every coordinate of a vector mean, each at level ``alpha/p``
+        (:meth:`sub_test`), combined (Bonferroni): ``draw(rng, n)`` returns ``(n, p)`` replicates.
+
+        Every coordinate's sequence is seeded alike, so its rounds see the same draws (computed once and shared):
+        the coordinates are dependent, which Bonferroni allows, and the cell costs what its slowest coordinate
+        needs. ``scale`` (one or one per coordinate), ``sd`` (per coordinate) or ``bounds`` (``(lo, hi)`` arrays)
+        as in :meth:`mean`; a coordinate whose sd is 0 or whose range is a point is deterministic (judged exactly).
+        The combined evidence carries what the engine reads to extend an undecided sequential cell."""
+        predictions = np.atleast_1d(np.asarray(predictions, dtype=np.float64))
+        dims = predictions.size
+        scales = np.broadcast_to(np.asarray(scale, dtype=np.float64), (dims,))
+        seed = int(self.rng.integers(2**63))
+        cache: dict[str, np.ndarray] = {}
+
+        def column(j):
+            def draw_j(rng, n):
+                key = repr(rng.bit_generator.state)
+                if key not in cache:   # every round is kept: the coordinates run one after the other
+                    cache[key] = np.asarray(draw(rng, n), dtype=np.float64).reshape(n, dims)
+                return cache[key][:, j]
+            return draw_j
+
+        planned = self.planned or self.replicates
+        parts = []
+        for j in range(dims):
+            options = {} if sd is None else dict(sd=float(sd[j]))
+            if bounds is not None:
+                lo, hi = float(bounds[0][j]), float(bounds[1][j])
+                options.update(dict(bounds=padded(lo, hi)) if lo < hi else dict(sd=0.0))
+            parts.append(sequential_mean(column(j), float(predictions[j]), rng=np.random.default_rng(seed),
+                                         budget=self.replicates, planned=planned, scale=float(scales[j]),
+                                         **options, **self.sub_test(dims)))
+        evidence = combine(parts, extra=extra)
+        spent = any(e.extra.get("status") == "budget spent" for e in parts)
+        return dataclasses.replace(evidence, n=max(e.n for e in parts),
+                                   extra=dict(evidence.extra, sequential=True, planned=int(planned),
+                                              budget=int(self.replicates),
+                                              status="budget spent" if spent else "decided"))
 
     def impl(self, role: str, default: Callable) -> Callable:
         """The implementation of ``role`` under test: a user's adapter if given, else ``default``."""

@@ -83,6 +83,7 @@ from rfkit.validation.sequences import VALIDITY, AsymptoticCS, BettingCS, Catoni
 __all__ = [
     "Evidence",
     "undecided",
+    "padded",
     "VALIDITY",
     "mean_test",
     "sequential_mean",
@@ -670,6 +671,13 @@ def holm(p_values, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     adjusted = np.empty_like(p)
     adjusted[order] = stepped
     return adjusted <= alpha, adjusted
+
+
+def padded(lo: float, hi: float) -> tuple[float, float]:
+    """Known bounds ``[lo, hi]`` of a replicate widened by their round-off (1e-9 of their width and magnitude): a
+    convex combination computed in floating point may leave the exact hull of its points by a few ulps."""
+    pad = 1e-9 * max(hi - lo, abs(lo), abs(hi), np.finfo(float).tiny)
+    return lo - pad, hi + pad
 
 
 def undecided(reason: str, *, extra: dict | None = None) -> Evidence:

@@ -63,17 +63,17 @@ from rfkit.estimators.lara import lara_attention, lara_proposals, log_ratio_to_s
 from rfkit.estimators.mis import cross_log_density, mis_weights
 from rfkit.theory import eva as theory
 from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
-from rfkit.validation.harness import chunks, controlled_pair, padded
+from rfkit.validation.harness import chunks, controlled_pair
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import (
+    MIN_SLOPE_POINTS,
     Evidence,
     combine,
     exact_test,
     flagged,
     mean_test,
     required_replicates,
-    sequential_mean,
     slope_test,
 )
 from rfkit.validation.timing import peak_bytes, timing_slope_test
@@ -154,52 +154,6 @@ def _terms_draw(ctx: CellContext, q, k, v, proposal: GaussianProposal, num_sampl
     return draw
 
 
-def sequential_coordinates(ctx: CellContext, draw, target, *, scale: float, sd=None, bounds=None, extra=None):
-    """Sequential mean cells (:func:`~rfkit.validation.stats.sequential_mean`) of every coordinate of a vector
-    mean, at ``alpha/p`` each (``ctx.sub_test``), combined (Bonferroni).
-
-    ``draw(rng, n)`` returns ``(n, p)`` replicates. Every coordinate's sequence is seeded alike, so its rounds see
-    the same draws (computed once and shared): the coordinates are dependent, which Bonferroni allows, and the
-    cell costs what its slowest coordinate needs. ``sd`` (exact per-coordinate sds) or ``bounds`` (``(lo, hi)``
-    arrays) choose the sequence as in :meth:`CellContext.mean`; a coordinate whose sd is 0 or whose range is a
-    point is deterministic (``sd = 0``: judged exactly). The combined evidence carries the keys the engine reads
-    to extend an undecided sequential cell (budget and plan per coordinate; replicates used by the slowest)."""
-    target = np.atleast_1d(np.asarray(target, dtype=np.float64))
-    dims = target.size
-    seed = int(ctx.rng.integers(2**63))
-    cache: dict[str, np.ndarray] = {}
-
-    def column(j):
-        def draw_j(rng, n):
-            key = repr(rng.bit_generator.state)
-            if key not in cache:   # every round is kept: the coordinates run one after the other
-                cache[key] = np.asarray(draw(rng, n), dtype=np.float64).reshape(n, dims)
-            return cache[key][:, j]
-        return draw_j
-
-    planned = ctx.planned or ctx.replicates
-    parts = []
-    for j in range(dims):
-        options = {}
-        if sd is not None:
-            options["sd"] = float(sd[j])
-        if bounds is not None:
-            lo, hi = float(bounds[0][j]), float(bounds[1][j])
-            if lo < hi:
-                options["bounds"] = padded(lo, hi)
-            else:
-                options["sd"] = 0.0
-        parts.append(sequential_mean(column(j), float(target[j]), rng=np.random.default_rng(seed),
-                                     budget=ctx.replicates, planned=planned, scale=scale, **options,
-                                     **ctx.sub_test(dims)))
-    evidence = combine(parts, extra=extra)
-    spent = any(e.extra.get("status") == "budget spent" for e in parts)
-    return dataclasses.replace(evidence, n=max(e.n for e in parts),
-                               extra=dict(evidence.extra, sequential=True, planned=int(planned),
-                                          budget=int(ctx.replicates),
-                                          status="budget spent" if spent else "decided"))
-
-
 def _vector_mean_test(ctx: CellContext, samples, target, *, scale: float, sd=None, extra=None, alpha=None):
     """Coordinate-wise mean tests of ``(R, p)`` samples at ``alpha/p`` (default ``ctx.alpha``), combined
     (Bonferroni)."""
@@ -267,13 +221,13 @@ def _eq2_cell(ctx: CellContext):
 
         # f_n(ω) is a convex combination of the values (positive weights, normalised), so each coordinate lies
         # in [min_m v_m, max_m v_m]: a betting sequence; a point range (M = 1: f_n ≡ v_1) is deterministic
-        return sequential_coordinates(ctx, draw, y, scale=scale, bounds=(v.min(axis=0), v.max(axis=0)))
+        return ctx.mean_vector(draw, y, scale=scale, bounds=(v.min(axis=0), v.max(axis=0)))
     mom = theory.cv_moments(q[0], k, v, np.zeros(k.shape[1]), 1)
     proposal = GaussianProposal(np.zeros(k.shape[1]))
     if ctx.variant == "normalisation":
         return ctx.mean(_terms_draw(ctx, q, k, v, proposal, 1, lambda t: t.h[:, 0]), 1.0, sd=math.sqrt(mom.var_h))
     sd = np.sqrt(np.diag(mom.var_g))
-    return sequential_coordinates(ctx, _terms_draw(ctx, q, k, v, proposal, 1, lambda t: t.g[:, 0]), y, scale=scale,
+    return ctx.mean_vector(_terms_draw(ctx, q, k, v, proposal, 1, lambda t: t.g[:, 0]), y, scale=scale,
                                   sd=sd)
 
 
@@ -320,7 +274,7 @@ def _eq5_cell(ctx: CellContext):
     scale = _value_scale(v)
     estimate = ctx.impl("control_variate_estimate", control_variate_estimate)
     draw = _terms_draw(ctx, q, k, v, GaussianProposal(mu), s_count, lambda t: estimate(t.g[:, 0], t.h[:, 0], 1.0, beta))
-    return sequential_coordinates(ctx, draw, _softmax(q, k, v)[0], scale=scale, sd=sd, extra=dict(beta=beta.tolist()))
+    return ctx.mean_vector(draw, _softmax(q, k, v)[0], scale=scale, sd=sd, extra=dict(beta=beta.tolist()))
 
 
 EQ5 = Claim(
@@ -682,8 +636,6 @@ LADDER_LOG2 = 128
 #: Sizes of a rate window: ``RATE_POINTS`` geometric sizes over a factor ``RATE_SPAN``.
 RATE_POINTS = 7
 RATE_SPAN = 8
-#: Fewest sizes of a rate fit (slope_test's minimum).
-MIN_RATE_SIZES = 5
 #: A rate cell undecided after its planned replicates draws ``EXTRA_FACTOR`` times as many more and is tested again
 #: on all of them: two looks, each at half the level of its part (Bonferroni), so the cell's error rates hold.
 EXTRA_FACTOR = 4
@@ -779,7 +731,7 @@ def _eq21_cell(ctx: CellContext):
     omega_sq = theory.cv_moments(q[0], k, v, mu, 1).omega_sq
     multiples = omega_sq * np.array(ctx.params["S_over_omega"])
     sizes = np.unique(np.clip(np.round(multiples), 4, MAX_SAMPLES).astype(int))
-    if sizes.size < MIN_RATE_SIZES:   # Ω so large that the multiples pass the cap: the largest window under it
+    if sizes.size < MIN_SLOPE_POINTS:   # Ω so large that the multiples pass the cap: the largest window under it
         sizes = rate_window(MAX_SAMPLES / RATE_SPAN ** 2)
 
     def squared_errors(s_count, n):

@@ -66,13 +66,13 @@ from rfkit.theory.cost import (
     vit_macs,
     vit_parameters,
 )
-from rfkit.validation.claims.eva.control_variates import exact_rate_cell, rate_window, sequential_coordinates
+from rfkit.validation.claims.eva.control_variates import RATE_POINTS, RATE_SPAN, exact_rate_cell, rate_window
 from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
 from rfkit.validation.harness import chunks, single_threaded
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.reproductions.eva import FIG1_OPTIONS, attention_call, efficiency_sweep, is_capped
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, slope_test
+from rfkit.validation.stats import MIN_SLOPE_POINTS, Evidence, combine, exact_test, mean_test, slope_test, undecided
 from rfkit.validation.timing import (
     count_slope_test,
     peak_bytes,
@@ -751,7 +751,7 @@ def _local_target_cell(ctx: CellContext) -> Evidence:
     w_local = np.exp(theory.log_softmax_weights(q, keys))
     sd = (hi - lo) * math.sqrt(float(np.delete(w_local, np.argmax(w_local)).sum()))
     sd = np.where(sd <= NEGLIGIBLE_SD * scale, 0.0, sd)
-    return sequential_coordinates(ctx, draw, beta[0], scale=scale, bounds=(lo, hi), sd=sd,
+    return ctx.mean_vector(draw, beta[0], scale=scale, bounds=(lo, hi), sd=sd,
                                   extra=dict(target=beta[0].tolist(), mass=float(np.exp(log_pi[0]))))
 
 
@@ -791,10 +791,6 @@ SLOPE_TOLERANCE = 0.25
 #: factor RATE_SPAN, kept up to the tier's cap; fewer than 5 sizes under the cap leave the cell undecided
 #: (slope_test needs 5: a larger S_max decides it).
 ESS_FACTOR = 10
-RATE_POINTS = 7
-RATE_SPAN = 8
-#: Fewest sizes of a rate fit (slope_test's minimum).
-MIN_RATE_SIZES = 5
 #: Where the exact finite-S MSE is available (rfkit.theory.eva.snis_finite_mse), the implementation is simulated on
 #: ``rate_window(max(EXACT_WINDOW_START, S_max/EXACT_WINDOW_CAP_FRACTION))`` (quick: S = 16..128): it is compared
 #: with the exact MSE there, whatever the regime, so the cheapest informative window serves.
@@ -802,23 +798,24 @@ EXACT_WINDOW_START = 16
 EXACT_WINDOW_CAP_FRACTION = 256
 
 
+def _asymptotic_start(omega_sq: float) -> int:
+    """First size of the asymptotic window: the power of two (>= 16) at or above ``ESS_FACTOR·Ω``."""
+    return 2 ** max(math.ceil(math.log2(max(ESS_FACTOR * omega_sq, 1.0))), 4)
+
+
 def _asymptotic_sizes(omega_sq: float, cap: int) -> list[int]:
-    start = 2 ** max(math.ceil(math.log2(max(ESS_FACTOR * omega_sq, 1.0))), 4)
-    sizes = [int(round(start * RATE_SPAN ** (j / (RATE_POINTS - 1)))) for j in range(RATE_POINTS)]
-    return [n for n in sizes if n <= cap]
+    return [int(n) for n in rate_window(_asymptotic_start(omega_sq)) if n <= cap]
 
 
 def _beyond_cap(sizes: list[int], omega_sq: float, cap: int, extra: dict) -> Evidence | None:
-    """Undecided evidence (saying what would decide it) when fewer than :data:`MIN_RATE_SIZES` asymptotic sizes
+    """Undecided evidence (saying what would decide it) when fewer than :data:`MIN_SLOPE_POINTS` asymptotic sizes
     fit under the tier's cap, else ``None``."""
-    if len(sizes) >= MIN_RATE_SIZES:
+    if len(sizes) >= MIN_SLOPE_POINTS:
         return None
-    start = 2 ** max(math.ceil(math.log2(max(ESS_FACTOR * omega_sq, 1.0))), 4)
-    need = int(round(start * RATE_SPAN ** ((MIN_RATE_SIZES - 1) / (RATE_POINTS - 1))))
-    reason = (f"asymptotic regime beyond the sweep: S >= {ESS_FACTOR}·Ω = {ESS_FACTOR * omega_sq:.3g} leaves "
-              f"{len(sizes)} of {MIN_RATE_SIZES} sizes under S_max = {cap}; S_max >= {need} would decide it")
-    return Evidence(math.nan, SNIS_SLOPE, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf, len(sizes),
-                    "log-log WLS", (reason,), extra=extra, validity="asymptotic")
+    need = int(rate_window(_asymptotic_start(omega_sq))[MIN_SLOPE_POINTS - 1])
+    return undecided(f"asymptotic regime beyond the sweep: S >= {ESS_FACTOR}·Ω = {ESS_FACTOR * omega_sq:.3g} leaves "
+                     f"{len(sizes)} of {MIN_SLOPE_POINTS} sizes under S_max = {cap}; S_max >= {need} would decide it",
+                     extra=extra)
 
 
 def _consistency_mean(variant: str, q: np.ndarray, problem: Problem, size: int) -> np.ndarray:
@@ -843,7 +840,7 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
         sizes = rate_window(max(EXACT_WINDOW_START, cap / EXACT_WINDOW_CAP_FRACTION)).tolist()
     else:
         sizes = _asymptotic_sizes(omega_sq, cap)
-        if len(sizes) < MIN_RATE_SIZES:
+        if len(sizes) < MIN_SLOPE_POINTS:
             return _beyond_cap(sizes, omega_sq, cap, dict(S=sizes, omega_sq=omega_sq))
 
     def squared_errors(size, n):
@@ -858,7 +855,7 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
         # the exact MSE could not be computed: the cheap window need not be asymptotic, so the slope is fitted on
         # the asymptotic window, as without the quadrature
         sizes = _asymptotic_sizes(omega_sq, cap)
-        if len(sizes) < MIN_RATE_SIZES:
+        if len(sizes) < MIN_SLOPE_POINTS:
             return _beyond_cap(sizes, omega_sq, cap, dict(S=sizes, omega_sq=omega_sq))
     mse, se = [], []
     for size in sizes:

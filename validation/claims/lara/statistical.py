@@ -42,7 +42,7 @@ from rfkit.estimators import rfa as rfa_est
 from rfkit.theory import lara as theory
 from rfkit.theory import softmax as softmax_theory
 from rfkit.validation.engine import MAX_EXTENSION
-from rfkit.validation.harness import chunks, controlled_pair, padded, quiet
+from rfkit.validation.harness import chunks, controlled_pair, quiet
 from rfkit.validation.model import CellContext, Claim
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import (
@@ -52,6 +52,7 @@ from rfkit.validation.stats import (
     flagged,
     ks_test,
     mean_test,
+    padded,
     required_replicates,
     sequential_mean,
     slope_test,
