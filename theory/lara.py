@@ -561,10 +561,10 @@ def _target_terms(q_row, k, coef=None) -> tuple[np.ndarray, np.ndarray]:
     return pi * c, q_row[None, :] + k
 
 
-def is_second_moment(q_row, k, mu, coef=None) -> float:
+def is_second_moment(q_row, k, mu, coef) -> float:
     r"""``E_{N(μ, I)}[(h/q)²] = ∫ h²/N(μ, I) = Σ_{m,m'} β_m β_m' exp((a_m - μ)·(a_m' - μ))`` (exact; ``h`` as in
-    :func:`_target_terms`: ``coef = V u`` gives the IS replicate of ``μ_n·u``, ``coef = None`` the weight ``p_n/q``,
-    where it is :func:`is_weight_second_moment`). The per-replicate variance is this minus ``(Σ β)²``."""
+    :func:`_target_terms` with ``coef = V u``: the IS replicate of ``μ_n·u``; the weight ``p_n/q`` alone is
+    :func:`is_weight_second_moment`). The per-replicate variance is this minus ``(Σ β)²``."""
     beta, a = _target_terms(q_row, k, coef)
     return mixture_square_integral(beta, a, divide=np.asarray(mu, dtype=np.float64).ravel())
 

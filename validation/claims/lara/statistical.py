@@ -421,7 +421,7 @@ def _is_cell(ctx: CellContext) -> Evidence:
     target = float(_softmax_rows(q[:1], k, v)[0] @ u)
     # exact per-replicate variances (S draws each): E_q[(h/q)²] - (∫h)² over S, with h = p_n f_n·u = Σ_m π_nm
     # (v_m·u) N(q_n + k_m, I) for the estimate and h = p_n for the weight mean (rfkit.theory.lara.is_second_moment)
-    second = theory.is_second_moment(q[0], k, mu_q)
+    second = float(theory.is_weight_second_moment(q[:1], k, mu_q)[0])
     second_g = theory.is_second_moment(q[0], k, mu_q, coef=v @ u)
     sd_b = math.sqrt(max(second - 1.0, 0.0) / p["S"])
     sd_g = math.sqrt(max(second_g - target**2, 0.0) / p["S"])
