@@ -1,7 +1,5 @@
 """Helpers shared by the Macformer claim modules: reading products, capped violations, exact evidence."""
 
-from __future__ import annotations
-
 import itertools
 from collections.abc import Callable, Sequence
 
@@ -29,14 +27,13 @@ def _capped(values, cap: float = 1.0) -> np.ndarray:
 
 
 def _capped_relative(got, want, scale) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+    with np.errstate(all="ignore"):
         return _capped(np.abs(np.asarray(got) - np.asarray(want)) / scale)
 
 
 def _exact(values, ctx: CellContext, extra: dict | None = None, tolerance: float | None = None) -> Evidence:
     """Exact evidence on capped violations (largest entry), at the claim's or a stricter tolerance."""
-    tol = ctx.tolerance if tolerance is None else tolerance
-    return exact_test(float(_capped(values).max(initial=0.0)), 0.0, tolerance=tol, extra=extra)
+    return exact_test(float(_capped(values).max(initial=0.0)), 0.0, tolerance=tolerance or ctx.tolerance, extra=extra)
 
 
 def _p_range(words: str, why: str) -> Range:
@@ -45,19 +42,15 @@ def _p_range(words: str, why: str) -> Range:
 
 
 def _replicate_cap(ctx: CellContext, need: float, share: int = 1) -> tuple[int, bool]:
-    """Replicates for a cell needing ``need`` (from exact moments), capped at the tier's budget (divided by
-    ``share`` for replicates that cost several features each)."""
+    """Replicates for a cell needing ``need``, capped at the tier's budget over ``share`` (features per replicate)."""
     cap = ctx.replicates // share
     return int(min(max(need, 2_000), cap)), need > cap
 
 
 class _SharedRounds:
-    """Rounds of ``draw(rng, n) -> (n, k)`` replicates shared by ``k`` sequential sub-tests of one cell, one per
-    column (:func:`rfkit.validation.stats.sequential_mean` draws ``draw(rng, n)`` round by round).
-
-    The first sub-test to reach round ``i`` draws it with the generator it was given; later sub-tests reuse that
-    round (same size) and draw with their own generators past it. Each sub-test still sees iid replicates, and
-    the Bonferroni split across sub-tests holds under any dependence between them."""
+    """Rounds of ``draw(rng, n) -> (n, k)`` replicates shared by ``k`` sequential sub-tests, one per column: the
+    first sub-test to reach round ``i`` draws it, later ones reuse it (same size) and draw past it themselves. Each
+    sees iid replicates; the Bonferroni split holds under any dependence between them."""
 
     def __init__(self, draw: Callable[[np.random.Generator, int], np.ndarray]):
         self._draw, self._rounds = draw, []
@@ -67,23 +60,18 @@ class _SharedRounds:
 
         def draw(rng: np.random.Generator, n: int) -> np.ndarray:
             i = next(consumed)
-            if i == len(self._rounds):  # a column reaches round i only after rounds 0..i-1: i <= len
+            if i == len(self._rounds):  # a column reaches round i only after rounds 0..i-1
                 self._rounds.append(np.asarray(self._draw(rng, n)))
-            block = self._rounds[i]
-            if block.shape[0] != n:  # another round schedule: draw afresh
-                block = np.asarray(self._draw(rng, n))
+            block = self._rounds[i] if self._rounds[i].shape[0] == n else np.asarray(self._draw(rng, n))
             return block[:, j]
 
         return draw
 
 
 def _jackknife(values: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Tukey's jackknife pseudo-values ``R·θ(x̄) - (R - 1)·θ(x̄_{-r})`` of a smooth function ``θ`` of the mean of
-    ``R`` iid replicate vectors ``values (R, k)``; ``statistic`` maps ``(m, k)`` mean vectors to ``(m,)``.
-
-    Their mean is the bias-corrected estimate of ``θ(E x)`` and their sample variance over ``R`` the jackknife
-    variance, so a mean test of the pseudo-values is the (asymptotic) jackknife test of ``θ(E x)``; replicates
-    whose leave-one-out mean leaves ``θ``'s domain give non-finite pseudo-values (the test flags them)."""
+    """Tukey's jackknife pseudo-values ``R·θ(x̄) - (R - 1)·θ(x̄_{-r})`` of a smooth ``θ`` (``statistic``: ``(m, k)``
+    means to ``(m,)``) of the mean of ``R`` iid vectors ``values (R, k)``: a mean test of them is the (asymptotic)
+    jackknife test of ``θ(E x)``; a leave-one-out mean outside ``θ``'s domain gives a non-finite value (flagged)."""
     values = np.asarray(values, dtype=np.float64)
     count, mean = values.shape[0], values.mean(axis=0)
     leave_one_out = (count * mean[None, :] - values) / (count - 1)

@@ -19,9 +19,7 @@ from rfkit.validation.timing import cell_timing_slope, geometric_sizes, peak_byt
 from .common import KERNEL_NAMES
 from .inputs import _gaussian_qkv, _mask
 
-#: Trend claims: a trend is a log-log slope of at least TREND in the claimed direction; TREND_TOLERANCE of it is
-#: tolerated, so a cell is refuted when the slope is significantly on the wrong side of ±(TREND - TREND_TOLERANCE)
-#: and supported when it is significantly beyond it.
+#: Trend claims: a log-log slope of at least TREND in the claimed direction, TREND_TOLERANCE of it tolerated.
 TREND, TREND_TOLERANCE = 0.1, 0.05
 
 
@@ -29,15 +27,14 @@ def _sweep(lo: int, hi: int) -> list[int]:  # √2-spaced sizes from lo to hi (h
     return geometric_sizes(lo, hi, round(2 * math.log2(hi / lo)) + 1)
 
 
-def _swept(ctx: CellContext, *names: str) -> tuple[str, list[int], list[dict]]:
-    """The one grid axis whose value is a list of sizes, its sizes and the shape (axes ``names``) at each."""
-    axis = next(a for a, s in ctx.params.items() if isinstance(s, (list, tuple)))
-    sizes = list(ctx.params[axis])
-    return axis, sizes, [dict({a: ctx.params[a] for a in names}, **{axis: s}) for s in sizes]
+def _swept(ctx: CellContext) -> tuple[str, list[int], list[dict]]:
+    """The one grid axis whose value is a list of sizes, its sizes and the cell's parameters at each."""
+    axis = next(a for a, s in ctx.params.items() if isinstance(s, list))
+    return axis, ctx.params[axis], [dict(ctx.params, **{axis: s}) for s in ctx.params[axis]]
 
 
-def _one_sweep(*axes: str):  # ``where``: exactly one of ``axes`` is a sweep (a list of sizes)
-    return lambda p, v: sum(isinstance(p[a], (list, tuple)) for a in axes) == 1
+def _one_sweep(p: dict, v: str = "") -> bool:  # ``where``: exactly one axis is a sweep (a list of sizes)
+    return sum(isinstance(s, list) for s in p.values()) == 1
 
 
 def _order(words: str, lo: int, up_to: int) -> Integers:
@@ -48,7 +45,7 @@ def _order(words: str, lo: int, up_to: int) -> Integers:
 
 def _softmax_cost_cell(ctx: CellContext) -> Evidence:
     """Time: log-log slope <= 2 in n, <= 1 in d; counts: exact (two sub-tests)."""
-    axis, sizes, shapes = _swept(ctx, "n", "d")
+    axis, sizes, shapes = _swept(ctx)
     attend = ctx.impl("softmax_attention", softmax_attention)
     calls = [functools.partial(attend, *_gaussian_qkv(ctx.rng, sh["n"], sh["d"])) for sh in shapes]
     timing = cell_timing_slope(ctx, sizes, calls, 2.0 if axis == "n" else 1.0, parts=2)
@@ -59,42 +56,36 @@ def _softmax_cost_cell(ctx: CellContext) -> Evidence:
 
 SOFTMAX_COST = Claim(
     id="macformer.sec_rmfa.softmax_cost", source="RMFA section and Figure 2a; Definition 1",
-    statement="Softmax attention has time complexity O(n²d) (QKᵀ costs O(n²d), and the product with V another "
-              "O(n²d)).",
+    statement="Softmax attention has time complexity O(n²d) (QKᵀ costs O(n²d), and the product with V another O(n²d)).",
     kind="complexity", tolerance=0.25, units="log-log slope of time above the claimed order (counts: any mismatch)",
     domain=dict(n=_order("time complexity O(n²d): the length n", 256, 2048),
                 d=_order("time complexity O(n²d): the width d", 16, 256)),
     cell=_softmax_cost_cell,
     grid=tiers(dict(n=[_sweep(256, 2048), 256], d=[64, _sweep(16, 256)]), full=dict(n=[_sweep(256, 16384), 256])),
-    where=_one_sweep("n", "d"),
-    replicates=tiers(6, smoke=3, full=20), roles=("softmax_attention",),
-    notes="The naive form with materialised scores (Figure 2a); d_v = d; float64 numpy. Time: the CPU time of "
-          "every repeat (rfkit.validation.timing.timing_slope_test) of rfkit.estimators.softmax_attention (n sweep "
-          "at d = 64, d sweep at n = 256). Counts: the GEMM flops of rfkit.theory.cost against the analytic "
-          "2n²d + 2n²d_v. The torch GPU path is not run here.",
+    where=_one_sweep, replicates=tiers(6, smoke=3, full=20), roles=("softmax_attention",),
+    notes="The naive form with materialised scores (Figure 2a); d_v = d; float64 numpy, no torch GPU. Time: CPU "
+          "time of every repeat (timing_slope_test), n sweep at d = 64, d sweep at n = 256. Counts: the GEMM flops "
+          "of rfkit.theory.cost against 2n²d + 2n²d_v.",
 )
 
 
 def _route_options(route: str, n: int, rng: np.random.Generator) -> dict:
     """rmfa's keyword arguments for a mask route: none, key padding, causal, or a general mask M'."""
-    if route == "padding":
-        return dict(key_padding=_mask("padding", n, rng)[0])
-    if route == "general":
-        return dict(mask=_mask("general", n, rng))
-    return dict(causal=route == "causal")
+    if route in ("none", "causal"):
+        return dict(causal=route == "causal")
+    keep = _mask(route, n, rng)
+    return dict(key_padding=keep[0]) if route == "padding" else dict(mask=keep)
 
 
 def _rmfa_cost_cell(ctx: CellContext) -> Evidence:
     """Log-log slope of CPU time <= 1 in the swept one of n, d, D (the RMF draw timed or not: the reading)."""
-    axis, sizes, shapes = _swept(ctx, "n", "d", "D")
-    route, p, attend, calls = ctx.params["mask"], ctx.params["p"], ctx.impl("rmfa", rmfa), []
+    axis, sizes, shapes = _swept(ctx)
+    p, attend, calls = ctx.params["p"], ctx.impl("rmfa", rmfa), []
     for sh in shapes:
         q, k, v = _gaussian_qkv(ctx.rng, sh["n"], sh["d"])
-        options = dict(_route_options(route, sh["n"], ctx.rng), p=p)
-        if ctx.variant == "excluded":
-            options["draw"] = draw_rmf(sh["D"], sh["d"], rng=ctx.rng, p=p)
-        else:
-            options.update(num_features=sh["D"], rng=int(ctx.rng.integers(2**63)))
+        options = dict(_route_options(sh["mask"], sh["n"], ctx.rng), p=p)
+        options.update(dict(draw=draw_rmf(sh["D"], sh["d"], rng=ctx.rng, p=p)) if ctx.variant == "excluded" else
+                       dict(num_features=sh["D"], rng=int(ctx.rng.integers(2**63))))
         calls.append(functools.partial(quiet, attend, q, k, v, **options))
     return cell_timing_slope(ctx, sizes, calls, 1.0, extra=dict(order="ndD"))
 
@@ -102,11 +93,10 @@ def _rmfa_cost_cell(ctx: CellContext) -> Evidence:
 def _rmfa_where(p: dict, v: str) -> bool:
     """One of n, d, D swept; the masks and p in the n sweeps only. The general mask is the quadratic form: its n
     sweep is the shorter one (starting below 2048), the factored routes' the longer."""
-    if not _one_sweep("n", "d", "D")(p, v):
-        return False
-    if isinstance(p["n"], list):
-        return (p["mask"] == "general") == (min(p["n"]) < 2048) and (p["p"] == 2.0 or p["mask"] == "none")
-    return p["mask"] == "none" and p["p"] == 2.0
+    if not isinstance(p["n"], list):
+        return _one_sweep(p) and p["mask"] == "none" and p["p"] == 2.0
+    general = p["mask"] == "general"
+    return _one_sweep(p) and general == (min(p["n"]) < 2048) and (p["p"] == 2.0 or p["mask"] == "none")
 
 
 RMFA_COST = Claim(
@@ -126,11 +116,9 @@ RMFA_COST = Claim(
                     mask=["none", "padding", "causal", "general"], p=[1.1, 2.0, 4.0]),
                full=dict(n=[_sweep(2048, 65536), _sweep(256, 4096), 2048], d=[64, _sweep(16, 256)],
                          D=[64, _sweep(64, 2048)])),
-    where=_rmfa_where,
-    replicates=tiers(4, smoke=2, full=20), roles=("rmfa",),
-    notes="Float64 numpy; sweeps at n = 2048, D = 64, d = 64 unless swept. The general-mask route is RMFA's "
-          "definition with an arbitrary M': its factored form does not exist, so it is the quadratic form (its n "
-          "sweep is 512..2048). 'Much cheaper than softmax for n >> D' is measured by macformer.fig4b.*.",
+    where=_rmfa_where, replicates=tiers(4, smoke=2, full=20), roles=("rmfa",),
+    notes="Float64 numpy; n = 2048, D = 64, d = 64 unless swept. The general mask M' has no factored form: its "
+          "route is quadratic (n sweep 512..2048). 'Much cheaper than softmax for n >> D': macformer.fig4b.*.",
 )
 
 
@@ -171,9 +159,8 @@ MEMORY_KERNEL_INVARIANT = Claim(
                smoke=dict(length=[1024], d=[32], D=[128], mask=["none"], coeffs=["derived"]),
                full=dict(p=[1.5, 2.0, 4.0])),
     # two corners: all sizes small or all large (coverage is per axis)
-    where=lambda p, v: len({p["length"] == 1024, p["d"] == 32, p["D"] == 128}) == 1,
-    roles=("rmfa",), plot_x="p",
-    notes="The attention layer's forward pass on CPU (tracemalloc peak); the same shapes, D, p and seed (hence the "
-          "same draw) for every kernel. Forward + backward memory and torch.cuda.max_memory_allocated need the GPU "
-          "backend and are not run; the LRA models of Table 2 need training (not reproducible here).",
+    where=lambda p, v: len({p["length"] == 1024, p["d"] == 32, p["D"] == 128}) == 1, roles=("rmfa",), plot_x="p",
+    notes="The forward pass on CPU (tracemalloc peak); the same shapes, D, p and seed (same draw) for every kernel. "
+          "Backward memory and torch.cuda.max_memory_allocated need the GPU backend (not run); Table 2's LRA "
+          "models need training (not reproducible here).",
 )

@@ -14,18 +14,11 @@ from rfkit.estimators.ppsbn import presbn
 from rfkit.estimators.rmf import draw_rmf, rmf_features, rmfa, rmfa_replicates
 from rfkit.theory import cost
 from rfkit.theory import maclaurin as theory
+from rfkit.validation import stats
 from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import chunks, quiet
 from rfkit.validation.model import CellContext, Claim, tiers
-from rfkit.validation.stats import (
-    Evidence,
-    combine,
-    exact_test,
-    mean_test,
-    required_replicates,
-    sequential_mean,
-    undecided,
-)
+from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, required_replicates, undecided
 
 from .attention import _feature_budget, _rmfa_samples
 from .common import KERNEL_NAMES, _capped_relative, _exact, _replicate_cap, _SharedRounds
@@ -42,24 +35,18 @@ def _p_axis(words: str, up_to: float = 4.0) -> Range:
                  why="p enters through p^n and 1/(p - 1) in closed form: the series are checked at each tested p")
 
 
-def _row_ball(ctx: CellContext, n: int, d: int, placement: str = "interior") -> tuple[np.ndarray, np.ndarray]:
-    """Queries and keys of ``n`` rows in the unit ball of R^d (row norms inside, or on the boundary)."""
-    return _ball_matrix(ctx.rng, n, d, "row", placement), _ball_matrix(ctx.rng, n, d, "row", placement)
-
-
 def _rademacher_cell(ctx: CellContext) -> Evidence:
     """d <= 12: every one of the 2^d sign vectors (exact expectations, to 1e-12); larger d: Monte Carlo."""
     d = ctx.params["d"]
     a, b, c, e = ctx.rng.standard_normal((4, d))
     norm_a, norm_b = np.linalg.norm(a), np.linalg.norm(b)
     scale4 = float(np.prod([np.linalg.norm(z) for z in (a, b, c, e)]))
-    if d > 12:
-        signs = ctx.rng.integers(0, 2, size=(ctx.replicates, d), dtype=np.int8) * 2.0 - 1.0
-        products = (signs @ a) * (signs @ b) * (signs @ c) * (signs @ e)
-        return mean_test(products, theory.rademacher_moment4(a, b, c, e), scale=scale4, **ctx.test,
-                         extra=dict(route="monte_carlo"))
-    signs = np.array(list(itertools.product((-1.0, 1.0), repeat=d)))
+    signs = (ctx.rng.integers(0, 2, size=(ctx.replicates, d), dtype=np.int8) * 2.0 - 1.0 if d > 12
+             else np.array(list(itertools.product((-1.0, 1.0), repeat=d))))
     pa, pb, pc, pe = (signs @ z for z in (a, b, c, e))
+    if d > 12:
+        return mean_test(pa * pb * pc * pe, theory.rademacher_moment4(a, b, c, e), scale=scale4, **ctx.test,
+                         extra=dict(route="monte_carlo"))
     joint = np.array([[np.mean(pa**i * pb**j) for j in range(5)] for i in range(5)])
     errors = [abs(np.mean(pa * pb) - theory.rademacher_moment2(a, b)) / (norm_a * norm_b),
               abs(np.mean(pa * pb * pc * pe) - theory.rademacher_moment4(a, b, c, e)) / scale4,
@@ -78,12 +65,10 @@ RADEMACHER_MOMENTS = Claim(
                            why="both sides are polynomials in a, b, c, e: exact enumeration of the 2^d signs at "
                                "random real vectors (d <= 12) checks the identity itself with probability 1 "
                                "(Schwartz–Zippel); Monte Carlo at d = 16 and 64")),
-    cell=_rademacher_cell,
-    grid=tiers(dict(d=[1, 2, 3, 8, 12, 16, 64]), smoke=dict(d=[1, 2, 3, 16, 64])),
+    cell=_rademacher_cell, grid=tiers(dict(d=[1, 2, 3, 8, 12, 16, 64]), smoke=dict(d=[1, 2, 3, 16, 64])),
     replicates=tiers(200_000, full=2_000_000), plot_x="d",
-    notes="d <= 12: exact enumeration of all 2^d sign vectors, compared with the closed forms and with the exact "
-          "joint moments E[u^i v^j] (i, j <= 4) of rfkit.theory.maclaurin.rademacher_joint_moments, to 1e-12. "
-          "Larger d: Monte Carlo of the four-fold product (an asymptotic sequence; the product is bounded).",
+    notes="Enumeration (d <= 12) also checks the exact joint moments E[u^i v^j] (i, j <= 4) of "
+          "rfkit.theory.maclaurin.rademacher_joint_moments; Monte Carlo: the four-fold product (bounded).",
 )
 
 
@@ -150,18 +135,16 @@ RMF_FEATURE_MOMENTS = Claim(
     where=lambda p, v: (not v.startswith("defective") or p["p"] >= 2)
     and (p["check"] == "moments" or (p["kernel"] == "exp" and p["pair"] == "scaled")),
     roles=("rmf_features",), plot_x="p",
-    notes="Derived coefficients; x, y of the def3 pairs (d = 4). "
-          "Moments: mean tests of Z (as in def3.rmf_unbiased, against the series value) and of Z² (exact sd from "
-          "E[Z⁴], same series); where E[Z⁴] is infinite the second moment has no normal theory and only the mean is "
-          "tested (second_tested in extra). "
-          "Structure: the sampler's degree law. Divergence: rmf_moments' verdict against the closed-form condition "
-          "p·m >= 1 for inv at p·m ∈ {0.5, 0.9, 0.999, 1.001, 1.1, 2}.",
+    notes="Derived coefficients; x, y of the def3 pairs (d = 4). Moments: mean tests of Z (as def3.rmf_unbiased) "
+          "and of Z² (exact sd from E[Z⁴]); where E[Z⁴] is infinite only the mean is tested (second_tested in "
+          "extra). Structure: the sampler's degree law. Divergence: rmf_moments' verdict for inv at p·m ∈ "
+          "{0.5, 0.9, 0.999, 1.001, 1.1, 2}.",
 )
 
 
 def _weight_invariance_cell(ctx: CellContext) -> Evidence:
     p, n, d, kernel = ctx.params["p"], ctx.params["length"], ctx.params["d"], ctx.params["kernel"]
-    q, k = _row_ball(ctx, n, d)
+    q, k = (_ball_matrix(ctx.rng, n, d, "row", "interior") for _ in range(2))  # rows in the unit ball
     v = ctx.rng.standard_normal((n, 3))
     draw = draw_rmf(ctx.params["D"], d, rng=ctx.rng, p=p)
     weights = ("printed", "importance")
@@ -201,27 +184,23 @@ NO_DELTA = "G_a(i, j) diverges here: the delta-method prediction does not exist"
 
 
 def _delta_setup(ctx: CellContext):
-    """``q, k, v`` and the delta method's prediction (None where it diverges). Unit-ball inputs: ``interior``
-    (d = 4) or ``boundary`` (unit rows in d = 2, where the denominator varies most and b² is largest relative to v:
-    the bias is then resolvable with ~10^3 D replicates)."""
+    """``q, k, v`` and the delta method's prediction (None where it diverges); ``boundary``: unit rows in d = 2,
+    where b² is largest relative to v (resolvable with ~10^3 D replicates)."""
     n, placement = ctx.params["length"], ctx.params.get("inputs", "interior")
-    q, k = _row_ball(ctx, n, 2 if placement == "boundary" else 4, placement)
+    q, k = (_ball_matrix(ctx.rng, n, 2 if placement == "boundary" else 4, "row", placement) for _ in range(2))
     v = ctx.rng.uniform(-1.0, 1.0, size=(n, 2))
     delta = theory.rmfa_delta_method(q, k, v, ctx.params["kernel"], p=2.0)
     return q, k, v, delta if np.isfinite(delta.bias).all() and np.isfinite(delta.variance).all() else None
 
 
-def _resolvable_entries(signal: np.ndarray, noise: np.ndarray, count: int = 2) -> list[tuple[int, int]]:
-    order = np.argsort(-(np.abs(signal) / np.sqrt(noise)).ravel())[:count]
+def _resolvable_entries(signal: np.ndarray, noise: np.ndarray) -> list[tuple[int, int]]:  # the best two
+    order = np.argsort(-(np.abs(signal) / np.sqrt(noise)).ravel())[:2]
     return [tuple(int(i) for i in np.unravel_index(j, signal.shape)) for j in order]
 
 
 def _ratio_bias_cell(ctx: CellContext) -> Evidence:
-    """Richardson extrapolation in 1/D with common random numbers (the claim's notes): the two D-feature halves are
-    consecutive replicates of the estimator, and z has a third of the variance of independent arms. Arms (D, 2D):
-    the ratio's tails come from small denominators, which the smaller arm reaches most often; at D/4 = 16 the
-    denominator reaches 0 in about 1e-3 of the draws (quick inputs), at D/2 = 32 the replicates' tail index is
-    about 3 (Hill), from D on about 4."""
+    """Richardson extrapolation in 1/D from arms (D, 2D) with common random numbers (the claim's notes): the two
+    D-feature halves are consecutive replicates; smaller arms reach small denominators (heavy tails) too often."""
     q, k, v, delta = _delta_setup(ctx)
     if delta is None:
         return undecided(NO_DELTA)
@@ -248,7 +227,7 @@ def _ratio_bias_cell(ctx: CellContext) -> Evidence:
         return np.concatenate(parts)
 
     shared = _SharedRounds(draw)
-    parts = [sequential_mean(shared.column(j), float(delta.bias[e]), rng=ctx.rng, budget=ctx.replicates,
+    parts = [stats.sequential_mean(shared.column(j), float(delta.bias[e]), rng=ctx.rng, budget=ctx.replicates,
                              planned=ctx.planned or ctx.replicates, scale=abs(float(delta.bias[e])),
                              extra=dict(entry=e), **ctx.sub_test(len(entries)))
              for j, e in enumerate(entries)]
@@ -273,25 +252,34 @@ RMFA_RATIO_BIAS = Claim(
                full=dict(D=[64, 256, 1024, 4096], length=[4, 16, 64])),
     replicates=tiers(32_000, smoke=8_000, full=100_000),  # replicates of z (each 2D features)
     roles=("rmfa_replicates",), plot_x="D",
-    notes="Hypotheses: μ_a ≠ 0 and G finite (else the cell is undecidable); geom-importance features, p = 2; "
-          "unbiased features, E[Φ(x)·Φ(y)] = κ(x·y) (Definition 3; def3.rmf_unbiased), which make the numerator "
-          "and denominator unbiased and the subtracted linear term a control variate of mean 0. "
-          "Per cell the two entries with the largest |b|/sqrt(v) (best resolved), each a sequential mean "
-          "(asymptotic confidence sequence) of z = 2y_{2D} - (y'_D + y''_D)/2, where y_D = D·(RMFA - attn^κ - "
-          "(N̂ - attn^κ μ̂)/μ) subtracts from D × (error) its linear term, of mean exactly 0 with unbiased features "
-          "and of spread O(√D), and the two D-feature estimates are the halves of the 2D features (common random "
-          "numbers): the spread of z is O(1) instead of O(√D) (about 4|b| against 20|b| at the quick inputs). "
-          "Budgets are in replicates of z (2D features each).",
+    notes="Hypotheses: μ_a ≠ 0 and G finite (else the cell is undecidable); geom-importance features, p = 2; unbiased "
+          "features, E[Φ(x)·Φ(y)] = κ(x·y) (Definition 3; def3.rmf_unbiased), which make the numerator and denominator "
+          "unbiased and the subtracted linear term a control variate of mean 0. Per cell the two entries with the "
+          "largest |b|/sqrt(v) (best resolved), each a sequential mean (asymptotic confidence sequence) of z = 2y_{2D} "
+          "- (y'_D + y''_D)/2, where y_D = D·(RMFA - attn^κ - (N̂ - attn^κ μ̂)/μ) subtracts from D × (error) its "
+          "linear term, of mean exactly 0 with unbiased features and of spread O(√D), and the two D-feature estimates "
+          "are the halves of the 2D features (common random numbers): the spread of z is O(1) instead of O(√D) (about "
+          "4|b| against 20|b| at the quick inputs). Budgets are in replicates of z (2D features each).",
 )
 
 
 def _ratio_mse_cell(ctx: CellContext) -> Evidence:
-    if ctx.params["check"] == "toy_nmse":
-        return _toy_nmse_cell(ctx)
+    num_features = ctx.params["D"]
+    if ctx.params["check"] == "toy_nmse":  # one 32×64 matrix after pre-SBN: Monte Carlo against delta-method NMSE
+        pre = presbn(ctx.rng.standard_normal((32, 64)), ctx.rng.standard_normal((32, 64)), eps=1e-12)
+        v = ctx.rng.standard_normal((32, 64))
+        target = softmax_attention(pre.q, pre.k, v)
+        predicted = theory.nmse_prediction(theory.rmfa_delta_method(pre.q, pre.k, v, "exp", p=2.0), target,
+                                           num_features)
+        # the tier's feature budget, each replicate charged 24·D features: 1.6M features give ~1000 replicates at
+        # D = 64 and 260 at D = 256 (where one 32×64 replicate costs ~15 ms), at least 256
+        samples = _rmfa_samples(ctx, pre.q, pre.k, v, None, "exp", num_features,
+                                max(256, ctx.replicates // (24 * num_features)))
+        errors = ((samples - target) ** 2).sum(axis=(1, 2)) / (target**2).sum()
+        return mean_test(errors, predicted, scale=predicted, **ctx.test, extra=dict(predicted=predicted))
     q, k, v, delta = _delta_setup(ctx)
     if delta is None:
         return undecided(NO_DELTA)
-    num_features = ctx.params["D"]
     entries = _resolvable_entries(delta.variance, delta.variance)
     samples = _rmfa_samples(ctx, q, k, v, None, ctx.params["kernel"], num_features,
                             max(64, _feature_budget(ctx, num_features)))
@@ -299,22 +287,6 @@ def _ratio_mse_cell(ctx: CellContext) -> Evidence:
     return combine([mean_test(num_features * (samples[:, a, c] - delta.attn_kappa[a, c]) ** 2, pred, scale=pred,
                               **ctx.sub_test(len(entries)), extra=dict(entry=(a, c)))
                     for (a, c), pred in zip(entries, predicted, strict=True)])
-
-
-def _toy_nmse_cell(ctx: CellContext) -> Evidence:
-    """Reduced toy protocol (one 32×64 matrix after pre-SBN): Monte Carlo NMSE against the delta-method NMSE."""
-    n, d, num_features = 32, 64, ctx.params["D"]
-    pre = presbn(ctx.rng.standard_normal((n, d)), ctx.rng.standard_normal((n, d)), eps=1e-12)
-    v = ctx.rng.standard_normal((n, d))
-    target = softmax_attention(pre.q, pre.k, v)
-    predicted = theory.nmse_prediction(theory.rmfa_delta_method(pre.q, pre.k, v, "exp", p=2.0), target,
-                                       num_features)
-    # the tier's feature budget, each replicate charged 24·D features: 1.6M features give ~1000 replicates at
-    # D = 64 and 260 at D = 256 (where one 32×64 replicate costs ~15 ms), at least 256
-    samples = _rmfa_samples(ctx, pre.q, pre.k, v, None, "exp", num_features,
-                            max(256, ctx.replicates // (24 * num_features)))
-    errors = ((samples - target) ** 2).sum(axis=(1, 2)) / (target**2).sum()
-    return mean_test(errors, predicted, scale=predicted, **ctx.test, extra=dict(predicted=predicted))
 
 
 RMFA_RATIO_MSE = Claim(
@@ -333,25 +305,22 @@ RMFA_RATIO_MSE = Claim(
                smoke=dict(check=["entry_mse"], kernel=["exp"], D=[64]),
                full=dict(D=[16, 64, 256, 1024], length=[4, 16])),
     where=lambda p, v: p["check"] == "entry_mse" or p["kernel"] == "exp",
-    replicates=tiers(1_600_000, smoke=200_000, full=16_000_000),
-    roles=("rmfa_replicates",), plot_x="D",
-    notes="As derived.rmfa_ratio_bias (interior inputs); the toy check: one 32×64 pre-SBN matrix, exp kernel (the "
-          "register's toy protocol is RMFA_exp). "
-          "Entry MSEs include the squared bias b²/D (same order). Budgets are in features (replicates × D). "
-          "Replicates D·(RMFA - attn^κ)² are squares of a ratio whose denominator (signed Maclaurin features) comes "
-          "near 0 in a small fraction of draws (about 1e-3 at D = 16 on the quick inputs), so their tail index is "
-          "about 3 at D = 64 and the asymptotic sequence flags them; no finite-D variance bound exists in closed "
-          "form (the ratio's fourth moment depends on the denominator's law near 0), and the replicates have no "
-          "known range. What would decide D = 64 and the inv kernel: a proven bound on E[(RMFA - attn^κ)⁴] "
-          "(rfkit.theory.maclaurin), or the full tier's larger D, where the denominator stays away from 0.",
+    replicates=tiers(1_600_000, smoke=200_000, full=16_000_000), roles=("rmfa_replicates",), plot_x="D",
+    notes="As derived.rmfa_ratio_bias (interior inputs); toy: one 32×64 pre-SBN matrix, exp kernel (the register's "
+          "toy protocol is RMFA_exp). Entry MSEs include the squared bias b²/D (same order). Budgets are in features "
+          "(replicates × D). Replicates D·(RMFA - attn^κ)² are squares of a ratio whose denominator (signed "
+          "Maclaurin features) comes near 0 in a small fraction of draws (about 1e-3 at D = 16 on the quick inputs), "
+          "so their tail index is about 3 at D = 64 and the asymptotic sequence flags them; no finite-D variance "
+          "bound exists in closed form (the ratio's fourth moment depends on the denominator's law near 0), and the "
+          "replicates have no known range. What would decide D = 64 and the inv kernel: a proven bound on "
+          "E[(RMFA - attn^κ)⁴] (rfkit.theory.maclaurin), or the full tier's larger D, where the denominator stays "
+          "away from 0.",
 )
 
 
 def _cost_model_cell(ctx: CellContext) -> Evidence:
-    """counts: the matrix products rmfa performs (its own record) against rfkit.theory.cost.rmfa_gemms for every
-    route, and the bidirectional count against the closed form 4ndW + 4nD(d_v + 1); width: ``E[W] = D/(p-1)``
-    (geom) or ``D/(p-1)²`` (defective) from the sampler; ratio: the flop ratio softmax/RMFA at W = E[W], p = 2,
-    d_v = d, against n/(2D)."""
+    """counts: rmfa's own record of its products against cost.rmfa_gemms (every route) and the closed form
+    4ndW + 4nD(d_v + 1); width: the sampler's mean W; ratio: softmax/RMFA flops at W = E[W], d_v = d vs n/(2D)."""
     check, p, num_features = ctx.params["check"], ctx.params["p"], ctx.params["D"]
     if check == "ratio":
         n, d = ctx.params["length"], ctx.params["d"]
@@ -374,9 +343,8 @@ def _cost_model_cell(ctx: CellContext) -> Evidence:
         result = quiet(rmfa, q, k, v[:, :dv], num_features=num_features, rng=ctx.rng, p=p,
                        chunk_size=chunk, return_details=True, **_route_options(route, n, ctx.rng))
         flops = cost.gemm_flops(result.gemms)
-        model = cost.rmfa_gemms(n, d, dv, result.width, num_features, route=route, chunk=chunk)
-        parts.append(exact_test(flops, cost.gemm_flops(model), tolerance=0.0,
-                                extra=dict(route=route, width=result.width)))
+        model = cost.gemm_flops(cost.rmfa_gemms(n, d, dv, result.width, num_features, route=route, chunk=chunk))
+        parts.append(exact_test(flops, model, tolerance=0.0, extra=dict(route=route, width=result.width)))
         if route == "none":
             parts.append(exact_test(flops, cost.rmfa_flop_model(n, d, dv, result.width, num_features), tolerance=0.0))
     return combine(parts)
@@ -409,10 +377,8 @@ COST_MODEL = Claim(
     or (p["check"] == "ratio" and p["p"] == 2.0 and p["law"] == "geom" and p["D"] > 1),
     replicates=tiers(100_000, full=400_000),  # draws of W (cheap); counts and ratio use none
     roles=("rmfa",), plot_x="check",
-    notes="Dense products, a multiply-add counted as 2. "
-          "Counts are exact: rmfa records the products it performs (RMFAResult.gemms); the model is "
-          "rfkit.theory.cost.rmfa_gemms and, bidirectionally, the closed form. Wall time is compared as a trend "
-          "by sec_rmfa.* and fig4b.*.",
+    notes="Dense products, a multiply-add counted as 2; counts are exact (RMFAResult.gemms against "
+          "rfkit.theory.cost.rmfa_gemms and the closed form). Wall time: sec_rmfa.* and fig4b.*.",
 )
 
 
@@ -426,15 +392,12 @@ def _trigh_cell(ctx: CellContext) -> Evidence:
         return _exact([identity, *(np.abs(got - want) / want)], ctx,
                       extra=dict(t=t, trigh=float(got[0]), exp=float(want[0])))
     if check == "coefficients":
-        equal = theory.derived_coefficients("trigh", 40) == theory.derived_coefficients("exp", 40)
-        return _exact([0.0 if equal else 1.0], ctx)
-    q, k = _row_ball(ctx, 16, 8)
+        return _exact([float(theory.derived_coefficients("trigh", 40) != theory.derived_coefficients("exp", 40))], ctx)
+    q, k = (_ball_matrix(ctx.rng, 16, 8, "row", "interior") for _ in range(2))
     v = ctx.rng.standard_normal((16, 3))
     draw = draw_rmf(ctx.params["D"], 8, rng=ctx.rng)
-    if check == "rmf":
-        outs = [rmf_features(q, draw, kernel) for kernel in ("trigh", "exp")]
-    else:
-        outs = [quiet(rmfa, q, k, v, kernel, draw=draw) for kernel in ("trigh", "exp")]
+    outs = [rmf_features(q, draw, kernel) if check == "rmf" else quiet(rmfa, q, k, v, kernel, draw=draw)
+            for kernel in ("trigh", "exp")]
     return _exact(_capped_relative(outs[0], outs[1], float(np.abs(outs[1]).max())), ctx)
 
 
@@ -455,8 +418,7 @@ TRIGH_EXP_IDENTITY = Claim(
                     t=[-50.0, -20.0, -5.0, -1.0, 0.0, 1.0, 5.0, 20.0, 50.0, 700.0, 709.0], D=[64]),
                smoke=dict(t=[-50.0, 0.0, 1.0, 709.0]), full=dict(D=[64, 1024])),
     where=lambda p, v: p["check"] == "closed_form" or p["t"] == 1.0, plot_x="t",
-    notes="The closed-form check verifies sinh + cosh = exp in 60-digit arithmetic and compares the toolkit's trigh "
-          "and exp kernels in float64. The toolkit evaluates trigh as e^t: the printed sum sinh + cosh cancels "
-          "catastrophically in float64 for t << 0 (sinh(-20) + cosh(-20) = 0), a property of the evaluation, not of "
-          "the identity.",
+    notes="closed_form: the identity in 60-digit mpmath, and the toolkit's kernels in float64. The toolkit evaluates "
+          "trigh as e^t: sinh + cosh cancels catastrophically in float64 for t << 0 (sinh(-20) + cosh(-20) = 0), "
+          "a property of the evaluation, not of the identity.",
 )

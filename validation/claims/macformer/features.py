@@ -1,7 +1,5 @@
 """Macformer, Definition 3: the random Maclaurin feature (RMF) estimate Φ(x)·Φ(y) of K(x·y) is unbiased."""
 
-from __future__ import annotations
-
 import math
 
 import numpy as np
@@ -10,7 +8,7 @@ from rfkit.estimators.maclaurin_kernels import MACLAURIN_KERNELS, kernel_values
 from rfkit.estimators.rmf import RMFDraw, draw_rmf, rmf_features
 from rfkit.theory import maclaurin as theory
 from rfkit.validation.domain import Choice, Integers, Range, Reading
-from rfkit.validation.harness import chunks as _chunk_sizes
+from rfkit.validation.harness import chunks, controlled_pair
 from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.stats import Evidence, mean_test, required_replicates, undecided
 
@@ -39,17 +37,14 @@ def _pair(pair: str, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.n
     nx, ny, cos = _norms(pair, d)
     if pair == "sparse_orthogonal":
         return nx * np.eye(d)[0], ny * np.eye(d)[1]
-    if d == 1:
-        return np.array([nx]), np.array([ny * cos])
-    basis, _ = np.linalg.qr(rng.standard_normal((d, 2)))
-    return nx * basis[:, 0], ny * (cos * basis[:, 0] + math.sqrt(max(1 - cos * cos, 0.0)) * basis[:, 1])
+    return controlled_pair(nx, ny, math.acos(cos), d, rng)
 
 
 def _kernel_replicates(ctx: CellContext, x, y, kernel: str, num_features: int, replicates: int, p: float,
                        n_law: str, weight: str, coeffs: str) -> np.ndarray:
     """``replicates`` estimates Φ(x)·Φ(y), each from a fresh draw of ``D`` features (blocks of one big draw)."""
     features, out = ctx.impl("rmf_features", rmf_features), []
-    for n in _chunk_sizes(replicates, max(1, 400_000 // num_features)):
+    for n in chunks(replicates, max(1, 400_000 // num_features)):
         draw = draw_rmf(n * num_features, x.size, rng=ctx.rng, p=p, n_law=n_law)
         phi = np.asarray(features(np.stack([x, y]), draw, kernel, coeffs=coeffs, weight=weight))
         phi = phi.reshape(2, n, num_features) * math.sqrt(n)
@@ -79,16 +74,15 @@ def _rmf_mean_evidence(ctx: CellContext, x, y, kernel: str, num_features: int, p
     if mom.abs_mean_finite is not True:
         return undecided("E|Φ(x)·Φ(y)| is infinite or undecided here: the expectation may not exist", extra=extra)
     plain = math.isfinite(mom.sd) and math.isfinite(mom.skewness)
-    strata = None if plain else theory.stratified_moments(x, y, kernel, relative_tail=1e-4, **law)
-    sd, skewness = (mom.sd, mom.skewness) if plain else (strata.sd, strata.skewness)
-    need = required_replicates(sd / abs(target), alpha=test["alpha"], tolerance=test["tolerance"],
-                               skewness=skewness, resolution=RESOLUTION)
+    strata = mom if plain else theory.stratified_moments(x, y, kernel, relative_tail=1e-4, **law)
+    need = required_replicates(strata.sd / abs(target), alpha=test["alpha"], tolerance=test["tolerance"],
+                               skewness=strata.skewness, resolution=RESOLUTION)
     replicates, short = _replicate_cap(ctx, need, share=1 if plain else 4)
     extra.update(route="plain" if plain else "stratified", replicates_needed=need, capped=short,
                  **({} if plain else dict(n_max=strata.n_max, tail=strata.tail)))
     estimates = (_kernel_replicates(ctx, x, y, kernel, num_features, replicates, **law) if plain else
                  _stratified_replicates(ctx, x, y, kernel, replicates, strata.log_mass, **law) + strata.tail)
-    return mean_test(estimates, target, scale=abs(target), sd=sd, extra=extra, **test)
+    return mean_test(estimates, target, scale=abs(target), sd=strata.sd, extra=extra, **test)
 
 
 def _rmf_unbiased_cell(ctx: CellContext) -> Evidence:

@@ -19,11 +19,10 @@ from rfkit.validation.stats import Evidence, combine, mean_test, undecided
 from rfkit.validation.timing import single_threaded_blas, timing_ratio_slope_test, timing_ratio_test
 
 from .common import _jackknife
-from .complexity import TREND, TREND_TOLERANCE
+from .complexity import TREND, TREND_TOLERANCE, _one_sweep, _swept
 
-#: The toy protocol's domain (register "Reproduction targets"): lengths 200..4000, D = 2^1..2^12 (the paper gives
-#: neither grid; the register's defaults). Its full size is the full tier; quick runs a reduced protocol that does
-#: not reach length 4000 and D = 4096 (inconclusive: not covered, unless refuted).
+#: The toy protocol's domain (register "Reproduction targets"; the paper gives no grid): lengths 200..4000, D up to
+#: 2^12, fully run at the full tier; quick's reduced protocol misses length 4000 and D = 4096 (not covered).
 LENGTHS = functools.partial(Integers, lo=200, hi=4000)
 FEATURES = functools.partial(Integers, lo=2, hi=4096, points=(2,))
 PROTOCOL_SCALE = tiers(dict(batch=[1], heads=[1]), full=dict(batch=[16], heads=[8]))
@@ -37,12 +36,9 @@ INFINITE_MEAN_NMSE = (
     "NMSE (its log, its decrements) has no value and its sample mean over repeats grows without bound: no tier "
     "decides this reading; the mean_of_log readings (E[log NMSE] is finite) do")
 
-#: Features per data repeat of the Figure 4a cells: ``max(1, DRAW_FEATURES // D)`` independent RMF draws (the
-#: error's noise at small D is the draw's, and small draws are cheap).
-D_DRAW_FEATURES, LENGTH_DRAW_FEATURES = 16, 32
-
-#: Fewest decrements the diminishing-returns slope is fitted on (a fitted slope needs 5 sizes).
-MIN_SPANS = 5
+#: Figure 4a: ``max(1, *_DRAW_FEATURES // D)`` independent RMF draws per data repeat (the error's noise at small D
+#: is the draw's, and small draws are cheap); at least MIN_SPANS decrements (a fitted slope needs 5 sizes).
+D_DRAW_FEATURES, LENGTH_DRAW_FEATURES, MIN_SPANS = 16, 32, 5
 
 
 def _powers(lo: int, hi: int) -> list[int]:
@@ -61,25 +57,20 @@ def _toy_inputs(ctx: CellContext, length: int):
     return tuple(fig4_data(ctx.rng, (ctx.params["batch"], ctx.params["heads"], length, 64)) for _ in range(3))
 
 
-def _log_errors_over_d(ctx: CellContext, length: int, features: list[int]) -> np.ndarray:
-    """One repeat at one length: the log NMSE at each D, each the mean over ``max(1, 16/D)`` independent draws (the
-    same data at every D, so the data's effect on the NMSE's denominator is common to all D)."""
-    q, k, v = _toy_inputs(ctx, length)
-    pre = presbn(q, k, eps=1e-12)
-    exact = softmax_attention(pre.q, pre.k, v)
-    return np.array([np.mean([math.log(nmse(quiet(rmfa, pre.q, pre.k, v, num_features=f, rng=ctx.rng), exact))
-                              for _ in range(max(1, D_DRAW_FEATURES // f))])
-                     for f in features])
-
-
 def _fig4a_d_cell(ctx: CellContext) -> Evidence:
     """``mean_of_log|log`` (the claim's notes): the fall is a mean test of the per-repeat OLS slopes, the diminishing
     returns one of the jackknife pseudo-values (over repeats) of the slope of log E[decrement of log NMSE]."""
     if ctx.variant != "mean_of_log|log":
         return undecided(INFINITE_MEAN_NMSE)
-    features = list(ctx.params["D"])
+    features, logs = list(ctx.params["D"]), []
     with single_threaded_blas():
-        logs = np.stack([_log_errors_over_d(ctx, ctx.params["length"], features) for _ in range(ctx.replicates)])
+        for _ in range(ctx.replicates):  # the same data at every D: its effect on the NMSE's denominator is common
+            q, k, v = _toy_inputs(ctx, ctx.params["length"])
+            pre = presbn(q, k, eps=1e-12)
+            exact = softmax_attention(pre.q, pre.k, v)
+            logs.append([np.mean([math.log(nmse(quiet(rmfa, pre.q, pre.k, v, num_features=f, rng=ctx.rng), exact))
+                                  for _ in range(max(1, D_DRAW_FEATURES // f))]) for f in features])
+    logs = np.array(logs)
     spans = list(range(0, len(features), max(1, (len(features) - 1) // MIN_SPANS)))
     steps = logs[:, spans[:-1]] - logs[:, spans[1:]]
     starts = [features[i] for i in spans[:-1]]
@@ -111,39 +102,31 @@ FIG4A_DECREASES = Claim(
           "length (Bonferroni): log NMSE falls with log D (slope <= -0.1), and the decrease over consecutive equal "
           "spans of the D grid (one doubling at quick, at least 5 spans) shrinks (log-log slope of the decrements "
           "against the span's first D <= -0.1), in NMSE or in log NMSE. A pure power law NMSE ∝ 1/D has shrinking "
-          "linear decrements but constant log decrements per doubling. E[NMSE] is infinite under the protocol's "
-          "data law (a zero-crossing denominator when every feature has degree 1, probability 4^-D), so the "
-          "log_of_mean and linear readings are undecidable at every tier; mean_of_log|log is measured: 120 repeats "
-          "at quick (Hill's tail diagnostic needs >= 100), each at every D with the same data and max(1, 16/D) "
-          "independent draws.",
+          "linear decrements but constant log decrements per doubling. E[NMSE] is infinite (INFINITE_MEAN_NMSE): "
+          "the log_of_mean and linear readings are undecidable at every tier; mean_of_log|log: 120 repeats at quick "
+          "(Hill's tail diagnostic needs >= 100), each at every D with the same data and max(1, 16/D) draws.",
 )
 
 
-def _length_repeat(ctx: CellContext, lengths: list[int], num_features: int):
-    """One repeat over every length with common random numbers (the claim's notes): ``(nmse (draws, lengths), proxy
-    (lengths,))``. ``proxy(n) = Σ_c (Σ_{i<=n} V_ic)²/n`` is χ² with batch·heads·d degrees of freedom at every n; it
-    tracks ``‖softmax(QKᵀ/√d)V‖²_F`` (attention near uniform after pre-SBN), the NMSE's denominator."""
-    q, k, v = _toy_inputs(ctx, max(lengths))
-    draws = [draw_rmf(num_features, 64, rng=ctx.rng) for _ in range(max(1, LENGTH_DRAW_FEATURES // num_features))]
-    errors, proxy = np.empty((len(draws), len(lengths))), np.empty(len(lengths))
-    for j, n in enumerate(lengths):
-        pre = presbn(q[..., :n, :], k[..., :n, :], eps=1e-12)
-        exact = softmax_attention(pre.q, pre.k, v[..., :n, :])
-        for i, draw in enumerate(draws):
-            errors[i, j] = nmse(quiet(rmfa, pre.q, pre.k, v[..., :n, :], draw=draw), exact)
-        proxy[j] = float((v[..., :n, :].sum(axis=-2) ** 2).sum() / n)
-    return errors, proxy
-
-
 def _fig4a_length_cell(ctx: CellContext) -> Evidence:
-    """``mean_of_log``: a mean test of per-repeat replicates, the mean over draws of the OLS slope of log NMSE on
-    the length plus the slope of log proxy (a control variate of mean exactly 0; see :func:`_length_repeat`)."""
+    """``mean_of_log``: a mean test of per-repeat replicates, the mean over draws of the OLS slope of log NMSE on the
+    length plus the slope of log proxy, ``proxy(n) = Σ_c (Σ_{i<=n} V_ic)²/n`` (χ² at every n: a control variate of
+    mean exactly 0 that tracks the NMSE's denominator ‖softmax(QKᵀ/√d)V‖²_F, attention being near uniform)."""
     if ctx.variant == "log_of_mean":
         return undecided(INFINITE_MEAN_NMSE)
-    lengths = list(ctx.params["length"])
+    lengths, errors, proxy = list(ctx.params["length"]), [], []
     with single_threaded_blas():
-        runs = [_length_repeat(ctx, lengths, ctx.params["D"]) for _ in range(ctx.replicates)]
-    errors, proxy = np.stack([r[0] for r in runs]), np.stack([r[1] for r in runs])  # (repeats, draws, lengths)
+        for _ in range(ctx.replicates):  # common random numbers: one data draw, the same RMF draws at every length
+            q, k, v = _toy_inputs(ctx, max(lengths))
+            draws = [draw_rmf(ctx.params["D"], 64, rng=ctx.rng)
+                     for _ in range(max(1, LENGTH_DRAW_FEATURES // ctx.params["D"]))]
+            errors.append(np.empty((len(draws), len(lengths))))
+            for j, n in enumerate(lengths):
+                pre = presbn(q[..., :n, :], k[..., :n, :], eps=1e-12)
+                exact = softmax_attention(pre.q, pre.k, v[..., :n, :])
+                errors[-1][:, j] = [nmse(quiet(rmfa, pre.q, pre.k, v[..., :n, :], draw=draw), exact) for draw in draws]
+            proxy.append([(v[..., :n, :].sum(axis=-2) ** 2).sum() / n for n in lengths])
+    errors, proxy = np.array(errors), np.array(proxy)  # (repeats, draws, lengths), (repeats, lengths)
     replicates = _ols_slope(lengths, np.log(errors)).mean(axis=1) + _ols_slope(lengths, np.log(proxy))
     extra = dict(lengths=lengths, mean_log_nmse=np.log(errors).mean(axis=(0, 1)).tolist(),
                  repeats=int(errors.shape[0]), draws=int(errors.shape[1]))
@@ -163,26 +146,23 @@ FIG4A_INCREASES = Claim(
                smoke=dict(D=[16], length=[[200, 245, 300, 367, 450]]),
                full=dict(D=[2, 16, 128, 1024, 4096], length=[list(range(200, 4001, 200))], **PROTOCOL_SCALE["full"])),
     replicates=tiers(100, smoke=30), plot_x="D",
-    notes="The toy protocol at reduced size below the full tier (see fig4a.error_decreases_with_d); the trend is the "
-          "least-squares log-log slope over the length grid. Common random numbers across the lengths (one data "
-          "draw of the longest length, its first n rows at length n; the same RMF draws at every length; "
-          "max(1, 32/D) draws per data repeat) and a control variate of mean exactly 0 (the slope of "
-          "log Σ_c(Σ_{i<=n} V_ic)²/n, χ² at every n) make the slope's replicates about 4x less variable than "
-          "independent arms; an asymptotic mean test of the per-repeat slopes, 100 repeats at quick. log_of_mean "
-          "is undecidable at every tier: E[NMSE] is infinite under the protocol's data law.",
+    notes="The toy protocol as fig4a.error_decreases_with_d; the trend is the least-squares log-log slope over the "
+          "length grid. Common random numbers (one data draw of the longest length, its first n rows at length n; "
+          "the same max(1, 32/D) RMF draws at every length) and a control variate of mean exactly 0 (the slope of "
+          "log Σ_c(Σ_{i<=n} V_ic)²/n) make the slope's replicates about 4x less variable than independent arms; an "
+          "asymptotic mean test of the per-repeat slopes, 100 repeats at quick. log_of_mean is undecidable at "
+          "every tier: E[NMSE] is infinite under the protocol's data law.",
 )
 
 
 def _pair_calls(ctx: CellContext, n: int, num_features: int, sampling: str = "included"):
     """Calls of softmax attention and RMFA_exp on the same pre-SBN inputs (one head, d = 64; pre-SBN untimed)."""
-    shape = (ctx.params.get("batch", 1), 1, n, 64)
+    shape = (1, 1, n, 64)
     pre = presbn(ctx.rng.standard_normal(shape), ctx.rng.standard_normal(shape), eps=1e-12)
     v = ctx.rng.standard_normal(shape)
-    if sampling == "excluded":
-        fast = functools.partial(quiet, rmfa, pre.q, pre.k, v, draw=draw_rmf(num_features, 64, rng=ctx.rng))
-    else:
-        fast = functools.partial(quiet, rmfa, pre.q, pre.k, v, num_features=num_features, rng=ctx.rng)
-    return functools.partial(softmax_attention, pre.q, pre.k, v), fast
+    rmf = (dict(draw=draw_rmf(num_features, 64, rng=ctx.rng)) if sampling == "excluded"
+           else dict(num_features=num_features, rng=ctx.rng))
+    return functools.partial(softmax_attention, pre.q, pre.k, v), functools.partial(quiet, rmfa, pre.q, pre.k, v, **rmf)
 
 
 def _faster_cell(ctx: CellContext) -> Evidence:
@@ -208,20 +188,17 @@ FIG4B_FASTER = Claim(
     grid=tiers(dict(length=[200, 512], D=[2, 8, 128, 512, 4096]), smoke=dict(length=[200], D=[8, 512]),
                full=dict(length=list(range(200, 4001, 200)), D=_powers(1, 12))),
     replicates=tiers(6, smoke=5, full=20), plot_x="D",
-    notes="The toy protocol at reduced size (one head, d = 64, pre-SBN untimed); the paper states neither the "
-          "device nor the range of D; numpy CPU, naive softmax. Each cell compares paired repeated CPU times "
-          "(single-threaded BLAS; log-ratio t test with the machine margin log 1.25 of rfkit.validation.timing): "
-          "only a slowdown beyond 25% (plus the tolerance, 0.05 in log10) refutes. The flop-model ratio "
-          "(rfkit.theory.cost.softmax_rmfa_flop_ratio) is in each cell's extra. torch GPU is not run here.",
+    notes="The toy protocol at reduced size (one head, d = 64, pre-SBN untimed), numpy CPU, naive softmax; the paper "
+          "states no device. Paired repeated CPU times (log-ratio t test with the machine margin log 1.25 of "
+          "rfkit.validation.timing): only a slowdown beyond 25% (plus the tolerance, 0.05 in log10) refutes. The "
+          "flop-model ratio (rfkit.theory.cost) is in each cell's extra. torch GPU is not run here.",
 )
 
 
 def _trends_cell(ctx: CellContext) -> Evidence:
-    """Log-log slope of the acceleration ratio t_softmax/t_RMFA (RMF sampling timed; every repeat's paired ratio,
-    one intercept per round): ``<= -TREND`` against D, ``>= TREND`` against the length."""
-    swept = "D" if isinstance(ctx.params["D"], list) else "length"
-    sizes, rising = list(ctx.params[swept]), swept == "length"
-    shapes = [dict(ctx.params, **{swept: s}) for s in sizes]
+    """Log-log slope of t_softmax/t_RMFA (RMF sampling timed): ``<= -TREND`` against D, ``>= TREND`` in length."""
+    swept, sizes, shapes = _swept(ctx)
+    rising = swept == "length"
     pairs = [_pair_calls(ctx, sh["length"], sh["D"]) for sh in shapes]
     model = [cost.softmax_rmfa_flop_ratio(sh["length"], 64, 64, sh["D"]) for sh in shapes]
     return timing_ratio_slope_test(sizes, [p[0] for p in pairs], [p[1] for p in pairs], TREND if rising else -TREND,
@@ -240,9 +217,7 @@ FIG4B_TRENDS = Claim(
     grid=tiers(dict(length=[512, [200, 400, 800, 1600, 4000]], D=[_powers(1, 12), 32]),
                smoke=dict(length=[512], D=[_powers(4, 8)]),
                full=dict(length=[200, 4000, list(range(200, 4001, 200))], D=[_powers(1, 12), 2, 32, 4096])),
-    where=lambda p, v: isinstance(p["length"], list) != isinstance(p["D"], list),
-    replicates=tiers(3, full=20), plot_x="length",
-    notes="The toy protocol at reduced size (one head, d = 64), numpy CPU: sweeps against D at a fixed length and "
-          "against the length at a fixed D. Slopes of the ratio of paired CPU times, fitted on every repeat "
-          "(>= 5 sizes) with one intercept per round; the flop model's ratios (rfkit.theory.cost) are in extra.",
+    where=_one_sweep, replicates=tiers(3, full=20), plot_x="length",
+    notes="The toy protocol at reduced size (one head, d = 64), numpy CPU. Slopes of the ratio of paired CPU times, "
+          "fitted on every repeat (>= 5 sizes) with one intercept per round; the flop model's ratios in extra.",
 )

@@ -1,7 +1,5 @@
 """Input generators shared by the Macformer claim modules (masks, unit-ball matrices, Gaussian Q, K, V)."""
 
-from __future__ import annotations
-
 import numpy as np
 
 from rfkit.estimators.ppsbn import matrix_norm
@@ -22,20 +20,18 @@ def _mask(kind: str, n: int, rng: np.random.Generator) -> np.ndarray | None:
 
 def _ball_matrix(rng: np.random.Generator, n: int, d: int, reading: str, placement: str,
                  positive: bool = False) -> np.ndarray:
-    """A matrix in the unit ball ``ℓ2(0,1)`` of a reading: on its boundary (norm exactly 1) or inside."""
+    """A matrix in the unit ball ``ℓ2(0,1)`` of a reading: on its boundary (norm 1) or inside (norm in [0.3, 0.9];
+    each row's for ``row``)."""
     x = np.abs(rng.standard_normal((n, d))) if positive else rng.standard_normal((n, d))
     radius = 1.0 if placement == "boundary" else rng.uniform(0.3, 0.9)
-    if reading == "row":
-        radii = np.ones((n, 1)) if placement == "boundary" else rng.uniform(0.3, 0.9, size=(n, 1))
-        return x / np.linalg.norm(x, axis=1, keepdims=True) * radii
-    return x * radius / float(matrix_norm(x, reading)[0, 0])
+    if reading == "row" and placement != "boundary":  # per-row radii (drawn after the scalar: seeds unchanged)
+        radius = rng.uniform(0.3, 0.9, size=(n, 1))
+    return x * radius / matrix_norm(x, reading)
 
 
 def _ball_matrix_like(x: np.ndarray, reading: str) -> np.ndarray:
     """``x`` shrunk into the unit ball of a reading where it lies outside (rows one by one for ``row``)."""
-    if reading == "row":
-        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1.0)
-    return x / max(float(matrix_norm(x, reading)[0, 0]), 1.0)
+    return x / np.maximum(matrix_norm(x, reading), 1.0)
 
 
 def _gaussian_qkv(rng: np.random.Generator, n: int, d: int, scale: float = 0.5):

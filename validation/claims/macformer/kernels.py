@@ -20,37 +20,13 @@ CAUCHY_RADII = {"exp": (1.0,), "trigh": (1.0,), "inv": (0.5, 0.9), "log": (0.5, 
 PRINTED_FORMULAS = {"exp": "1/N!", "inv": "1", "log": "1/min(1, N)", "trigh": "1/N!", "sqrt": "max(1, 2N - 3)/(2^N N!)"}
 
 
-def _cauchy_relative_errors(kernel: str, n_max: int, radius: float) -> np.ndarray:
-    """``|printed a_N - a_N^{Cauchy}| / |a_N^{Cauchy}|`` with the contour integral in multiprecision, at 40 digits
-    beyond the smallest ``a_N ρ^N`` (the division by ``ρ^N`` amplifies round-off)."""
-    import mpmath
-
-    n = np.arange(n_max + 1)
-    log10_terms = (MACLAURIN_KERNELS[kernel].log_coefficient(n) + n * math.log(radius)) / math.log(10)
-    dps = 40 + int(math.ceil(max(0.0, -float(log10_terms.min()))))
-    numeric = theory.cauchy_coefficients(kernel, n_max, radius, dps=dps)
-    with mpmath.workdps(dps):
-        return np.array([1.0 if c is None else float(abs(mpmath.mpf(c.numerator) / c.denominator - a) / abs(a))
-                         for c, a in zip(theory.printed_coefficients(kernel, n_max), numeric, strict=True)])
-
-
-def _partial_sum_violations(kernel: str, n_max: int) -> np.ndarray:
-    """``max(0, |Σ_{N<=N_max} printed a_N t^N - f(t)| - R_N(t)) / |f(t)|`` with ``R_N`` a bound of the true tail:
-    ``R_N(t) <= a_{N+1}|t|^{N+1}/(1 - |t|)``, as the true coefficients of Table 1 have non-increasing ratios
-    ``a_{N+1}/a_N <= 1`` (checked on the expansion)."""
-    printed = theory.coefficient_values(kernel, n_max, "printed")
-    derived = theory.coefficient_values(kernel, n_max + 1, "derived")
-    if (derived[2:] / derived[1:-1] > 1 + 1e-15).any():
-        raise RuntimeError(f"{kernel}: coefficient ratios exceed 1; the tail bound does not apply")
-    t = np.array(PARTIAL_SUM_T)
-    f = kernel_values(kernel, t)
-    tail = derived[-1] * np.abs(t) ** (n_max + 1) / (1 - np.abs(t))
-    return np.maximum(np.abs(np.polyval(printed[::-1], t) - f) - tail, 0.0) / np.abs(f)
-
-
 def _coef_cell(kernel: str, ctx: CellContext) -> Evidence:
-    n_max, route = ctx.params["N_max"], ctx.params["route"]
-    if route == "exact":  # |printed a_N - a_N| / a_N exactly (rationals); an undefined printed value counts as 1
+    """The printed ``a_N`` against: the exact rationals (an undefined printed value counts as 1); Cauchy's integral
+    on ``|t| = ρ`` in multiprecision, 40 digits beyond the smallest ``a_N ρ^N`` (dividing by ``ρ^N`` amplifies
+    round-off); ``f`` through the printed partial sums, ``max(0, |Σ_{N<=N_max} a_N t^N - f(t)| - R_N(t)) / |f(t)|``
+    with the true tail bound ``R_N(t) <= a_{N+1}|t|^{N+1}/(1 - |t|)`` (true ratios ``a_{N+1}/a_N <= 1``, checked)."""
+    n_max, route, rho = ctx.params["N_max"], ctx.params["route"], ctx.params["rho"]
+    if route == "exact":
         printed, derived = theory.printed_coefficients(kernel, n_max), theory.derived_coefficients(kernel, n_max)
         errors = np.array([1.0 if c is None else float(abs(c - a) / a) for c, a in zip(printed, derived, strict=True)])
         worst = int(np.argmax(errors))
@@ -58,9 +34,24 @@ def _coef_cell(kernel: str, ctx: CellContext) -> Evidence:
                                         printed=str(printed[worst]), derived=str(derived[worst]),
                                         mismatched_N=[int(i) for i in np.flatnonzero(errors > 0)][:20]))
     if route == "cauchy":
-        errors = _cauchy_relative_errors(kernel, n_max, ctx.params["rho"])
-        return _exact(errors, ctx, dict(worst_N=int(np.argmax(errors)), rho=ctx.params["rho"]))
-    violations = _partial_sum_violations(kernel, n_max)
+        import mpmath
+
+        n = np.arange(n_max + 1)
+        log10_terms = (MACLAURIN_KERNELS[kernel].log_coefficient(n) + n * math.log(rho)) / math.log(10)
+        dps = 40 + int(math.ceil(max(0.0, -float(log10_terms.min()))))
+        numeric = theory.cauchy_coefficients(kernel, n_max, rho, dps=dps)
+        with mpmath.workdps(dps):
+            errors = np.array([1.0 if c is None else float(abs(mpmath.mpf(c.numerator) / c.denominator - a) / abs(a))
+                               for c, a in zip(theory.printed_coefficients(kernel, n_max), numeric, strict=True)])
+        return _exact(errors, ctx, dict(worst_N=int(np.argmax(errors)), rho=rho))
+    printed = theory.coefficient_values(kernel, n_max, "printed")
+    derived = theory.coefficient_values(kernel, n_max + 1, "derived")
+    if (derived[2:] / derived[1:-1] > 1 + 1e-15).any():
+        raise RuntimeError(f"{kernel}: coefficient ratios exceed 1; the tail bound does not apply")
+    t = np.array(PARTIAL_SUM_T)
+    f = kernel_values(kernel, t)
+    tail = derived[-1] * np.abs(t) ** (n_max + 1) / (1 - np.abs(t))
+    violations = np.maximum(np.abs(np.polyval(printed[::-1], t) - f) - tail, 0.0) / np.abs(f)
     return _exact(violations, ctx, dict(t=list(PARTIAL_SUM_T), violation=violations.tolist()))
 
 
@@ -103,8 +94,7 @@ def _nonnegative_search(ctx: CellContext) -> Evidence:
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(kernel=kernel, N=int(res.x[0])))
 
 
-# Budget: heavy at quick (about 3-6 s CPU): sympy expands each printed f to N = 200 once per process (cached in
-# rfkit.theory.maclaurin); the grid cells then only read signs.
+# Budget: sympy expands each printed f to N = 200 once per process (3-6 s, cached); the cells only read signs.
 NONNEGATIVE = Claim(
     id="macformer.table1.nonnegative_coefficients", source="Table 1 caption; Definition 3",
     statement="Each of the five printed kernels f has Maclaurin coefficients that are all >= 0.",

@@ -52,8 +52,7 @@ def _presbn_outputs(ctx: CellContext, q: np.ndarray, k: np.ndarray):
 
 
 def _domain_score(out) -> tuple[float, float, dict]:
-    """``max_ai x_ai - 1`` with ``x_ai = q^SBN_a·k^SBN_i/√d`` (an undefined argument counts as 1), its violation (the
-    indicator of ``>= 0``: the inequality is strict) and diagnostics."""
+    """``max_ai x_ai - 1`` for ``x_ai = q^SBN_a·k^SBN_i/√d`` (undefined: 1), its violation ``1[>= 0]``, extra."""
     with np.errstate(all="ignore"):
         x = out.q @ np.swapaxes(out.k, -1, -2) / math.sqrt(out.q.shape[-1])
     finite = np.isfinite(x)
@@ -64,8 +63,7 @@ def _domain_score(out) -> tuple[float, float, dict]:
 
 
 def _ball_score(out) -> tuple[float, float, dict]:
-    """``max ‖X^SBN‖ - 1`` in the step-2 norm's ball (undefined counts as 1), also its violation; extra: the largest
-    norm in each ball."""
+    """``max ‖X^SBN‖ - 1`` in the step-2 norm's ball (undefined counts as 1), also the violation; extra: each ball's."""
     norms = {b: np.concatenate([matrix_norm(x, b).ravel() for x in (out.q, out.k)]) for b in ("row", "fro", "spec")}
     table = {b: float(x.max()) if np.isfinite(x).all() else math.inf for b, x in norms.items()}
     value = table[out.norm_reading] - 1.0 if math.isfinite(table[out.norm_reading]) else 1.0
@@ -133,8 +131,7 @@ DOMAIN_PPSBN = Claim(
               "x_ai < 1, so the inv, log and sqrt kernels are defined.",
     tolerance=0.5, units="indicator: some x_ai >= 1 or undefined (nan)", **PRESBN_DECLARATION,
     cell=functools.partial(_presbn_cell, _domain_score), search=functools.partial(_presbn_search, _domain_score),
-    notes="max x_ai, max |x_ai| and the nan count are in each cell's extra; the search maximises max x_ai over raw "
-          "inputs of small shapes.",
+    notes="The search maximises max x_ai over raw inputs of small shapes.",
 )
 PRESBN_L2_BALL = Claim(
     id="macformer.alg1.presbn_l2_ball", source="Algorithm 1 steps 1-2 and the paragraph after it",
@@ -170,11 +167,11 @@ def _nd_axes(n_words: str, n_up_to: int, d_words: str, more: str = "; the regist
                 d=Integers(d_words, 1, math.inf, up_to=64, why="d enters only through 1/√d and the statistics"))
 
 
-def _thm3_inputs(rng: np.random.Generator, n: int, d: int, v_sign: str, centred: bool = False):
-    """Raw ``Q, K`` with feature-dependent scales and offsets, and ``V`` (positive or signed)."""
+def _thm3_inputs(rng: np.random.Generator, n: int, d: int, v_sign: str, centred: bool = False, c: float = 1.0):
+    """Raw ``Q, K`` (times ``c``) with feature-dependent scales and offsets, and ``V`` (positive or signed)."""
     scales, offsets = rng.uniform(0.3, 3.0, size=(2, 1, d)), rng.uniform(-2.0, 2.0, size=(2, 1, d))
-    q = rng.standard_normal((n, d)) * scales[0] + (0.0 if centred else offsets[0])
-    k = rng.standard_normal((n, d)) * scales[1] + (0.0 if centred else offsets[1])
+    q = (rng.standard_normal((n, d)) * scales[0] + (0.0 if centred else offsets[0])) * c
+    k = (rng.standard_normal((n, d)) * scales[1] + (0.0 if centred else offsets[1])) * c
     v = rng.uniform(0.1, 1.0, size=(n, d)) if v_sign == "positive" else rng.standard_normal((n, d))
     return q, k, v
 
@@ -183,13 +180,16 @@ def _thm3_pre(q, k, norm: str):
     return quiet(presbn, q, k, eps=EPS, bn_stats="scalar_matrix", norm_reading=norm)
 
 
+def _r_norms(q, k, pre, reading: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The norms in Theorem 3's ``r``: of the raw inputs or of the step-1 outputs."""
+    return (matrix_norm(q, reading["norm"]), matrix_norm(k, reading["norm"])) if reading["r_norm_of"] == "raw" \
+        else (pre.norm_q, pre.norm_k)
+
+
 def _theorem3_r(q, k, pre, reading: dict) -> float:
-    """``r = ‖Q‖₂‖K‖₂ sqrt((σ_Q + ε)(σ_K + ε))`` with the norms of the raw inputs or of the step-1 outputs."""
-    if reading["r_norm_of"] == "raw":
-        nq, nk = (float(matrix_norm(x, reading["norm"]).ravel()[0]) for x in (q, k))
-    else:
-        nq, nk = float(pre.norm_q.ravel()[0]), float(pre.norm_k.ravel()[0])
-    return theory.theorem3_r(nq, nk, float(pre.var_q.ravel()[0]), float(pre.var_k.ravel()[0]), EPS)
+    """``r = ‖Q‖₂‖K‖₂ sqrt((σ_Q + ε)(σ_K + ε))`` (scalar readings)."""
+    return theory.theorem3_r(*(float(np.ravel(x)[0]) for x in (*_r_norms(q, k, pre, reading), pre.var_q, pre.var_k)),
+                             EPS)
 
 
 def _rhs(left: np.ndarray, attn: np.ndarray, k, v, pre, r: float, reading: dict) -> np.ndarray:
@@ -213,21 +213,17 @@ def _discrepancy(left, right, reference: str = "total") -> np.ndarray:
         return _capped(np.linalg.norm(left - right, axis=(-2, -1)) / np.linalg.norm(base, axis=(-2, -1)))
 
 
-def _exact_core_cell(ctx: CellContext) -> Evidence:
-    reading, p = THM3_READINGS[ctx.variant], ctx.params
-    q, k, v = _thm3_inputs(ctx.rng, p["length"], p["d"], p["v"], p["centred"])
+def _thm3_cell(ctx: CellContext) -> Evidence:
+    """Theorem 3's two sides with exact attention (``exact_core``: no ``D`` axis) or independent RMFA draws."""
+    p = ctx.params
+    reading = (RESTORATION_READINGS if "D" in p else THM3_READINGS)[ctx.variant]
+    q, k, v = _thm3_inputs(ctx.rng, p["length"], p["d"], p["v"], p.get("centred", False))
     pre = _thm3_pre(q, k, reading["norm"])
     r = _theorem3_r(q, k, pre, reading)
-    left = softmax_attention(pre.q, pre.k, v)
-    right = _rhs(left, softmax_attention(q, k, v), k, v, pre, r, reading)
-    return _exact([_discrepancy(left, right)], ctx, dict(r=r, query_part=float(_discrepancy(left, right, "query"))))
-
-
-def _scale_restoration_cell(ctx: CellContext) -> Evidence:
-    reading, p = RESTORATION_READINGS[ctx.variant], ctx.params
-    q, k, v = _thm3_inputs(ctx.rng, p["length"], p["d"], p["v"])
-    pre = _thm3_pre(q, k, reading["norm"])
-    r = _theorem3_r(q, k, pre, reading)
+    if "D" not in p:
+        left = softmax_attention(pre.q, pre.k, v)
+        right = _rhs(left, softmax_attention(q, k, v), k, v, pre, r, reading)
+        return _exact([_discrepancy(left, right)], ctx, dict(r=r, query_part=float(_discrepancy(left, right, "query"))))
     estimator = ctx.impl("rmfa_replicates", rmfa_replicates)
     left, raw = (quiet(estimator, a, b, v, replicates=ctx.replicates, num_features=p["D"], rng=ctx.rng).out
                  for a, b in ((pre.q, pre.k), (q, k)))
@@ -251,10 +247,8 @@ def _presbn_scores_cell(ctx: CellContext) -> Evidence:
     if p["scales"] == "equal":
         q, k = q / q.std(axis=0), k / k.std(axis=0)
     pre = _thm3_pre(q, k, reading["norm"])
-    norms = (matrix_norm(q, reading["norm"]), matrix_norm(k, reading["norm"])) if reading["r_norm_of"] == "raw" \
-        else (pre.norm_q, pre.norm_k)
-    r = np.reshape(norms[0], (-1, 1)) * np.reshape(norms[1], (1, -1)) * math.sqrt(
-        (float(pre.var_q.ravel()[0]) + EPS) * (float(pre.var_k.ravel()[0]) + EPS))
+    nq, nk = _r_norms(q, k, pre, reading)
+    r = nq.reshape(-1, 1) * nk.reshape(1, -1) * math.sqrt((pre.var_q.item() + EPS) * (pre.var_k.item() + EPS))
     printed = (q - pre.mean_q) @ (k - pre.mean_k).T / r
     v = ctx.rng.standard_normal((n, 3))
     outputs = softmax_attention(pre.q, pre.k, v), softmax_attention(printed, np.eye(n), v, scale=1 / math.sqrt(d))
@@ -270,7 +264,7 @@ THM3_EXACT_CORE = Claim(
     kind="identity", tolerance=1e-9, units="‖LHS - RHS‖_F / ‖LHS‖_F (capped at 1; non-finite counts as 1)",
     domain=dict(**_nd_axes("nothing on n", 128, "nothing on d", "; n = 512 at the full tier"), v=V_AXIS,
                 centred=Choice("Q and K centred or not", (False, True))),
-    readings={name: Reading(note) for name, note in THM3_NOTES.items()}, cell=_exact_core_cell, plot_x="length",
+    readings={name: Reading(note) for name, note in THM3_NOTES.items()}, cell=_thm3_cell, plot_x="length",
     grid=tiers(dict(length=[2, 128], d=[1, 64], v=["positive", "signed"], centred=[False, True]),
                smoke=dict(length=[16], d=[4], v=["positive"], centred=[False]), full=THM3_FULL),
     notes="Pre-SBN with scalar statistics of one matrix (ε = 1e-12). The fitted-t readings give Theorem 3 its best "
@@ -285,13 +279,13 @@ THM3_SCALE_RESTORATION = Claim(
                            why="the register's largest D; the D → ∞ limit is thm3.exact_core")),
     readings={name: Reading(THM3_NOTES[name.rsplit("|", 1)[0]] + f", discrepancy over the {r['reference']} output")
               for name, r in RESTORATION_READINGS.items()},
-    cell=_scale_restoration_cell, roles=("rmfa_replicates",), plot_x="D",
+    cell=_thm3_cell, roles=("rmfa_replicates",), plot_x="D",
     grid=tiers(dict(length=[16], d=[16], v=["positive", "signed"], D=[256]), smoke=dict(v=["positive"]),
                full=dict(THM3_FULL, D=[1, 64, 256, 1024, 4096])),
     replicates=tiers(64, full=400),
     notes="'≈' is read as a mean discrepancy of at most 10% between independent RMF draws on the two sides. The "
           "quick tier runs one (n, d, D) point: covering n = 2..512, d = 1..64, D = 1..4096 for 72 readings is a "
-          "full-tier cost. Each cell's extra has the median discrepancy and the count of saturated replicates.",
+          "full-tier cost.",
 )
 PRESBN_SCORES = Claim(
     id="macformer.thm3.presbn_scores", source="proof of Theorem 3, first equality",
@@ -338,15 +332,13 @@ def _fit_power(att: np.ndarray, target: np.ndarray, power_sign: str) -> tuple[fl
 
 def _gamma_beta_cell(ctx: CellContext) -> Evidence:
     reading, p = GAMMA_BETA_READINGS[ctx.variant], ctx.params
-    instances = []  # raw inputs scaled by c, their pre-SBN (Frobenius, scalar stats) and the exact attn_exp(Q, K, V)
-    for _ in range(SHARED_INSTANCES if reading["fit"] == "shared" else 1):
-        q, k, v = _thm3_inputs(ctx.rng, p["length"], p["d"], p["v"])
-        q, k = q * p["c"], k * p["c"]
-        instances.append((q, k, v, _thm3_pre(q, k, "fro"), softmax_attention(q, k, v)))
-    atts = np.stack([softmax_attention(pre.q, pre.k, v) for _, _, v, pre, _ in instances])
-    targets = np.stack([target for *_, target in instances])
+    instances = [_thm3_inputs(ctx.rng, p["length"], p["d"], p["v"], c=p["c"])
+                 for _ in range(SHARED_INSTANCES if reading["fit"] == "shared" else 1)]
+    pres = [_thm3_pre(q, k, "fro") for q, k, _ in instances]  # Frobenius norms, scalar statistics
+    atts = np.stack([softmax_attention(pre.q, pre.k, v) for pre, (_, _, v) in zip(pres, instances, strict=True)])
+    targets = np.stack([softmax_attention(q, k, v) for q, k, v in instances])
     if reading["fit"] == "plugin":
-        q, k, v, pre, _ = instances[0]
+        (q, k, v), pre = instances[0], pres[0]
         r = _theorem3_r(q, k, pre, dict(norm="fro", r_norm_of="bn"))
         t = theory.theorem3_t(float(pre.mean_q.ravel()[0]), k, v, r, p["power_sign"])
         outputs = postsbn(atts[0], t, r, power_sign=p["power_sign"])[None]
