@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-import rfkit.estimators  # noqa: F401  (import order: estimators before rfkit.theory.lara)
 from rfkit.estimators import lara as lara_est
 from rfkit.estimators import mis as mis_est
 from rfkit.estimators import ra as ra_est
@@ -289,3 +288,22 @@ def test_delta_method_misses_the_single_sample_variance():
     f = rfa_est.key_statistics(k, v, omega).F
     _, eq20 = theory.snis_delta_bias_variance(aw, f, st._softmax_rows(q[:1], k, v)[0], 1)
     assert abs(empirical / eq20 - 1) > 0.15
+
+
+def test_optimality_margin_is_zero_where_the_integrand_is_constant():
+    # the quick search's witness before the fix: equal keys make f_n constant, so g = p_n(f_n - μ_n) is round-off
+    # (~1e-30) and every α has V = 0; the relative margin of two round-off values was -0.4
+    from rfkit.theory import lara as theory
+
+    q, k, v = np.array([-3.0]), np.array([[-3.0], [-3.0]]), np.array([[-5.0], [4.96875]])
+    sol = theory.appd_grid_solution(q, k, v, np.full((3, 1), -6.0), step=0.15, margin=8.0)
+    margin, info = st._optimality_margin(sol, st._competitors(np.random.default_rng(0), sol, n_random=2))
+    assert margin == 0.0 and "degenerate" in info
+
+
+def test_planted_suboptimal_weights_are_refuted(monkeypatch):
+    # α* replaced by the constant weights 1/C: the balance heuristic (a competitor) has a smaller Eq 20 variance
+    from rfkit.theory import lara as theory
+
+    monkeypatch.setattr(theory.AppDGridSolution, "alpha_times_g", lambda self: self.g[:, None, :] / self.log_q.shape[1])
+    assert _run(st.OPTIMAL_WEIGHTS).verdict == "refuted"

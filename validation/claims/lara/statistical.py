@@ -1498,7 +1498,14 @@ def _competitors(rng, sol, n_random: int = 4) -> dict:
     return out
 
 
+#: ``max |g| <= ROUND_OFF_G · max |v|``: ``g = p_n(f_n - μ_n)`` vanishes up to round-off (equal keys or values make
+#: ``f_n`` constant), so ``V(α) = 0`` for every admissible ``α`` and the relative margin is round-off noise.
+ROUND_OFF_G = 1e-9
+
+
 def _optimality_margin(sol, competitors: dict) -> tuple[float, dict]:
+    if np.abs(sol.g).max() <= ROUND_OFF_G * np.abs(sol.values).max():
+        return 0.0, dict(degenerate="g = 0 up to round-off: every admissible α attains V = 0")
     best = sol.eq20_objective(sol.alpha_times_g())
     values = {name: sol.eq20_objective(ag) for name, ag in competitors.items()}
     return min((val - best) / max(abs(best), 1e-300) for val in values.values()), dict(optimal=best, **values)
