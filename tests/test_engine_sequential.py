@@ -116,3 +116,18 @@ def test_mean_vector_tests_every_coordinate_at_its_own_scale():
     only_clean = Claim(id="core.toy.vector", source="test", statement="E X = 0", kind="expectation",
                        tolerance=0.05, cell=_vector_cell, grid={"smoke": dict(bias=[0.0])}, replicates=20_000)
     assert validate([only_clean], tier="smoke", alpha=1e-3, progress=False).claims[0].verdict == "supported"
+
+
+def test_mean_vector_draws_each_round_once_for_all_coordinates():
+    from rfkit.validation.model import CellContext
+
+    calls = []
+
+    def draw(rng, n):
+        calls.append(n)
+        return rng.normal(0.0, 1.0, (n, 3))
+
+    ctx = CellContext("core.toy.vector", "default", {}, "smoke", 4_000, 1e-3, 0.8, 0.05, np.random.default_rng(0))
+    ev = ctx.mean_vector(draw, np.zeros(3), scale=1.0, sd=np.ones(3))
+    assert sum(calls) == ev.n  # three coordinates, one draw per round: the cell costs its slowest coordinate
+    assert ev.extra["sequential"] and ev.extra["planned"] == 4_000

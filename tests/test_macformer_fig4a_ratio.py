@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from rfkit.validation.claims.macformer.common import _jackknife, _SharedRounds
+from rfkit.validation.claims.macformer.common import _jackknife
 from rfkit.validation.claims.macformer.figures import INFINITE_MEAN_NMSE, _ols_slope
 
 
@@ -75,26 +75,6 @@ def test_jackknife_is_exact_for_a_linear_statistic_and_unbiased_for_a_ratio():
         plug.append(math.log(x.mean()))
         jack.append(_jackknife(x, lambda m: np.log(m[:, 0])).mean())
     assert abs(np.mean(jack) - truth) < abs(np.mean(plug) - truth) / 3
-
-
-def test_shared_rounds_reuse_the_first_columns_draws_and_extend_with_their_own():
-    calls = []
-
-    def draw(rng, n):
-        calls.append(n)
-        return rng.standard_normal((n, 2))
-
-    shared = _SharedRounds(draw)
-    first, second = shared.column(0), shared.column(1)
-    a = [first(np.random.default_rng(k), n) for k, n in enumerate((3, 6))]
-    b = [second(np.random.default_rng(10 + k), n) for k, n in enumerate((3, 6, 12))]
-    assert calls == [3, 6, 12]  # rounds 0 and 1 drawn once, round 2 by the second column
-    twin = [np.random.default_rng(k).standard_normal((n, 2)) for k, n in enumerate((3, 6))]
-    for got, block in zip(a, twin, strict=True):
-        np.testing.assert_array_equal(got, block[:, 0])
-    for got, block in zip(b[:2], twin, strict=True):
-        np.testing.assert_array_equal(got, block[:, 1])
-    np.testing.assert_array_equal(b[2], np.random.default_rng(12).standard_normal((12, 2))[:, 1])
 
 
 @pytest.mark.parametrize("claim_id, variant, params", [

@@ -106,7 +106,8 @@ class CellContext:
         the coordinates are dependent, which Bonferroni allows, and the cell costs what its slowest coordinate
         needs. ``scale`` (one or one per coordinate), ``sd`` (per coordinate) or ``bounds`` (``(lo, hi)`` arrays)
         as in :meth:`mean`; a coordinate whose sd is 0 or whose range is a point is deterministic (judged exactly).
-        The combined evidence carries what the engine reads to extend an undecided sequential cell."""
+        The combined evidence carries what the engine reads to extend an undecided sequential cell (see
+        :func:`~rfkit.validation.stats.combine`)."""
         predictions = np.atleast_1d(np.asarray(predictions, dtype=np.float64))
         dims = predictions.size
         scales = np.broadcast_to(np.asarray(scale, dtype=np.float64), (dims,))
@@ -131,12 +132,9 @@ class CellContext:
             parts.append(sequential_mean(column(j), float(predictions[j]), rng=np.random.default_rng(seed),
                                          budget=self.replicates, planned=planned, scale=float(scales[j]),
                                          **options, **self.sub_test(dims)))
-        evidence = combine(parts, extra=extra)
-        spent = any(e.extra.get("status") == "budget spent" for e in parts)
-        return dataclasses.replace(evidence, n=max(e.n for e in parts),
-                                   extra=dict(evidence.extra, sequential=True, planned=int(planned),
-                                              budget=int(self.replicates),
-                                              status="budget spent" if spent else "decided"))
+        # combine keeps the engine's budget bookkeeping; the parts share their rounds, so the cell drew the most
+        # any part drew
+        return dataclasses.replace(combine(parts, extra=extra), n=max(e.n for e in parts))
 
     def impl(self, role: str, default: Callable) -> Callable:
         """The implementation of ``role`` under test: a user's adapter if given, else ``default``."""

@@ -47,27 +47,6 @@ def _replicate_cap(ctx: CellContext, need: float, share: int = 1) -> tuple[int, 
     return int(min(max(need, 2_000), cap)), need > cap
 
 
-class _SharedRounds:
-    """Rounds of ``draw(rng, n) -> (n, k)`` replicates shared by ``k`` sequential sub-tests, one per column: the
-    first sub-test to reach round ``i`` draws it, later ones reuse it (same size) and draw past it themselves. Each
-    sees iid replicates; the Bonferroni split holds under any dependence between them."""
-
-    def __init__(self, draw: Callable[[np.random.Generator, int], np.ndarray]):
-        self._draw, self._rounds = draw, []
-
-    def column(self, j: int) -> Callable[[np.random.Generator, int], np.ndarray]:
-        consumed = itertools.count()
-
-        def draw(rng: np.random.Generator, n: int) -> np.ndarray:
-            i = next(consumed)
-            if i == len(self._rounds):  # a column reaches round i only after rounds 0..i-1
-                self._rounds.append(np.asarray(self._draw(rng, n)))
-            block = self._rounds[i] if self._rounds[i].shape[0] == n else np.asarray(self._draw(rng, n))
-            return block[:, j]
-
-        return draw
-
-
 def _jackknife(values: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Tukey's jackknife pseudo-values ``R·θ(x̄) - (R - 1)·θ(x̄_{-r})`` of a smooth ``θ`` (``statistic``: ``(m, k)``
     means to ``(m,)``) of the mean of ``R`` iid vectors ``values (R, k)``: a mean test of them is the (asymptotic)

@@ -14,14 +14,13 @@ from rfkit.estimators.ppsbn import presbn
 from rfkit.estimators.rmf import draw_rmf, rmf_features, rmfa, rmfa_replicates
 from rfkit.theory import cost
 from rfkit.theory import maclaurin as theory
-from rfkit.validation import stats
 from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import chunks, quiet
 from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, required_replicates, undecided
 
 from .attention import _feature_budget, _rmfa_samples
-from .common import KERNEL_NAMES, _capped_relative, _exact, _replicate_cap, _SharedRounds
+from .common import KERNEL_NAMES, _capped_relative, _exact, _replicate_cap
 from .complexity import _route_options
 from .features import LAWS, PAIRS, _kernel_replicates, _pair, _rmf_mean_evidence
 from .inputs import _ball_matrix, _gaussian_qkv
@@ -226,13 +225,9 @@ def _ratio_bias_cell(ctx: CellContext) -> Evidence:
             parts.append(2 * whole - (halves[0::2] + halves[1::2]) / 2)
         return np.concatenate(parts)
 
-    shared = _SharedRounds(draw)
-    parts = [stats.sequential_mean(shared.column(j), float(delta.bias[e]), rng=ctx.rng, budget=ctx.replicates,
-                             planned=ctx.planned or ctx.replicates, scale=abs(float(delta.bias[e])),
-                             extra=dict(entry=e), **ctx.sub_test(len(entries)))
-             for j, e in enumerate(entries)]
-    return combine(parts, extra=dict(bias=[float(delta.bias[e]) for e in entries], entries=entries,
-                                     features_per_replicate=num_features))
+    bias = np.array([delta.bias[e] for e in entries])
+    return ctx.mean_vector(draw, bias, scale=np.abs(bias), extra=dict(bias=bias.tolist(), entries=entries,
+                                                                     features_per_replicate=num_features))
 
 
 RMFA_RATIO_BIAS = Claim(
