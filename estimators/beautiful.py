@@ -8,7 +8,8 @@ with ``Ω`` isotropic on ``R^d`` and ``g(u) = Σ_s a_s u^s`` entire with every `
 kernel is one (Remark 1, Eq 37): ``SM(x, y) = Λ·F_{N(0,I), exp}(x + y)`` with
 ``Λ = exp(-(‖x‖²+‖y‖²)/2)``, and so is the regularized kernel with ``Ω_reg = Unif(√d S^{d-1})``.
 
-This module holds the two objects that define ``F`` and the estimators of Eqs 38-39:
+The two objects that define ``F`` live in :mod:`rfkit.base.laws` (below both the estimators and the theory) and
+are re-exported here; this module holds the estimators of Eqs 38-39:
 
 * :class:`IsotropicLaw` — ``Ω`` as the law of ``ω = R·u`` with ``u`` uniform on ``S^{d-1}`` and an
   independent radius ``R`` (``chi``: ``Ω = N(0, I_d)``; ``sqrt_d``: ``Ω_reg``; ``uniform``: ``R`` uniform on

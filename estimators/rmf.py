@@ -10,7 +10,8 @@ of the ``N_t``, and ``c_N`` a weight built from the kernel's Maclaurin coefficie
 ``E[Φ(x)·Φ(y)] = Σ_N π_N c_N² (x·y)^N`` (:func:`rfkit.theory.maclaurin.rmf_moments`).
 
 The printed law ``P[N = η] = p^{-(η+1)}`` has total mass ``1/(p - 1)``: a law only at ``p = 2``. The readings
-(:data:`N_LAWS` × :data:`WEIGHTS`, Macformer register):
+(:data:`N_LAWS` × :data:`WEIGHTS`, Macformer register; the law's masses and weights are defined once in
+:mod:`rfkit.base.maclaurin`, which the theory shares):
 
 * ``n_law="geom"``: ``π_η = (1 - 1/p) p^{-η}`` (equal to the printed masses at ``p = 2``);
   ``n_law="defective"`` (``p >= 2``): ``N`` has the printed masses and the feature is identically 0 with the
