@@ -30,24 +30,23 @@ TIMING = {"performer.eq1.exact_cost", "performer.eq4.fa_cost", "performer.b2.r_o
           "performer.b3.time"}
 COMPLEXITY = TIMING | {"performer.eq11.parallel_prefix_cost", "performer.b3.space_bidirectional",
                        "performer.b3.space_unidirectional", "performer.b3.space_structured"}
+#: Smoke, seed 0: claims whose cells all support the statement but whose smoke grid does not cover the declared
+#: domain (the smoke tier is a few cells): ``inconclusive`` with the reason "not covered" (quick covers them).
+NOT_COVERED_AT_SMOKE = {
+    "performer.eq4.fa_identity", "performer.alg1.bidirectional", "performer.sec2_2.generalized_attention",
+    "performer.eq5.template_kernels", "performer.derived.relu_arccos_kernel",
+    "performer.sec2_3.trig_nonpositive_renormalizer", "performer.eq1.exact_cost", "performer.eq4.fa_cost",
+    "performer.b3.space_bidirectional", "performer.b3.space_unidirectional", "performer.b2.r_orf_cost",
+    "performer.b2.hg_orf_cost", "performer.eq11.parallel_prefix_cost",
+}
 EXPECTED = {  # smoke, seed 0: computed verdicts this test pins (see the report for each refutation's reason)
-    "performer.eq4.fa_identity": "supported",
-    "performer.alg1.bidirectional": "supported",
-    "performer.sec2_2.generalized_attention": "supported",
-    "performer.eq5.template_kernels": "supported",
-    "performer.derived.relu_arccos_kernel": "supported",
-    # supported: every cell's exact binomial upper bound is within the tolerance, which is all support needs,
-    # even where the radius (0.028 at 4500 rows) exceeds the tolerance (the estimate lies far inside the bound)
-    "performer.sec2_3.trig_nonpositive_renormalizer": "supported",
+    **{claim_id: "inconclusive" for claim_id in NOT_COVERED_AT_SMOKE},
     # any_parameters refuted; default_construction undecided: its positive-feature cells at d = 64 have Hill tail
     # indices below 3 and no variance bound for H/G-ORF rows (whose marginals are not Gaussian), so the asymptotic
     # sequence cannot decide them (the bias itself is shown by test_givens_default_rotations_leave_an_axis_bias)
     "performer.b2.hg_orf_bias": "inconclusive",
-    "performer.alg1.unidirectional": "inconclusive",  # algorithm supported, a3_stabilizer refuted
-    "performer.eq11.prefix_sum_identity": "inconclusive",  # display supported, literal refuted
-    "performer.eq11.parallel_prefix_cost": "supported",
-    "performer.b3.space_bidirectional": "supported",
-    "performer.b3.space_unidirectional": "supported",
+    "performer.alg1.unidirectional": "refuted",  # the a3_stabilizer configuration leaks the future
+    "performer.eq11.prefix_sum_identity": "inconclusive",  # display not covered at smoke, literal refuted
     "performer.b3.space_structured": "refuted",
 }
 
@@ -75,10 +74,13 @@ def test_smoke_runs_without_failing_cells(kind):
     for c in result.claims:
         if c.claim.id in EXPECTED:
             assert c.verdict == EXPECTED[c.claim.id], (c.claim.id, c.reason)
+        if c.claim.id in NOT_COVERED_AT_SMOKE:  # every cell decided in favour; only the design's coverage is short
+            assert c.reason.startswith("not covered") and not any(c.reject), (c.claim.id, c.reason)
     by_id = {c.claim.id: c for c in result.claims}
     if kind == "measurement":
-        assert by_id["performer.alg1.unidirectional"].variants["algorithm"].verdict == "supported"
-        assert by_id["performer.alg1.unidirectional"].variants["a3_stabilizer"].verdict == "refuted"
+        unidirectional = by_id["performer.alg1.unidirectional"]
+        assert {o.spec.params["stabilizer"] for o, r in zip(unidirectional.outcomes, unidirectional.reject,
+                                                            strict=True) if r} == {"a3_stabilizer"}
         assert by_id["performer.eq11.prefix_sum_identity"].variants["literal"].verdict == "refuted"
     else:
         assert by_id["performer.b3.time"].variants["b3_reading"].verdict == "refuted"
@@ -97,7 +99,11 @@ def test_planted_leaking_causal_mask_is_refuted():
     def leaky(q, k, v, **options):
         return favor_attention(q, k, v, **dict(options, causal=False))
 
-    assert _verdict("performer.alg1.unidirectional", {"favor_attention": leaky}, "algorithm") == "refuted"
+    claim = dataclasses.replace(get_claim("performer.alg1.unidirectional"), grid={"smoke": dict(
+        L=[17, 256], d=[16], m=[16], impl=["chunked", "scan", "parallel"], chunk=[7], feature=["trig"],
+        dtype=["float64"], check=["oracle", "causality"], stabilizer=["algorithm"])})
+    result = validate([claim], tier="smoke", progress=False, implementations={"favor_attention": leaky}).claims[0]
+    assert result.verdict == "refuted"
 
 
 def test_planted_wrong_renormaliser_is_refuted():
@@ -155,7 +161,9 @@ def test_planted_quadratic_memory_is_refuted():
     def materialising(qf, kf, v, **options):
         return linear_attention_quadratic(qf, kf, v, causal=options.get("causal", False))
 
-    memory_only = dataclasses.replace(get_claim("performer.eq4.fa_cost"), grid={"smoke": dict(sweep=["memory_vs_L"])})
+    sizes = claims._Sizes(claims.FA_SIZES["L"]["smoke"], owner="memory_vs_L")  # the grid pairs a sweep with its sizes
+    memory_only = dataclasses.replace(get_claim("performer.eq4.fa_cost"),
+                                      grid={"smoke": dict(sweep=["memory_vs_L"], L=[sizes])})
     result = validate([memory_only], tier="smoke", progress=False,
                       implementations={"favor_from_features": materialising})
     assert result.claims[0].verdict == "refuted"

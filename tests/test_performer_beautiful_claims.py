@@ -32,6 +32,20 @@ def test_registered_ids_are_the_assignment():
 
 
 @pytest.mark.parametrize("name", sorted(BY_ID))
+def test_quick_tier_covers_the_declared_domain(name):
+    # every claim declares its statement's domain; the quick cells (and the search, over the `searched` axes)
+    # cover it for every reading, so a supported verdict at quick is not a verdict on a sub-domain
+    from rfkit.validation.domain import domain_coverage
+
+    claim = BY_ID[name]
+    assert claim.domain
+    for variant in claim.variants:
+        covered, text = domain_coverage(claim.reading_domain(variant), claim.cells("quick", variant),
+                                        claim.searched if claim.n_restarts("quick") else ())
+        assert covered, (variant, text)
+
+
+@pytest.mark.parametrize("name", sorted(BY_ID))
 def test_smoke_tier_runs_without_failing_cells(name):
     result = run(name)[name]
     assert not [o.error for o in result.outcomes if o.error]

@@ -5,6 +5,7 @@ the public estimator API, exact closed forms): if one of them failed, the corres
 a bug on our side. Seeded Monte Carlo assertions state their false-failure rate.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -17,6 +18,7 @@ from rfkit.theory.softmax import term_variance
 from rfkit.validation.claims import claims_in, get_claim
 from rfkit.validation.claims.performer import convergence as conv
 from rfkit.validation.engine import validate
+from rfkit.validation.model import tiers
 
 IDS = [c.id for c in claims_in(conv)]
 
@@ -76,11 +78,13 @@ def test_quadratic_favor_is_refuted_by_its_memory_slope(monkeypatch):
     # FAVOR+ computed through the materialised L×L matrix: traced memory grows like L² (deterministic); the
     # lengths are shortened to keep the quadratic implementation cheap (five: the fewest a slope is fitted on)
     monkeypatch.setattr(conv, "linear_attention", linear_attention_quadratic)
-    monkeypatch.setitem(conv._ATTENTION_L, "favor", {"smoke": [256, 362, 512, 724, 1024]})
-    claim = get_claim("performer.appe.attention_only")
+    monkeypatch.setitem(conv._ATTENTION_L, "favor", tiers([256, 362, 512, 724, 1024]))
+    claim = dataclasses.replace(get_claim("performer.appe.attention_only"), grid={"smoke": conv._attention_grid(
+        "smoke", direction=["bidirectional"], measure=["operations", "time", "memory"])})
     result = validate([claim], tier="smoke", progress=False).claims[0]
     assert result.verdict == "refuted"
-    rejected = [dict(o.spec.params) for o, r in zip(result.outcomes, result.reject, strict=True) if r]
+    rejected = [{k: o.spec.params[k] for k in ("algorithm", "direction", "measure")}
+                for o, r in zip(result.outcomes, result.reject, strict=True) if r]
     assert dict(algorithm="favor", direction="bidirectional", measure="memory") in rejected
 
 

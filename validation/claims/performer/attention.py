@@ -30,11 +30,12 @@ Design notes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import special, stats
@@ -60,6 +61,7 @@ from rfkit.estimators.structured import default_givens_rotations, givens_project
 from rfkit.theory import cost
 from rfkit.theory import generalized as gen_theory
 from rfkit.theory.softmax import term_variance as softmax_term_variance
+from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import (
     as_features,
     chunks,
@@ -70,7 +72,7 @@ from rfkit.validation.harness import (
     replicate_projections,
     single_threaded,
 )
-from rfkit.validation.model import CellContext, Claim, per_tier
+from rfkit.validation.model import CellContext, Claim, per_tier, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, mean_test
 from rfkit.validation.timing import (
@@ -95,6 +97,27 @@ def _inputs_i1(rng: np.random.Generator, length: int, d: int, dv: int, c: float)
     """Register input I1: ``Q, K, V`` with iid ``N(0, c²)`` entries (``V``: ``N(0, 1)``), raw (unscaled)."""
     q, k = rng.normal(0.0, c, size=(2, length, d))
     return q, k, rng.normal(size=(length, dv))
+
+
+#: Radius of the register's input I3 (rows on a sphere, random directions): large enough that many A(i, j) are
+#: small and signed features cancel (the hard case of the identities' conditioning).
+I3_RADIUS = 3.0
+
+
+def _inputs(rng: np.random.Generator, family: str, length: int, d: int, dv: int, c: float = 0.5):
+    """``Q, K, V`` of the register's input family: ``i1`` (iid ``N(0, c²)``) or ``i3`` (rows of ``Q, K`` of norm
+    :data:`I3_RADIUS` with uniform directions; ``V`` standard normal)."""
+    if family == "i1":
+        return _inputs_i1(rng, length, d, dv, c)
+    q, k = rng.normal(size=(2, length, d))
+    q *= I3_RADIUS / np.linalg.norm(q, axis=-1, keepdims=True)
+    k *= I3_RADIUS / np.linalg.norm(k, axis=-1, keepdims=True)
+    return q, k, rng.normal(size=(length, dv))
+
+
+#: Inputs of the identity claims: "Q, K, V" are unquantified in their statements (an identity holds for any),
+#: tested on both of the register's families.
+INPUT_FAMILIES = ("i1", "i3")
 
 
 #: Feature maps of the identity claims: name -> favor_attention options (register: "every feature map in
@@ -159,7 +182,7 @@ def _fa_identity_cell(ctx: CellContext):
     p = ctx.params
     d, length = p["d"], p["L"]
     dv = {"1": 1, "d": d, "3d": 3 * d}[p["dv"]]
-    q, k, v = _inputs_i1(ctx.rng, length, d, dv, p["c"])
+    q, k, v = _inputs(ctx.rng, p["inputs"], length, d, dv, p["c"])
     qf, kf, _ = _features_for(ctx, p["feature"], q, k, p["m"])
     attend = ctx.impl("favor_from_features", favor_from_features)
     got = quiet(attend, qf, kf, v, causal=False)
@@ -167,35 +190,59 @@ def _fa_identity_cell(ctx: CellContext):
     return _identity_evidence(err, ctx, dict(extra, r=qf.values.shape[-1]))
 
 
+def _identity_length(up_to: int) -> Integers:
+    return Integers("the L rows of Q, K, V", 1, math.inf, points=(1, 2), up_to=up_to,
+                    why="the identities are sums over at most L terms: rounding grows with L, the algebra does "
+                        "not change beyond a few rows (longer sequences at the full tier)")
+
+
+def _identity_width(words: str) -> Integers:
+    return Integers(words, 1, math.inf, points=(1,), up_to=16,
+                    why="d enters only through the feature map computed before the identity; 16 is a head "
+                        "dimension of the register (64 at the full tier)")
+
+
+def _identity_features(up_to: int) -> Integers:
+    return Integers("M (= r) random features", 1, math.inf, points=(1,), up_to=up_to,
+                    why="the identity is a reassociation of matrix products over the M axis; larger M only "
+                        "lengthens the sums (rounding)")
+
+
 FA_IDENTITY = Claim(
-    id="performer.eq4.fa_identity", paper="performer", source="Sec 2.2, Eqs 3-4, Fig 1",
+    id="performer.eq4.fa_identity", source="Sec 2.2, Eqs 3-4, Fig 1",
     statement="For any feature map, the bracketed computation D̂⁻¹(Q'((K')ᵀV)) with D̂ = diag(Q'((K')ᵀ1_L)) "
               "equals the attention output D̂⁻¹(Q'K'ᵀ)V of Â = Q'K'ᵀ.",
     kind="identity",
-    hypotheses="every feature map of the toolkit, signed ones included (trig, +, hyp+, SMREG+, R/H/G-ORF, "
-               "generalized random and deterministic, elu+1); inputs I1; float64",
+    domain=dict(
+        feature=Choice("for any feature map (every map of the toolkit, signed ones included: trig, +, hyp+, "
+                       "SMREG+, R/H/G-ORF, generalized random and deterministic, elu+1)", tuple(FEATURE_CONFIGS)),
+        L=_identity_length(256), d=_identity_width("q_i, k_j ∈ R^d"),
+        dv=Choice("V ∈ R^{L×d_v} (the register's d_v ∈ {1, d, 3d})", ("1", "d", "3d")),
+        m=_identity_features(256),
+        inputs=Choice("Q, K, V unquantified (any): the register's inputs I1 and I3", INPUT_FAMILIES)),
     tolerance=1e4, units="condition-scaled error in unit round-offs",
     cell=single_threaded(_fa_identity_cell),
-    grid={"smoke": dict(L=[17, 256], d=[2, 16], dv=["d"], m=[16], c=[0.5],
-                        feature=["trig", "positive_orf", "hyperbolic", "smreg_orf", "positive_horf",
-                                 "positive_gorf", "gen_relu", "gen_tanh", "gen_relu_det",
-                                 "gen_elu_plus_one_det"]),
-          "quick": dict(L=[1, 17, 256], d=[1, 16], dv=["1", "d", "3d"], m=[1, 16, 256], c=[0.5],
-                        feature=list(FEATURE_CONFIGS)),
-          "full": dict(L=[1, 2, 3, 17, 64, 256, 1024, 4096], d=[1, 2, 16, 64], dv=["1", "d", "3d"],
-                       m=[1, 16, 256], c=[0.25, 1.0], feature=list(FEATURE_CONFIGS))},
+    grid=tiers(dict(L=[1, 2, 17, 256], d=[1, 16], dv=["1", "d", "3d"], m=[1, 16, 256], c=[0.5],
+                    feature=list(FEATURE_CONFIGS), inputs=list(INPUT_FAMILIES)),
+               smoke=dict(L=[17, 256], d=[2, 16], dv=["d"], m=[16],
+                          feature=["trig", "positive_orf", "hyperbolic", "smreg_orf", "positive_horf",
+                                   "positive_gorf", "gen_relu", "gen_tanh", "gen_relu_det", "gen_elu_plus_one_det"],
+                          inputs=["i1"]),
+               full=dict(L=[1, 2, 3, 17, 64, 256, 1024, 4096], d=[1, 2, 16, 64], c=[0.25, 1.0])),
     where=lambda p, v: _valid_feature(p["feature"], p["d"]) and (p["dv"] == "d" or p["m"] == 16)
+    and (p["inputs"] == "i1" or p["L"] == 17 and p["m"] == 16 and p["dv"] == "d")
     and (p["feature"] in CORE_FEATURES or (p["L"] == 17 and p["d"] == 16 and p["dv"] == "d" and p["m"] == 16)),
     roles=("favor_from_features",), plot_x="L",
-    notes="Eq 3's expectation (Â unbiased for K) is tested by the kernel claims (eq5.template_kernels, "
-          "sec2_2.generalized_attention, the moments module).",
+    notes="Inputs: I1 (iid N(0, c²), raw) and I3 (rows of norm 3, random directions), both scaled by d^{-1/4} "
+          "before the feature map; V standard normal; float64. Eq 3's expectation (Â unbiased for K) is tested by "
+          "the kernel claims (eq5.template_kernels, sec2_2.generalized_attention, the moments module).",
 )
 
 
 def _alg1_bidirectional_cell(ctx: CellContext):
     p = ctx.params
     d, length, dv = p["d"], p["L"], p["d"] + 3  # d_v ≠ L at every grid point: the shapes L×L and L×d_v differ
-    q, k, v = _inputs_i1(ctx.rng, length, d, dv, 0.5)
+    q, k, v = _inputs(ctx.rng, p["inputs"], length, d, dv)
     qf, kf, options = _features_for(ctx, p["feature"], q, k, p["m"])
     attend = ctx.impl("favor_attention", favor_attention)
     got = np.asarray(quiet(attend, q, k, v, kind=options["kind"], omega=options["omega"],
@@ -210,24 +257,29 @@ def _alg1_bidirectional_cell(ctx: CellContext):
 
 
 ALG1_BIDIRECTIONAL = Claim(
-    id="performer.alg1.bidirectional", paper="performer", source="Algorithm 1 (isBidirectional branch); Sec 2.2",
+    id="performer.alg1.bidirectional", source="Algorithm 1 (isBidirectional branch); Sec 2.2",
     statement="With C = [V 1_L], Buf_1 = (K')ᵀC, Buf_2 = Q'Buf_1 = [Buf_3 buf_4], Algorithm 1 returns "
               "diag(buf_4)⁻¹Buf_3 = D̂⁻¹(Q'((K')ᵀV)) (Eq 4).",
     kind="identity",
-    hypotheses="any feature map; Q, K, V of I1 (c = 0.5), d_v = d + 3 (so that L×L and L×d_v differ)",
+    domain=dict(
+        feature=Choice("any feature map (every map of the toolkit)", tuple(FEATURE_CONFIGS)),
+        L=_identity_length(1024), d=_identity_width("Q, K ∈ R^{L×d}"),
+        m=_identity_features(512),
+        inputs=Choice("Q, K, V unquantified (any): the register's inputs I1 and I3", INPUT_FAMILIES)),
     tolerance=1e4, units="condition-scaled error in unit round-offs",
     cell=single_threaded(_alg1_bidirectional_cell),
-    grid={"smoke": dict(L=[1, 17, 256], d=[2, 16], m=[2, 64], feature=["trig", "positive_orf", "gen_relu"]),
-          "quick": dict(L=[1, 2, 17, 1024], d=[1, 16], m=[1, 64, 512],
-                        feature=["trig", "positive", "positive_orf", "hyperbolic", "smreg", "positive_horf",
-                                 "positive_gorf", "gen_relu", "gen_relu_det"]),
-          "full": dict(L=[1, 2, 3, 17, 64, 256, 1024, 4096], d=[1, 2, 16, 64], m=[1, 2, 64, 512],
-                       feature=list(FEATURE_CONFIGS))},
+    grid=tiers(dict(L=[1, 2, 17, 1024], d=[1, 16], m=[1, 64, 512], feature=list(FEATURE_CONFIGS),
+                    inputs=list(INPUT_FAMILIES)),
+               smoke=dict(L=[1, 17, 256], d=[2, 16], m=[2, 64], feature=["trig", "positive_orf", "gen_relu"],
+                          inputs=["i1"]),
+               full=dict(L=[1, 2, 3, 17, 64, 256, 1024, 4096], d=[1, 2, 16, 64], m=[1, 2, 64, 512])),
     where=lambda p, v: _valid_feature(p["feature"], p["d"]) and p["L"] * p["m"] <= 2 ** 20
+    and (p["inputs"] == "i1" or p["L"] == 17 and p["m"] == 64)
     and (p["feature"] in CORE_FEATURES + ("gen_relu",) or (p["L"] == 17 and p["d"] == 16 and p["m"] == 64)),
     roles=("favor_attention",), plot_x="L",
-    notes="The Result line of Algorithm 1 gives the output space as R^{L×L}; the returned diag(buf_4)⁻¹Buf_3 "
-          "is L×d_v. Each cell records the output shape; a shape other than (L, d_v) counts as a violation.",
+    notes="d_v = d + 3 at every grid point (the shapes L×L and L×d_v differ). The Result line of Algorithm 1 "
+          "gives the output space as R^{L×L}; the returned diag(buf_4)⁻¹Buf_3 is L×d_v. Each cell records the "
+          "output shape; a shape other than (L, d_v) counts as a violation. Inputs as in eq4.fa_identity.",
 )
 
 
@@ -240,7 +292,7 @@ def _causal_inputs(ctx: CellContext):
     p = ctx.params
     dtype = np.dtype(p["dtype"])
     q, k, v = _inputs_i1(ctx.rng, p["L"], p["d"], 3, 0.5)
-    stab = STABILIZERS[ctx.variant]
+    stab = STABILIZERS[p["stabilizer"]]
     qf, kf, options = _features_for(ctx, p["feature"], q, k, p["m"], dtype=dtype, jax_stabilizer=stab)
     return q, k, v, qf, kf, dict(options, jax_stabilizer=stab, dtype=dtype)
 
@@ -281,43 +333,51 @@ def _alg1_unidirectional_cell(ctx: CellContext):
     return _identity_evidence(change, ctx, dict(t=t, future_scale=4.0))
 
 
+#: Features of the A.3 stabiliser configuration (the authors' code adds the stabiliser to exponential features only).
+STABILIZED_FEATURES = tuple(f for f, c in FEATURE_CONFIGS.items() if c["kind"] in ("positive", "hyperbolic"))
+
 ALG1_UNIDIRECTIONAL = Claim(
-    id="performer.alg1.unidirectional", paper="performer", source="Algorithm 1 (else branch); B.1",
+    id="performer.alg1.unidirectional", source="Algorithm 1 (else branch); B.1",
     statement="The unidirectional branch returns D̃̂⁻¹·tril(Q'K'ᵀ)·V with D̃̂ = diag(tril(Q'K'ᵀ)1_L): it agrees "
               "with the masked quadratic form and is causal (outputs up to row i do not depend on tokens > i).",
     kind="identity",
-    hypotheses="any feature map; the parallel (materialised G^PS), scan (carried state) and chunked "
-               "implementations; float64 and float32; for causality, tokens after t = L/2 - 1 replaced by "
-               "fresh draws of 4x the scale",
+    domain=dict(
+        feature=Choice("any feature map (every map of the toolkit)", tuple(FEATURE_CONFIGS)),
+        check=Choice("agrees with the masked quadratic form; is causal", ("oracle", "causality")),
+        impl=Choice("the unidirectional branch as implemented: parallel (materialised G^PS), scan (carried "
+                    "state) and chunked", CAUSAL_IMPLS),
+        dtype=Choice("float64 and float32 (the register's precisions)", ("float64", "float32")),
+        L=_identity_length(1024), d=_identity_width("Q, K ∈ R^{L×d}"), m=_identity_features(16),
+        stabilizer=Choice("causal for every stabiliser configuration offered (register): rfkit's (factored "
+                          "features, key scales relative to the running maximum over past and present tokens, no "
+                          "additive epsilon) and the authors' A.3 option (numerical stabilizer 1e-6 after a key "
+                          "shift; exponential features only)", tuple(STABILIZERS))),
     tolerance=1e4, units="condition-scaled error (oracle) or relative change of rows <= t (causality), in "
                          "unit round-offs",
     cell=single_threaded(_alg1_unidirectional_cell),
-    variants=("algorithm", "a3_stabilizer"),
-    variant_notes={"algorithm": "rfkit's stabilisation: factored features, key scales relative to the running "
-                                "maximum over past and present tokens (no additive epsilon)",
-                   "a3_stabilizer": "the authors' public-code stabiliser with A.3's numerical stabilizer 1e-6: "
-                                    "ratio·(exp(ωᵀx - ‖x‖²/2 - shift) + 1e-6), key shift = max over all keys "
-                                    "(positive and hyperbolic features, as in that code)"},
-    grid={"smoke": dict(L=[17, 256], d=[16], m=[16], impl=list(CAUSAL_IMPLS), chunk=[7],
-                        feature=["trig", "positive_orf", "hyperbolic"], dtype=["float64"],
-                        check=["oracle", "causality"]),
-          "quick": dict(L=[2, 17, 1024], d=[16], m=[16], impl=list(CAUSAL_IMPLS), chunk=[1, 7, 64],
-                        feature=["trig", "positive_orf", "hyperbolic", "gen_relu"],
-                        dtype=["float64", "float32"], check=["oracle", "causality"]),
-          "full": dict(L=[2, 3, 17, 256, 1024, 4096], d=[1, 2, 16, 64], m=[1, 2, 64, 512],
-                       impl=list(CAUSAL_IMPLS), chunk=[1, 7, 64], feature=list(FEATURE_CONFIGS),
-                       dtype=["float64", "float32"], check=["oracle", "causality"])},
+    grid=tiers(dict(L=[1, 2, 17, 1024], d=[1, 16], m=[1, 16], impl=list(CAUSAL_IMPLS), chunk=[1, 7, 64],
+                    feature=list(FEATURE_CONFIGS), dtype=["float64", "float32"], check=["oracle", "causality"],
+                    stabilizer=list(STABILIZERS)),
+               smoke=dict(L=[17, 256], d=[16], m=[16], chunk=[7], feature=["trig", "positive_orf", "hyperbolic"],
+                          dtype=["float64"]),
+               full=dict(L=[1, 2, 3, 17, 256, 1024, 4096], d=[1, 2, 16, 64], m=[1, 2, 16, 64, 512])),
     where=lambda p, v: _valid_feature(p["feature"], p["d"])
-    and (v == "algorithm" or FEATURE_CONFIGS[p["feature"]]["kind"] in ("positive", "hyperbolic"))
+    and (p["stabilizer"] == "algorithm" or p["feature"] in STABILIZED_FEATURES)
     and (p["impl"] == "chunked" or p["chunk"] == 7)
     and not (p["impl"] == "chunked" and p["chunk"] == 1 and p["L"] > 256)
     and not (p["check"] == "causality" and p["L"] < 4)
     and not (p["dtype"] == "float32" and (p["check"] == "causality" or p["impl"] != "chunked"))
-    and p["L"] * p["m"] <= 2 ** 18,
+    and p["L"] * p["m"] <= 2 ** 18
+    and (p["feature"] in ("trig", "positive_orf", "hyperbolic", "gen_relu")
+         and (p["d"] == 16 and p["m"] == 16 or p["L"] == 17 and p["chunk"] == 7)
+         or p["L"] == 17 and p["d"] == 16 and p["m"] == 16 and p["chunk"] == 7 and p["dtype"] == "float64"
+         and p["impl"] == "chunked"),
     roles=("favor_attention",), plot_x="L",
-    notes="The a3_stabilizer reading adds 1e-6 after a key shift that is the maximum over the whole sequence "
-          "(the authors' code uses the same feature function in both directions), so the past rows see the "
-          "future through that shift; the algorithm reading keeps every decision causal.",
+    notes="Inputs I1 (c = 0.5), d_v = 3; for causality, tokens after t = L/2 - 1 are replaced by fresh draws of "
+          "4x the scale. The a3_stabilizer configuration adds 1e-6 after a key shift that is the maximum over the "
+          "whole "
+          "sequence (the authors' code uses the same feature function in both directions), so the past rows see "
+          "the future through that shift; rfkit's configuration keeps every decision causal.",
 )
 
 
@@ -348,24 +408,32 @@ def _prefix_identity_cell(ctx: CellContext):
 
 
 PREFIX_SUM_IDENTITY = Claim(
-    id="performer.eq11.prefix_sum_identity", paper="performer", source="B.1, Eq 11; Fig 8",
+    id="performer.eq11.prefix_sum_identity", source="B.1, Eq 11; Fig 8",
     statement="For all 1 <= i <= L, [tril(Q'(K')ᵀ)C]_i = G^PS_i × Q'_i with G^PS_i = Σ_{j<=i} G_j and "
               "G_j = K'_j C_jᵀ ∈ R^{M×(d+1)}.",
     kind="identity",
-    hypotheses="any feature map; inputs I1 (c = 0.5) small enough that the dense features are finite; float64",
+    domain=dict(
+        feature=Choice("any feature map (every map of the toolkit)", tuple(FEATURE_CONFIGS)),
+        L=Integers("for all 1 <= i <= L (every row of each cell is checked)", 1, math.inf, points=(1, 2, 3),
+                   up_to=256, why="the prefix sum over i rows: rounding grows with L, the algebra does not change "
+                                  "beyond a few rows (longer sequences at the full tier)"),
+        d=_identity_width("C = [V 1_L], G_j ∈ R^{M×(d+1)} (d: the width of q, k)"), m=_identity_features(64)),
+    readings={"display": Reading("Eq 11 as displayed: G^PS_i = Σ_{j<=i} G_j, product read as the contraction "
+                                 "(G^PS_i)ᵀQ'_i over the M axis"),
+              "literal": Reading("the in-line prefix-sum formula of B.1, G^PS_{i,l,p} = Σ_{j=1}^{i} G_{i,l,p} "
+                                 "(the summand does not depend on j, so G^PS_i = i·G_i)")},
     tolerance=1e4, units="error relative to Σ_j |Â_ij||C_jp|, in unit round-offs",
     cell=single_threaded(_prefix_identity_cell),
-    variants=("display", "literal"),
-    variant_notes={"display": "Eq 11 as displayed: G^PS_i = Σ_{j<=i} G_j, product read as the contraction "
-                              "(G^PS_i)ᵀQ'_i over the M axis",
-                   "literal": "the in-line prefix-sum formula of B.1, G^PS_{i,l,p} = Σ_{j=1}^{i} G_{i,l,p} "
-                              "(the summand does not depend on j, so G^PS_i = i·G_i)"},
-    grid={"smoke": dict(L=[1, 17], d=[4], m=[8], feature=["positive", "trig"]),
-          "quick": dict(L=[1, 2, 3, 17, 256], d=[2, 16], m=[2, 64], feature=["positive", "trig", "gen_relu"]),
-          "full": dict(L=[1, 2, 3, 17, 256, 1024], d=[1, 2, 16, 64], m=[1, 2, 64, 512],
-                       feature=["positive", "trig", "hyperbolic", "gen_relu", "gen_relu_det"])},
-    where=lambda p, v: p["L"] * p["m"] <= 2 ** 18,
+    grid=tiers(dict(L=[1, 2, 3, 17, 256], d=[1, 2, 16], m=[1, 2, 64], feature=list(FEATURE_CONFIGS)),
+               smoke=dict(L=[1, 17], d=[4], m=[8], feature=["positive", "trig"]),
+               full=dict(L=[1, 2, 3, 17, 256, 1024], d=[1, 2, 16, 64], m=[1, 2, 64, 512])),
+    where=lambda p, v: _valid_feature(p["feature"], p["d"]) and p["L"] * p["m"] <= 2 ** 18
+    and (p["feature"] in ("positive", "trig", "gen_relu") and p["d"] > 1 and p["m"] > 1
+         or p["L"] == 17 and p["d"] == 16 and p["m"] == 64
+         or p["feature"] == "positive" and p["L"] == 17),
     roles=("prefix_sum_states",), plot_x="L",
+    notes="Inputs I1 (c = 0.5, raw, scaled by d^{-1/4}), d_v = 3, float64: small enough that the dense features "
+          "are finite.",
 )
 
 # ======================================================================== kernels (expectations)
@@ -455,12 +523,17 @@ def _generalized_cell(ctx: CellContext):
 
 
 def _generalized_scope(p: dict, variant: str) -> bool:
-    """Cells of the generalized-attention sweep: every f at every pair with iid rows and ε = 10⁻³; ε = 0, R-ORF,
-    larger d and the deterministic version at the 'obtuse' pair (and at every pair of the full tier's d = 2)."""
+    """Cells of the generalized-attention sweep: every f at the pairs near, obtuse, opposite with iid rows and
+    ε = 10⁻³ (d = 2); ε = 0, R-ORF, larger d and the deterministic version at the 'obtuse' pair; the other pairs,
+    d = 1 and m = 1 with f = ReLU, iid rows, ε = 10⁻³ (coverage is per axis)."""
     if not _pair_angle_ok(p["d"], KERNEL_PAIRS[p["pair"]][2]):
         return False
     if p["function"] == "exp" and max(KERNEL_PAIRS[p["pair"]][:2]) > 1.0:  # log-normal: keep MC means normal
         return False
+    if p["m"] == 1 or p["d"] == 1 or p["pair"] in ("orthogonal", "parallel", "long"):
+        return (p["function"] == "relu" and p["version"] == "random" and p["projection"] == "iid" and p["eps"] > 0
+                and (p["d"] == 2 and p["m"] > 1 or p["d"] == 2 and p["pair"] == "obtuse"
+                     or p["d"] == 1 and p["pair"] == "opposite" and p["m"] > 1))
     reference = p["pair"] == "obtuse" and p["m"] == 16
     if p["version"] == "deterministic":
         return p["projection"] == "iid" and reference and p["d"] == 2
@@ -469,30 +542,40 @@ def _generalized_scope(p: dict, variant: str) -> bool:
 
 
 GENERALIZED_ATTENTION = Claim(
-    id="performer.sec2_2.generalized_attention", paper="performer",
+    id="performer.sec2_2.generalized_attention",
     source="Sec 2.2; Sec 4.4 (Performer-ReLU, f = ReLU in Eq 5); A.4; D.3",
     statement="FAVOR+ applies to any attention A(i,j) = K(q_i, k_j) with K(x, y) = E[φ(x)ᵀφ(y)], including "
               "generalized attention with φ from Eq 5 and f = ReLU or the other D.3 functions: Â estimates A "
               "entrywise without bias (the deterministic version gives Â = A exactly).",
     kind="expectation",
-    hypotheses="random version φ(x) = (1/√m)(f(Wx) + ε) with ω iid N(0, I_d) or R-ORF (chi norms); "
-               "deterministic version φ(x) = f(x) + ε; f in the D.3 list plus elu+1; ε ∈ {0, 1e-3}; "
-               "inputs of moderate norm (f = exp is log-normal: ‖x‖, ‖y‖ <= 1 keep its Monte Carlo mean "
-               "normal)",
+    domain=dict(
+        function=Choice("f = ReLU or the other D.3 functions (and elu+1)", tuple(GENERALIZED_FUNCTIONS)),
+        version=Choice("the random-feature version; the deterministic version", ("random", "deterministic")),
+        projection=Choice("ω iid N(0, I_d) or ORF (register hypotheses)", ("iid", "orthogonal")),
+        pair=Choice("entrywise: pairs (q_i, k_j) of the register's G_norm × G_angle as (‖x‖, ‖y‖, θ): "
+                    + ", ".join(f"{k} ({v[0]:g}, {v[1]:g}, {v[2]:.3g})" for k, v in KERNEL_PAIRS.items()),
+                    tuple(KERNEL_PAIRS)),
+        d=Integers("q_i, k_j ∈ R^d", 1, math.inf, points=(1, 2), up_to=16,
+                   why="the law of (ωᵀx, ωᵀy) does not depend on d for iid rows; 16 checks the code path and "
+                       "the R-ORF coupling (64 at the full tier)"),
+        m=Integers("m random features", 1, math.inf, points=(1,), up_to=16,
+                   why="every row has the marginal law N(0, I_d), so the expectation of a mean over m rows is "
+                       "that of one row for any m (256 at the full tier)")),
     tolerance=0.02, units="bias / √(K_f(x,x) K_f(y,y))",
     cell=single_threaded(_generalized_cell),
-    grid={"smoke": dict(function=["relu", "tanh"], version=["random", "deterministic"], projection=["iid"], d=[2],
-                        m=[16], pair=["obtuse"], eps=[1e-3]),
-          "quick": dict(function=list(GENERALIZED_FUNCTIONS), version=["random", "deterministic"],
-                        projection=["iid", "orthogonal"], d=[2, 16], m=[16], pair=["near", "obtuse", "opposite"],
-                        eps=[0.0, 1e-3]),
-          "full": dict(function=list(GENERALIZED_FUNCTIONS), version=["random", "deterministic"],
-                       projection=["iid", "orthogonal"], d=[2, 16, 64], m=[16, 256], pair=list(KERNEL_PAIRS),
-                       eps=[0.0, 1e-3])},
-    replicates={"smoke": 2_000_000, "quick": 4_000_000, "full": 40_000_000},
+    grid=tiers(dict(function=list(GENERALIZED_FUNCTIONS), version=["random", "deterministic"],
+                    projection=["iid", "orthogonal"], d=[1, 2, 16], m=[1, 16], pair=list(KERNEL_PAIRS),
+                    eps=[0.0, 1e-3]),
+               smoke=dict(function=["relu", "tanh"], projection=["iid"], d=[2], m=[16], pair=["obtuse"],
+                          eps=[1e-3]),
+               full=dict(d=[1, 2, 16, 64], m=[1, 16, 256])),
+    replicates=tiers(4_000_000, smoke=2_000_000, full=40_000_000),
     where=_generalized_scope,
     roles=("generalized_features",), plot_x="pair",
-    notes="The output-level part (FAVOR with generalized features equals the quadratic oracle) is "
+    notes="Random version φ(x) = (1/√m)(f(Wx) + ε) with ω iid N(0, I_d) or R-ORF (chi norms); deterministic "
+          "version φ(x) = f(x) + ε; ε ∈ {0, 1e-3} (kernel_epsilon, an extra grid axis). f = exp is log-normal: "
+          "pairs with ‖x‖ or ‖y‖ > 1 are left out for it so that its Monte Carlo mean stays normal. The "
+          "output-level part (FAVOR with generalized features equals the quadratic oracle) is "
           "performer.eq4.fa_identity with the gen_* feature maps; the Eq 4 costs are performer.eq4.fa_cost.",
 )
 
@@ -515,27 +598,36 @@ def _template_cell(ctx: CellContext):
 
 
 TEMPLATE_KERNELS = Claim(
-    id="performer.eq5.template_kernels", paper="performer", source="Sec 2.3, the paragraph after Eq 5",
+    id="performer.eq5.template_kernels", source="Sec 2.3, the paragraph after Eq 5",
     statement="With h ≡ 1, l = 1, ω iid N(0, I_d), Eq 5 with f_1 = sgn estimates the angular kernel "
               "E sgn(ωᵀx)sgn(ωᵀy) = 1 - 2θ/π; with h ≡ 1, l = 2, (f_1, f_2) = (sin, cos) it estimates "
               "K_gauss(x, y) = exp(-‖x - y‖²/2).",
     kind="expectation",
-    hypotheses="ω iid N(0, I_d); x, y ≠ 0 for the angular kernel; any x, y for K_gauss (x ∥ y and x = -y "
-               "included)",
+    domain=dict(
+        kernel=Choice("f_1 = sgn (the angular kernel); (f_1, f_2) = (sin, cos) (K_gauss)", ("angular", "gaussian")),
+        angle=Range("θ, the angle between x and y (x ∥ y and x = -y included)", 0.0, PI),
+        norm_x=Range("any x (x ≠ 0 for the angular kernel, a function of θ only; ‖y‖ = 1)", 0.0, math.inf,
+                     up_to=(None, 2.0), why="K_gauss <= exp(-(‖x‖ - 1)²/2) = 0.61 at ‖x‖ = 2 and falls off beyond "
+                                            "(larger norms up to 3 at the full tier)"),
+        d=Integers("x, y, ω ∈ R^d", 1, math.inf, points=(1,), up_to=16,
+                   why="the law of (ωᵀx, ωᵀy) does not depend on d; d > 1 checks the code path (128 at full)"),
+        m=Integers("the m terms of Eq 5", 1, math.inf, points=(1,), up_to=16,
+                   why="a mean of m iid terms has the expectation of one term")),
     tolerance=0.01, units="absolute bias (both kernels lie in [-1, 1])",
     cell=single_threaded(_template_cell),
-    grid={"smoke": dict(kernel=["angular", "gaussian"], d=[2], norm_x=[0.5], norm_y=[1.0], angle=[PI / 3, PI],
-                        m=[1, 16]),
-          "quick": dict(kernel=["angular", "gaussian"], d=[1, 16], norm_x=[0.0, 0.5, 2.0],
-                        norm_y=[1.0], angle=[0.0, PI / 4, PI / 2, 3 * PI / 4, PI], m=[1, 16]),
-          "full": dict(kernel=["angular", "gaussian"], d=[1, 2, 3, 4, 8, 16, 32, 64, 128],
-                       norm_x=[0.0, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0], norm_y=[0.25, 1.0, 3.0],
-                       angle=[0.0, PI / 6, PI / 4, PI / 3, PI / 2, 2 * PI / 3, 3 * PI / 4, 5 * PI / 6, 0.9 * PI,
-                              0.99 * PI, PI], m=[1, 16])},
-    replicates={"smoke": 2_000_000, "quick": 4_000_000, "full": 40_000_000},
+    grid=tiers(dict(kernel=["angular", "gaussian"], d=[1, 16], norm_x=[0.0, 0.5, 2.0], norm_y=[1.0],
+                    angle=[0.0, PI / 4, PI / 2, 3 * PI / 4, PI], m=[1, 16]),
+               smoke=dict(d=[2], norm_x=[0.5], angle=[PI / 3, PI]),
+               full=dict(d=[1, 2, 3, 4, 8, 16, 32, 64, 128], norm_x=[0.0, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0],
+                         norm_y=[0.25, 1.0, 3.0],
+                         angle=[0.0, PI / 6, PI / 4, PI / 3, PI / 2, 2 * PI / 3, 3 * PI / 4, 5 * PI / 6, 0.9 * PI,
+                                0.99 * PI, PI])),
+    replicates=tiers(4_000_000, smoke=2_000_000, full=40_000_000),
     where=lambda p, v: _pair_angle_ok(p["d"], p["angle"]) and not (p["kernel"] == "angular" and p["norm_x"] == 0)
-    and not (p["d"] > 3 and p["angle"] not in (0.0, PI / 2)),
+    and not (p["d"] > 3 and p["angle"] not in (0.0, PI / 2) and not (p["norm_x"] == 0.5 and p["m"] == 16)),
     roles=("template_features",), plot_x="angle",
+    notes="Quick: d = 1 tests the angles 0 and π (the only ones in R^1); d = 16 the angles 0, π/2 at every norm and "
+          "m, and π/4, 3π/4, π at ‖x‖ = 0.5, m = 16.",
 )
 
 
@@ -566,29 +658,40 @@ def _relu_cell(ctx: CellContext):
 
 
 RELU_ARCCOS_KERNEL = Claim(
-    id="performer.derived.relu_arccos_kernel", paper="performer", source="register, derived prediction "
+    id="performer.derived.relu_arccos_kernel", source="register, derived prediction "
     "(Performer-ReLU's kernel; Cho & Saul 2009 arc-cosine kernel of order 1)",
     statement="For ω ~ N(0, I_d): E[ReLU(ωᵀx)ReLU(ωᵀy)] = (‖x‖‖y‖/2π)(sin θ + (π - θ)cos θ) and "
               "E ReLU(ωᵀx) = ‖x‖/√(2π); with kernel_epsilon ε, E[(ReLU(ωᵀx) + ε)(ReLU(ωᵀy) + ε)] adds "
               "ε(‖x‖ + ‖y‖)/√(2π) + ε².",
     kind="expectation",
-    hypotheses="ω iid N(0, I_d); x, y ≠ 0; d ∈ {2, 16}",
+    domain=dict(
+        angle=Range("θ, the angle between x and y", 0.0, PI),
+        norm_x=Range("x ≠ 0 (‖y‖ = 0.5: both sides scale as ‖x‖‖y‖ at ε = 0)", 0.0, math.inf, strict=(True, False),
+                     up_to=(None, 3.0), why="at ε = 0 both sides are homogeneous in ‖x‖; ‖x‖ = 3 = 6‖y‖ tests an "
+                                            "unbalanced pair, where the ε terms weigh ‖x‖ against ‖y‖"),
+        eps=Range("kernel_epsilon ε", 0.0, math.inf, up_to=(None, 1.0),
+                  why="ε enters through E ReLU only (exact algebra given the ε = 0 terms); A.4 uses ε = 10⁻³, "
+                      "ε = 1 makes the ε terms dominate"),
+        d=Integers("ω ∈ R^d", 1, math.inf, points=(1, 2), up_to=16,
+                   why="the law of (ωᵀx, ωᵀy) does not depend on d; d = 16 checks the code path")),
     tolerance=0.01, units="bias / √(K(x,x) K(y,y)) (mean: bias / ‖x‖)",
     cell=single_threaded(_relu_cell),
-    grid={"smoke": dict(d=[2], norm_x=[0.5], norm_y=[1.5], angle=[0.0, PI / 2], eps=[1e-3], m=[16]),
-          "quick": dict(d=[2, 16], norm_x=[0.1, 3.0], norm_y=[0.5],
-                        angle=[0.0, PI / 4, PI / 2, 3 * PI / 4, 0.99 * PI, PI], eps=[0.0, 1e-3], m=[16]),
-          "full": dict(d=[2, 16], norm_x=[0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0],
-                       norm_y=[0.1, 0.5, 1.0, 3.0],
-                       angle=[0.0, PI / 6, PI / 4, PI / 3, PI / 2, 2 * PI / 3, 3 * PI / 4, 5 * PI / 6, 0.9 * PI,
-                              0.99 * PI, PI], eps=[0.0, 1e-3], m=[1, 16])},
-    replicates={"smoke": 4_000_000, "quick": 8_000_000, "full": 40_000_000},
-    where=lambda p, v: p["d"] == 2 or (p["angle"] == PI / 2 and p["m"] == 16),
+    grid=tiers(dict(d=[1, 2, 16], norm_x=[0.1, 3.0], norm_y=[0.5],
+                    angle=[0.0, PI / 4, PI / 2, 3 * PI / 4, 0.99 * PI, PI], eps=[0.0, 1e-3, 1.0], m=[16]),
+               smoke=dict(d=[2], norm_x=[0.5], norm_y=[1.5], angle=[0.0, PI / 2], eps=[1e-3]),
+               full=dict(d=[1, 2, 16], norm_x=[0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0], norm_y=[0.1, 0.5, 1.0, 3.0],
+                         angle=[0.0, PI / 6, PI / 4, PI / 3, PI / 2, 2 * PI / 3, 3 * PI / 4, 5 * PI / 6, 0.9 * PI,
+                                0.99 * PI, PI], m=[1, 16])),
+    replicates=tiers(8_000_000, smoke=4_000_000, full=40_000_000),
+    where=lambda p, v: (p["d"] == 2 or p["d"] == 1 and p["angle"] in (0.0, PI) and p["norm_x"] == 3.0
+                        and p["eps"] == 1e-3 or p["d"] > 2 and p["angle"] == PI / 2 and p["m"] == 16)
+    and (p["eps"] < 1.0 or p["angle"] == PI / 2 and p["d"] == 2),
     roles=("generalized_features",), plot_x="angle",
-    notes="Each cell's number of projection rows is computed from the exact per-row variance so that its "
-          "minimal detectable effect is 0.6 of the tolerance (replicates = the tier's cap on rows): the relative "
-          "spread of ReLU products reaches √5 at θ = 0, so such cells need ~10⁶ rows. The law of (ωᵀx, ωᵀy) "
-          "does not depend on d, so d = 16 cells check the code path at one angle.",
+    notes="ω iid N(0, I_d). Each cell's number of projection rows is computed from the exact per-row variance so "
+          "that its minimal detectable effect is 0.6 of the tolerance (replicates = the tier's cap on rows): the "
+          "relative spread of ReLU products reaches √5 at θ = 0, so such cells need ~10⁶ rows. The law of "
+          "(ωᵀx, ωᵀy) does not depend on d, so d = 1 cells test the two angles of R^1 and d = 16 cells check the "
+          "code path at one angle.",
 )
 
 # ================================================================ non-positive renormalisers (Sec 2.3)
@@ -681,7 +784,8 @@ def _renormalizer_cell(ctx: CellContext):
                                      median_log_exact_row_sum=float(np.median(log_row_sum))))
 
 
-MAXITER_SEARCH = {"smoke": 4, "quick": 8, "full": 100}
+#: Iterations of each restart of the positive-feature search (more restarts at the full tier).
+SEARCH_ITERATIONS = 8
 
 
 def _renormalizer_search(ctx: CellContext):
@@ -691,37 +795,49 @@ def _renormalizer_search(ctx: CellContext):
         return -max(_nonpositive_counts(ctx, POSITIVE_FAMILY, x0, y, 16, ctx.rng).values()) / 256
 
     res = minimize_margin(margin, [(-2.0, 2.5), (1, 64)], rng=ctx.rng, restart=ctx.restart or 0,
-                          integer=[False, True], maxiter=MAXITER_SEARCH[ctx.tier])
+                          integer=[False, True], maxiter=SEARCH_ITERATIONS)
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(norm=math.exp(res.x[0]),
                                                                            L=int(res.x[1])))
 
 
 TRIG_NONPOSITIVE_RENORMALIZER = Claim(
-    id="performer.sec2_3.trig_nonpositive_renormalizer", paper="performer", source="Sec 2.3 (caveat); D.2, D.3",
+    id="performer.sec2_3.trig_nonpositive_renormalizer", source="Sec 2.3 (caveat); D.2, D.3",
     statement="Feature maps with negative entries (sin/cos) give unstable renormalisers D̂_ii <= 0 where kernel "
               "values are small (high-variance estimation near 0), while the positive random features "
               "(+, hyp+, SMREG+) never do.",
     kind="inequality",
-    hypotheses="one row i of a length-L attention per replicate, a fresh projection per replicate (iid or R-ORF); "
-               "trig tested in the low-kernel-value regime I3 (rows of norm 2-3 with random or obtuse "
-               "directions, scaled space) where the paper locates the instability, at a rate of at least "
-               f"{TRIG_INSTABILITY:.0%} of rows; positive features everywhere, including an adversarial search "
-               "over norms up to e^2.5 and lengths 1-64",
+    domain=dict(
+        regime=Choice("the positive features: never (any inputs: I1 Gaussian rows, I3 rows of a sphere with random "
+                      "or obtuse directions); sin/cos: where kernel values are small (I3 sphere and obtuse, norms "
+                      ">= 2)", ("i1", "sphere", "obtuse")),
+        scale=Range("never: rows of any norm (c of I1, the radius of I3; scaled space)", 0.0, math.inf,
+                    strict=(True, False), up_to=(None, 3.0),
+                    why="the trig instability is tested at norms 2-3 (I3), where the paper locates it; the positive "
+                        "features' search reaches norms e^2.5 ≈ 12"),
+        L=Integers("a row i of a length-L attention (D̂_ii sums L keys)", 1, math.inf, up_to=32,
+                   why="D̂_ii is a sum of L terms of one sign for positive features; the search explores L = 1..64 "
+                       "(cells with L = 64, 256 at full)")),
     tolerance=0.01, units="per-row frequency of D̂_ii on the wrong side (positive: D̂ <= 0; trig in I3: D̂ > 0 "
                           f"beyond 1 - {TRIG_INSTABILITY})",
     cell=single_threaded(_renormalizer_cell),
     search=single_threaded(_renormalizer_search), universal=True,
-    grid={"smoke": dict(regime=["sphere"], scale=[3.0], L=[16], d=[16], m=[16]),
-          "quick": dict(regime=["i1", "sphere", "obtuse"], scale=[0.25, 1.0, 3.0], L=[32], d=[16], m=[16]),
-          "full": dict(regime=["i1", "sphere", "obtuse"], scale=[0.25, 0.5, 1.0, 2.0, 3.0], L=[64, 256],
-                       d=[16, 64], m=[16, 64, 256])},
+    grid=tiers(dict(regime=["i1", "sphere", "obtuse"], scale=[0.1, 1.0, 3.0], L=[1, 32], d=[16], m=[16]),
+               smoke=dict(regime=["sphere"], scale=[3.0], L=[16]),
+               full=dict(scale=[0.1, 0.25, 0.5, 1.0, 2.0, 3.0], L=[1, 64, 256], d=[16, 64], m=[16, 64, 256])),
     # Heavy (~0.8 s smoke, ~2.5 s quick): the trigonometric existence test needs ~4500 independent rows for a
     # binomial resolution of 1% at a bound of 0.98, and every row gets its own projection for 6 estimators.
-    replicates={"smoke": 4_500, "quick": 6_000, "full": 20_000},
-    restarts={"smoke": 1, "quick": 1, "full": 10},
-    where=lambda p, v: p["scale"] <= 2.0 if p["regime"] == "i1" else p["scale"] >= 2.0,
+    replicates=tiers(6_000, smoke=4_500, full=20_000),
+    restarts=tiers(1, full=10),
+    where=lambda p, v: (p["scale"] <= 2.0 if p["regime"] == "i1" else p["scale"] >= 2.0)
+    and (p["L"] > 1 or p["regime"] == "i1" and p["scale"] == 1.0),
     roles=("favor_features",), plot_x="scale",
-    notes="Frequencies of every estimator (trig included in I1) are in each cell's extra. Underflow zeros in "
+    notes="Every cell runs all six estimators on the same inputs (one row i of a length-L attention per replicate, "
+          "a fresh projection per replicate): +, + with R-ORF, hyp+, SMREG+ (spherical rows) and trig with iid and "
+          "R-ORF rows; the named maps are therefore all tested in every cell. Trig is asserted (at a rate of at "
+          f"least {TRIG_INSTABILITY:.0%} of rows) in the low-kernel-value regime I3 (norm 2-3, random or obtuse "
+          "directions) where the paper locates the instability; the positive features everywhere, including an "
+          "adversarial search over norms e^-2..e^2.5 and lengths 1-64 (obtuse keys, d = 8). Cells: d = 16, m = 16. "
+          "Frequencies of every estimator (trig included in I1) are in each cell's extra. Underflow zeros in "
           "float32 are not measured (float64 only). Power: trig's frequency of D̂ <= 0 is about 1/2 in I3 at norm "
           "3, where the exact binomial radius is ~0.5·z/√n: at the quick tier's level about 41 000 rows per trig "
           "estimator and cell (about 58 000 at full) bring it within the tolerance; the claim's budgets (6 000 / "
@@ -774,34 +890,41 @@ def _structured_feature_map(inputs, _rows, *, op, kind: str) -> Features:
 
 
 HG_ORF_BIAS = Claim(
-    id="performer.b2.hg_orf_bias", paper="performer", source="B.2(2)",
+    id="performer.b2.hg_orf_bias", source="B.2(2)",
     statement="H/G-ORFs give a small bias that tends to 0 as d → ∞.",
     kind="rate",
-    hypotheses="SM⁺ and trig estimators of SM(x, y) with one structured block (m = d, chi norms) per replicate; "
-               "‖x‖ = ‖y‖ ∈ {0.5, 1}, angle π/3, placed along coordinate axes, Hadamard basis vectors or a random "
-               "plane; the limit is tested at head dimensions d >= 64 (Performer's d): there the bias must be "
-               "below the tolerance",
+    domain=dict(
+        construction=Choice("H/G-ORFs (proj_horf, proj_gorf)", ("hadamard", "givens")),
+        d=Integers("tends to 0 as d → ∞: tested through its consequence at large d (Performer's d >= 64, "
+                   "powers of 2 for the Hadamard blocks)", 64, math.inf, points=(64,), up_to=256,
+                   why="the paper gives no rate, so the limit is tested as 'small (below the tolerance) at every "
+                       "d >= 64'; the full tier sweeps d up to 512"),
+        placement=Choice("inputs unqualified (any x, y): the register's placements along coordinate axes, Hadamard "
+                         "basis vectors and a random plane", ("axis", "hadamard", "random"))),
+    readings={"default_construction": Reading("the cited constructions with their usual sizes: H-ORF with k = 3 "
+                                              "HD factors, G-ORF with K = ⌈d log₂ d⌉ rotations"),
+              "any_parameters": Reading("the register's sweep of the construction parameters: k ∈ {1, 2, 3}, "
+                                        "K ∈ {d, ⌈d log₂ d⌉, 2⌈d log₂ d⌉} (every size on axis-aligned inputs, the "
+                                        "hardest case; the other placements at the usual sizes)")},
     tolerance=0.02, units="relative bias",
     cell=single_threaded(_hg_bias_cell),
-    variants=("default_construction", "any_parameters"),
-    variant_notes={"default_construction": "the cited constructions with their usual sizes: H-ORF with k = 3 "
-                                           "HD factors, G-ORF with K = ⌈d log₂ d⌉ rotations (every placement)",
-                   "any_parameters": "the register's sweep of the construction parameters: k ∈ {1, 2, 3}, "
-                                     "K ∈ {d, ⌈d log₂ d⌉, 2⌈d log₂ d⌉} (axis-aligned inputs, the hardest case)"},
-    grid={"smoke": dict(construction=["hadamard", "givens"], level=[1, 2, 3], estimator=["positive"],
-                        placement=["axis", "random"], norm=[0.5], d=[64]),
-          "quick": dict(construction=["hadamard", "givens"], level=[1, 2, 3], estimator=["positive", "trig"],
-                        placement=["axis", "random"], norm=[0.5], d=[64, 256]),
-          "full": dict(construction=["hadamard", "givens"], level=[1, 2, 3], estimator=["positive", "trig"],
-                       placement=["axis", "hadamard", "random"], norm=[0.5, 1.0], d=[64, 128, 256, 512])},
-    # blocks at d = 64 (scaled by 64/d). Heavy (~3 s quick): 40 cells of thousands of structured blocks each.
-    replicates={"smoke": 2_000, "quick": 4_000, "full": 40_000},
+    grid=tiers(dict(construction=["hadamard", "givens"], level=[1, 2, 3], estimator=["positive", "trig"],
+                    placement=["axis", "hadamard", "random"], norm=[0.5], d=[64, 256]),
+               smoke=dict(estimator=["positive"], placement=["axis", "random"], d=[64]),
+               full=dict(norm=[0.5, 1.0], d=[64, 128, 256, 512])),
+    # blocks at d = 64 (scaled by 64/d). Heavy (~3 s quick): ~50 cells of thousands of structured blocks each.
+    replicates=tiers(4_000, smoke=2_000, full=40_000),
     where=lambda p, v: p["level"] == DEFAULT_STRUCTURE[p["construction"]] if v == "default_construction"
-    else p["placement"] == "axis",
+    else p["placement"] == "axis" or p["level"] == DEFAULT_STRUCTURE[p["construction"]] and p["d"] == 64
+    and p["estimator"] == "positive",
     roles=("hadamard_projection", "givens_projection"), plot_x="d",
-    notes="The paper gives no rate, so 'tends to 0' is tested through its consequence at large d (every cell "
-          "d >= 64 within the tolerance); the full tier's d sweep shows the decay. SMREG⁺ with H/G-ORFs "
-          "(√d norms) needs the SMREG target from the smreg module and is not run here.",
+    notes="Each replicate is one structured block (m = d, chi norms) of the SM⁺ ('positive') or trig estimator of "
+          "SM(x, y) = exp(xᵀy), ‖x‖ = ‖y‖ = 0.5 (also 1 at full), angle π/3; the cell's mean is tested against "
+          "SM(x, y) in units of SM(x, y): 'small' is a relative bias below the tolerance 0.02. The paper gives no "
+          "rate, so 'tends to 0' is tested through its consequence at large d (every cell d >= 64 within the "
+          "tolerance), not as a fitted decay; the full tier's d sweep shows the decay. The construction size "
+          "(H-ORF: k HD factors; G-ORF: K rotations) is the grid axis 'level'. SMREG⁺ with H/G-ORFs (√d norms) "
+          "needs the SMREG target from the smreg module and is not run here.",
 )
 
 # ============================================================================ complexity (measured)
@@ -825,6 +948,10 @@ class Sweep:
     count: Callable[[CellContext, int], float] | None = None
     reference: Callable[[int], float] | None = None
     two_sided: bool = False
+    #: The swept variable (the grid axis holding the sizes); inferred from the sweep's name when empty.
+    axis: str = ""
+    #: Named constructions the sweep measures (grid axes, e.g. ``projection="iid"``).
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def _claimed_slope(order: Callable[[int], Sequence[float]], sizes: Sequence[int]) -> float:
@@ -833,8 +960,9 @@ def _claimed_slope(order: Callable[[int], Sequence[float]], sizes: Sequence[int]
 
 
 def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
-    sweep = sweeps[ctx.params["sweep"]]
-    sizes = list(per_tier(sweep.sizes, ctx.tier))
+    name = ctx.params["sweep"]
+    sweep = sweeps[name]
+    sizes = list(ctx.params[_swept_axis(name, sweep)])
     claimed = _claimed_slope(sweep.order, sizes)
     if sweep.measure == "time":
         # every repeated CPU time is a point of the fit (a timing is a random variable), every size is fitted
@@ -861,19 +989,103 @@ def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
 #: Repeated CPU-time measurements per size of a timing sweep (every one a point of the fit: 5 sizes × 8 repeats =
 #: 40 points, 38 dof at quick). 6 repeats left slopes over a 4× size range with radii up to ~0.3 > 0.25 on a
 #: loaded machine; 8 cost about 1.3× the 9 best-of-k rounds of 3 fitted sizes before (more sizes near the top).
-TIMING_REPEATS = {"smoke": 4, "quick": 8, "full": 12}
+TIMING_REPEATS = tiers(8, smoke=4, full=12)
+
+
+def _swept_axis(name: str, sweep: Sweep) -> str:
+    """The variable a sweep grows: ``sweep.axis``, else from its name (``..._vs_m...``, ``..._diagonal``; else L)."""
+    if sweep.axis:
+        return sweep.axis
+    if "diagonal" in name:
+        return "diagonal"
+    return name.split("_vs_")[1].split("_")[0] if "_vs_" in name else "L"
+
+
+def _labelled(sweeps: Mapping[str, Sweep], key: str, label: Callable[[str], str | None]) -> dict[str, Sweep]:
+    """The sweeps with the construction ``label(name)`` under ``key`` (none where it returns None)."""
+    return {n: s if label(n) is None else dataclasses.replace(s, labels={key: label(n)}) for n, s in sweeps.items()}
+
+
+def _sizes(sweep: Sweep, tier: str) -> list[int]:
+    return list(per_tier(sweep.sizes, tier))
+
+
+class _Sizes(list):
+    """A sweep's sizes at one tier as a grid value (a list of sizes, for coverage), tagged with the sweep it
+    belongs to (``owner``) so that the ``where`` filter pairs each sweep with its own sizes only."""
+
+    def __init__(self, sizes, owner: str):
+        super().__init__(sizes)
+        self.owner = owner
+
+
+def _complexity_grids(sweeps: Mapping[str, Sweep], names: Mapping[str, Sequence[str]]) -> dict[str, dict]:
+    """One grid per tier: the sweeps run at that tier (axis ``sweep``), the lists of sizes of each swept variable
+    (axes ``L``, ``m``, ``d``, ...: a cell's sizes are its value there) and the sweeps' construction labels; an empty
+    list where a cell does not sweep a variable, ``""`` where it has no label (:func:`_complexity_where` pairs them)."""
+    variables = {_swept_axis(n, sweeps[n]) for ns in names.values() for n in ns}
+    labels = {k for ns in names.values() for n in ns for k in sweeps[n].labels}
+    grids = {}
+    for tier, ns in names.items():
+        grid = {"sweep": list(ns), **{v: [[]] for v in sorted(variables)}, **{k: [""] for k in sorted(labels)}}
+        for n in ns:
+            grid[_swept_axis(n, sweeps[n])].append(_Sizes(_sizes(sweeps[n], tier), owner=n))
+            for k, value in sweeps[n].labels.items():
+                grid[k] += [] if value in grid[k] else [value]
+        grids[tier] = grid
+    return tiers(grids["quick"], smoke=grids["smoke"], full=grids["full"])
+
+
+def _complexity_where(sweeps: Mapping[str, Sweep], p: dict, variant: str) -> bool:
+    """A grid point is a cell when its sizes are its sweep's, the other variables' sizes are empty and every label
+    axis holds its sweep's label (``""``: none)."""
+    name = p["sweep"]
+    sweep, axis = sweeps[name], _swept_axis(name, sweeps[name])
+    for key, value in p.items():
+        if key == "sweep":
+            continue
+        if key == axis:
+            if getattr(value, "owner", None) != name:
+                return False
+        elif isinstance(value, list):
+            if value:
+                return False
+        elif value != sweep.labels.get(key, ""):
+            return False
+    return True
+
+
+def _orders(sweeps: Mapping[str, Sweep], quick: Sequence[str], words: Mapping[str, str]) -> dict[str, Integers]:
+    """Domain axes of a complexity claim: each variable of ``words`` is an order (large sizes) from the smallest size
+    that the quick and full tiers' sweeps of it both measure to the largest the quick tier measures."""
+    out = {}
+    for var, text in words.items():
+        sizes = [s for n in quick if _swept_axis(n, sweeps[n]) == var for s in _sizes(sweeps[n], "quick")]
+        full = {s for n, sw in sweeps.items() if _swept_axis(n, sw) == var for s in _sizes(sw, "full")}
+        common = set(sizes) & full
+        out[var] = Integers(f"{text} (an order: large sizes)", min(common or sizes), math.inf, up_to=max(sizes),
+                            why="big-O is tested by log-log slopes over the sweeps' sizes (timings √2-spaced, "
+                                "memory and counts in steps of 2-4) up to this size; larger sizes at the full tier")
+    return out
 
 
 def _complexity_claim(sweeps: Mapping[str, Sweep], smoke: Sequence[str] | None = None,
-                      quick: Sequence[str] | None = None, **kwargs) -> Claim:
-    """A complexity claim with one cell per sweep (sizes per tier inside the sweep); ``smoke``/``quick`` pick
-    subsets for those tiers (``full`` runs every sweep)."""
-    grid = {"smoke": dict(sweep=list(smoke or sweeps)), "quick": dict(sweep=list(quick or sweeps)),
-            "full": dict(sweep=list(sweeps))}
-    return Claim(kind="complexity", paper="performer", tolerance=0.25,
+                      quick: Sequence[str] | None = None, *, orders: Mapping[str, str],
+                      choices: Mapping[str, Choice] | None = None, where: Callable | None = None,
+                      **kwargs) -> Claim:
+    """A complexity claim with one cell per sweep; ``smoke``/``quick`` pick subsets for those tiers (``full`` runs
+    every sweep). ``orders`` names the statement's words of each swept variable (domain axes, see
+    :func:`_orders`); ``choices`` adds the named constructions (axes filled from the sweeps' ``labels``)."""
+    names = {"smoke": list(smoke or sweeps), "quick": list(quick or sweeps), "full": list(sweeps)}
+    domain = {**_orders(sweeps, names["quick"], orders), **(choices or {})}
+
+    def _where(p: dict, v: str) -> bool:
+        return _complexity_where(sweeps, p, v) and (where is None or where(p, v))
+
+    return Claim(kind="complexity", tolerance=0.25,
                  units="log-log slope above the claimed order (exact counts: any mismatch with rfkit.theory.cost)",
-                 cell=single_threaded(functools.partial(_complexity_cell, sweeps)), grid=grid,
-                 plot_x="sweep", **kwargs)
+                 cell=single_threaded(functools.partial(_complexity_cell, sweeps)),
+                 grid=_complexity_grids(sweeps, names), domain=domain, where=_where, plot_x="sweep", **kwargs)
 
 
 def _gaussian(ctx: CellContext, *shape) -> np.ndarray:
@@ -919,11 +1131,12 @@ EXACT_COST = _complexity_claim(
     EXACT_SWEEPS, smoke=["time_vs_L", "memory_vs_L", "flops_vs_d"],
     id="performer.eq1.exact_cost", source="Sec 2.1, after Eq 1",
     statement="Computing Eq 1 takes time O(L²d) and space O(L² + Ld), because A is stored explicitly.",
-    hypotheses="dense computation that stores A (rfkit.estimators.softmax_attention, not blocked); d_v = d; "
-               "float64, numpy, this machine's BLAS",
+    orders=dict(L="time O(L²d), space O(L² + Ld): the length L", d="time O(L²d), space O(L² + Ld): the width d"),
     replicates=TIMING_REPEATS,
     roles=("softmax_attention",),
-    notes="Time: repeated CPU times (every repeat fitted), slopes against L at d = 64 and against d at L = 256. "
+    notes="Dense computation that stores A (rfkit.estimators.softmax_attention, not blocked); d_v = d; float64, "
+          "numpy, this machine's BLAS. Time: repeated CPU times (every repeat fitted), slopes against L at d = 64 and "
+          "against d at L = 256. "
           "Memory: tracemalloc peak (deterministic). Counts: the GEMM flops of rfkit.theory.cost. The Torch backend "
           "is not run.",
 )
@@ -979,10 +1192,12 @@ FA_COST = _complexity_claim(
     id="performer.eq4.fa_cost", source="Sec 2.2, after Eq 4",
     statement="Eq 4 has space complexity O(Lr + Ld + rd) and time complexity O(Lrd), against O(L² + Ld) and "
               "O(L²d) for Eq 1.",
-    hypotheses="features Q', K' given (L×r, positive); the computation order of Eq 4; d_v = d; float64, numpy",
+    orders=dict(L="O(Lr + Ld + rd), O(Lrd): the length L", r="O(Lr + Ld + rd), O(Lrd): the features r",
+                d="O(Lr + Ld + rd), O(Lrd): the width d"),
     replicates=TIMING_REPEATS,
     roles=("favor_from_features",),
-    notes="Fixed sizes: L = 1024, r = 64, d = 64 while another varies. The Eq 1 side of the comparison is "
+    notes="Features Q', K' given (L×r, positive); the computation order of Eq 4; d_v = d; float64, numpy. Fixed "
+          "sizes: L = 1024, r = 64, d = 64 while another varies. The Eq 1 side of the comparison is "
           "performer.eq1.exact_cost. Numba and Torch backends are not run.",
 )
 
@@ -1007,18 +1222,19 @@ SPACE_SIZES = {"L": {"smoke": [512, 1024, 2048], "quick": [512, 1024, 2048, 4096
 def _bidirectional_sweeps() -> dict[str, Sweep]:
     sweeps = {}
     for projection in ("iid", "orthogonal"):
-        opts = dict(projection=projection)
+        opts, label = dict(projection=projection), dict(projection=projection)
         sweeps[f"{projection}_vs_L"] = Sweep(
             "memory", SPACE_SIZES["L"], lambda n: [SPACE_M * SPACE_D, n * SPACE_D, SPACE_M * n],
-            setup=lambda ctx, n, o=opts: _favor_call(ctx, n, SPACE_M, SPACE_D, **o))
+            setup=lambda ctx, n, o=opts: _favor_call(ctx, n, SPACE_M, SPACE_D, **o), labels=label)
         sweeps[f"{projection}_vs_m"] = Sweep(
             "memory", SPACE_SIZES["m"], lambda m: [m * SPACE_D, SPACE_L * SPACE_D, m * SPACE_L],
-            setup=lambda ctx, m, o=opts: _favor_call(ctx, SPACE_L, m, SPACE_D, **o))
+            setup=lambda ctx, m, o=opts: _favor_call(ctx, SPACE_L, m, SPACE_D, **o), labels=label)
         sweeps[f"{projection}_vs_d"] = Sweep(
             "memory", SPACE_SIZES["d"], lambda d: [SPACE_M * d, SPACE_L * d, SPACE_M * SPACE_L],
-            setup=lambda ctx, d, o=opts: _favor_call(ctx, SPACE_L, SPACE_M, d, **o))
+            setup=lambda ctx, d, o=opts: _favor_call(ctx, SPACE_L, SPACE_M, d, **o), labels=label)
     sweeps["exact_vs_L"] = Sweep("memory", EXACT_SIZES["L"], lambda n: [n * n, n * SPACE_D],
-                                 setup=lambda ctx, n: _exact_call(ctx, n, SPACE_D), two_sided=True)
+                                 setup=lambda ctx, n: _exact_call(ctx, n, SPACE_D), two_sided=True,
+                                 labels=dict(projection="exact"))
     return sweeps
 
 
@@ -1027,10 +1243,14 @@ SPACE_BIDIRECTIONAL = _complexity_claim(
     id="performer.b3.space_bidirectional", source="B.3",
     statement="Bidirectional FAVOR+ with iid samples or R-ORFs has space complexity O(md + Ld + mL), against "
               "Θ(L² + Ld) for the baseline.",
-    hypotheses="FAVOR+ end to end (positive features, projection drawn inside the call); the baseline is "
-               "materialised exact attention; peak traced memory (tracemalloc), float64",
+    orders=dict(L="O(md + Ld + mL), Θ(L² + Ld): the length L", m="O(md + Ld + mL): the features m",
+                d="O(md + Ld + mL): the width d"),
+    choices=dict(projection=Choice("with iid samples or R-ORFs; the baseline (materialised exact attention)",
+                                   ("iid", "orthogonal", "exact"))),
     roles=("favor_attention", "softmax_attention"),
-    notes="Fixed sizes: L = 1024, m = 64, d = 16 while another varies; the baseline's Θ is tested two-sided "
+    notes="FAVOR+ end to end (positive features, projection drawn inside the call); the baseline is materialised "
+          "exact attention; peak traced memory (tracemalloc), float64. Fixed sizes: L = 1024, m = 64, d = 16 while "
+          "another varies; the baseline's Θ is tested two-sided "
           "in L at sizes where its L×L matrices fit in memory.",
 )
 
@@ -1074,14 +1294,18 @@ def _state_bytes(ctx: CellContext, length: int, impl: str) -> int:
 
 
 SPACE_UNIDIRECTIONAL = _complexity_claim(
-    _unidirectional_sweeps(), smoke=["parallel_vs_diagonal", "scan_vs_diagonal", "parallel_state_bytes"],
+    _labelled(_unidirectional_sweeps(), "impl", lambda n: n.split("_")[0]),
+    smoke=["parallel_vs_diagonal", "scan_vs_diagonal", "parallel_state_bytes"],
     id="performer.b3.space_unidirectional", source="B.3",
     statement="Unidirectional FAVOR+ with a parallel prefix sum needs O(mLd) space to store G^PS; a sequential "
               "aggregation (not parallel in L) reduces this to O(md + Ld + mL).",
-    hypotheses="FAVOR+ end to end (positive features, iid projection); causal_impl 'parallel' (G^PS "
-               "materialised), 'scan' (carried state) and 'chunked' (rfkit's default); peak traced memory",
+    orders=dict(L="O(mLd), O(md + Ld + mL): the length L", m="O(mLd), O(md + Ld + mL): the features m",
+                d="O(mLd), O(md + Ld + mL): the width d"),
+    choices=dict(impl=Choice("a parallel prefix sum (causal_impl 'parallel', G^PS materialised); a sequential "
+                             "aggregation ('scan', carried state; 'chunked', rfkit's default)", CAUSAL_IMPLS)),
     roles=("favor_attention",),
-    notes="Fixed sizes: L = 512, m = 32, d = d_v = 16 while another varies; 'diagonal' grows L = m = d "
+    notes="FAVOR+ end to end (positive features, iid projection); peak traced memory. Fixed sizes: L = 512, m = 32, d "
+          "= d_v = 16 while another varies; 'diagonal' grows L = m = d "
           "together, the only direction in which mLd (slope 3) and md + Ld + mL (slope 2) differ in order. "
           "state_bytes checks the stored prefix state against rfkit.theory.cost.favor_state_bytes exactly.",
 )
@@ -1147,16 +1371,20 @@ def _bidirectional_state_bytes(ctx: CellContext, construction: str, length: int,
 
 
 SPACE_STRUCTURED = _complexity_claim(
-    _structured_space_sweeps(), smoke=["hadamard_storage_vs_m", "givens_state_diagonal",
+    _labelled(_structured_space_sweeps(), "construction", lambda n: n.split("_")[0]),
+    smoke=["hadamard_storage_vs_m", "givens_state_diagonal",
                                        "hadamard_memory_diagonal"],
     id="performer.b3.space_structured", source="B.3 (with B.2(2))",
     statement="With G-ORFs FAVOR+'s space is O(m log d + Ld + mL); with H-ORFs it is O(m + Ld + mL) = "
               "O(Ld + mL).",
-    hypotheses="the constructions of rfkit.estimators.structured (H-ORF k = 3, G-ORF K = ⌈d log₂ d⌉, chi "
-               "norms); FAVOR+ end to end with positive features; peak traced memory and the bytes that "
-               "encode W",
+    orders=dict(m="O(m log d + Ld + mL), O(m + Ld + mL): the features m",
+                d="O(m log d + Ld + mL), O(Ld + mL): the width d",
+                L="O(m log d + Ld + mL), O(Ld + mL): the length L"),
+    choices=dict(construction=Choice("with G-ORFs; with H-ORFs", ("givens", "hadamard"))),
     roles=("favor_attention", "hadamard_projection", "givens_projection"),
-    notes="'diagonal' grows m = d together at L = 64 (L < d), where an md term would dominate: the measured "
+    notes="The constructions of rfkit.estimators.structured (H-ORF k = 3, G-ORF K = ⌈d log₂ d⌉, chi norms); FAVOR+ "
+          "end to end with positive features; peak traced memory and the bytes that encode W. 'diagonal' grows m = d "
+          "together at L = 64 (L < d), where an md term would dominate: the measured "
           "peak and the exact size of Algorithm 1's Buf_1 = (K')ᵀC ∈ R^{M×(d+1)}, which structured projections "
           "do not shrink (checked against rfkit.theory.cost.favor_state_bytes). For d <= L, md <= mL and the "
           "stated bound holds. Storage of W is checked exactly against rfkit.theory.cost.projection_bytes; "
@@ -1235,22 +1463,27 @@ def _time_reading(p: dict, variant: str) -> bool:
 
 # Heavy (~3 s quick): 12 timing sweeps, each 8 round-robin CPU-time runs of 5 sizes.
 TIME = _complexity_claim(
-    _time_sweeps(), smoke=["favor_vs_L", "r_orf_sampling_vs_m", "hadamard_features_vs_m_b2",
+    _labelled(_time_sweeps(), "construction", lambda n: {"favor": "iid", "r": "orthogonal"}.get(n.split("_")[0],
+                                                                                                 n.split("_")[0])),
+    smoke=["favor_vs_L", "r_orf_sampling_vs_m", "hadamard_features_vs_m_b2",
                            "hadamard_features_vs_m_b3"],
     quick=[name for name in _time_sweeps() if name != "r_orf_sampling_vs_d"],
     id="performer.b3.time", source="B.3",
     statement="Algorithm 1 runs in time O(Lmd), including the construction of Q' and K'; R-ORFs add a one-time "
               "O(md²) cost; with H/G-ORFs, Q' and K' can be computed in time O(L log(m) d) instead of O(Lmd).",
-    hypotheses="FAVOR+ with positive features and a given iid W (bidirectional); R-ORF sampling by QR; "
-               "H/G-ORF features of L = 64 vectors (H-ORF k = 3, G-ORF K = ⌈d log₂ d⌉); float64, numpy/Numba",
-    variants=("b2_reading", "b3_reading"),
-    variant_notes={"b2_reading": "B.2: the structured product Wx costs O(m log d) per vector, so Q' and K' "
-                                 "cost O(L·m·log d)",
-                   "b3_reading": "B.3 as written: Q' and K' cost O(L log(m) d)"},
+    orders=dict(L="O(Lmd): the length L", m="O(Lmd), O(md²), O(L log(m) d): the features m",
+                d="O(Lmd), O(md²), O(L log(m) d): the width d"),
+    choices=dict(construction=Choice("Algorithm 1 (a given iid W); R-ORFs; H/G-ORFs",
+                                     ("iid", "orthogonal", "hadamard", "givens"))),
+    readings={"b2_reading": Reading("B.2: the structured product Wx costs O(m log d) per vector, so Q' and K' "
+                                    "cost O(L·m·log d)"),
+              "b3_reading": Reading("B.3 as written: Q' and K' cost O(L log(m) d)")},
     where=_time_reading,
     replicates=TIMING_REPEATS,
     roles=("favor_attention", "orthogonal_projection", "hadamard_projection", "givens_projection"),
-    notes="Cells that do not depend on the reading (Algorithm 1's O(Lmd), R-ORF's O(md²)) run under "
+    notes="FAVOR+ with positive features and a given iid W (bidirectional); R-ORF sampling by QR; H/G-ORF features "
+          "of L = 64 vectors (H-ORF k = 3, G-ORF K = ⌈d log₂ d⌉); float64, numpy/Numba. Cells that do not depend "
+          "on the reading (Algorithm 1's O(Lmd), R-ORF's O(md²)) run under "
           "b2_reading only; R-ORF sampling against d (slow: QR up to d = 1024) runs at full here and at quick in "
           "performer.b2.r_orf_cost. The crossover L where FAVOR+ overtakes exact attention is reported by "
           "`rfkit bench` (speedup_vs_exact). Numba-vs-numpy and Torch timings are not part of this claim.",
@@ -1308,12 +1541,13 @@ R_ORF_COST = _complexity_claim(
     id="performer.b2.r_orf_cost", source="B.2(1)",
     statement="R-ORFs store W in O(md) space, compute Wx in O(md) time, give unbiased estimation, and need a "
               "one-time O(md²) preprocessing step (Gram–Schmidt).",
-    hypotheses="dense block construction (rfkit.estimators.orthogonal_projection: sign-fixed QR, the same "
-               "O(md²) as Gram–Schmidt); Wx for 64 vectors at once; m = 4d along d for storage and Wx, m = d for "
-               "sampling",
+    orders=dict(m="O(md) space and time, O(md²) preprocessing: the features m",
+                d="O(md) space and time, O(md²) preprocessing: the width d"),
     replicates=TIMING_REPEATS,
     roles=("orthogonal_projection",),
-    notes="'Gives unbiased estimation' is measured by core.features.unbiased (ORF rows) and the ORF claims of "
+    notes="Dense block construction (rfkit.estimators.orthogonal_projection: sign-fixed QR, the same O(md²) as "
+          "Gram–Schmidt); Wx for 64 vectors at once; m = 4d along d for storage and Wx, m = d for sampling. "
+          "'Gives unbiased estimation' is measured by core.features.unbiased (ORF rows) and the ORF claims of "
           "the moments module, in bias units; here only the costs.",
 )
 
@@ -1346,16 +1580,19 @@ def _hg_cost_sweeps() -> dict[str, Sweep]:
 
 
 HG_ORF_COST = _complexity_claim(
-    _hg_cost_sweeps(), smoke=["hadamard_storage_vs_m", "givens_storage_vs_d", "hadamard_apply_vs_m",
+    _labelled(_hg_cost_sweeps(), "construction", lambda n: n.split("_")[0]),
+    smoke=["hadamard_storage_vs_m", "givens_storage_vs_d", "hadamard_apply_vs_m",
                               "givens_apply_vs_m"],
     id="performer.b2.hg_orf_cost", source="B.2(2)",
     statement="H/G-ORFs encode W in O(m) or O(m log d) space and compute Wx in O(m log d) time.",
-    hypotheses="the constructions of rfkit.estimators.structured (H-ORF: k = 3 sign diagonals per block, O(m); "
-               "G-ORF: K = ⌈d log₂ d⌉ rotations per block, O(m log d)); chi norms; Wx for 64 vectors; m = 4d "
-               "along d",
+    orders=dict(m="O(m) or O(m log d) space, O(m log d) time: the features m",
+                d="O(m log d) space and time: the width d (m = 4d)"),
+    choices=dict(construction=Choice("H-ORFs (O(m)); G-ORFs (O(m log d))", ("hadamard", "givens"))),
     replicates=TIMING_REPEATS,
     roles=("hadamard_projection", "givens_projection"),
-    notes="Storage is checked exactly against rfkit.theory.cost.projection_bytes; dense O(md) costs of the "
+    notes="The constructions of rfkit.estimators.structured (H-ORF: k = 3 sign diagonals per block, O(m); G-ORF: "
+          "K = ⌈d log₂ d⌉ rotations per block, O(m log d)); chi norms; Wx for 64 vectors; m = 4d along d. Storage is "
+          "checked exactly against rfkit.theory.cost.projection_bytes; dense O(md) costs of the "
           "same sizes are performer.b2.r_orf_cost's sweeps.",
 )
 
@@ -1378,10 +1615,11 @@ PARALLEL_PREFIX_COST = _complexity_claim(
                     reference=lambda n: cost.prefix_scan_counts(n)[1])},
     id="performer.eq11.parallel_prefix_cost", source="B.1, after Eq 11",
     statement="Computing the prefix sum of L elements takes O(L) total steps and O(log L) time in parallel.",
-    hypotheses="work-efficient parallel scan (Blelloch's up-sweep/down-sweep, as rfkit's causal_impl='parallel' "
-               "performs it); steps = combines, time = rounds of mutually independent combines",
+    orders=dict(L="the prefix sum of L elements: O(L) steps, O(log L) parallel time"),
     roles=("parallel_prefix_scan",),
-    notes="The scan is simulated: each round is one vectorised numpy step, so work and depth are counted "
+    notes="Work-efficient parallel scan (Blelloch's up-sweep/down-sweep, as rfkit's causal_impl='parallel' performs "
+          "it); steps = combines, time = rounds of mutually independent combines. The scan is simulated: each round "
+          "is one vectorised numpy step, so work and depth are counted "
           "exactly (and checked against rfkit.theory.cost.prefix_scan_counts). Wall-clock time of the parallel "
           "path on a GPU is not measured here (no GPU in CI).",
 )

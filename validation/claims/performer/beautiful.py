@@ -32,8 +32,9 @@ from scipy import special, stats
 from rfkit.estimators import positive_features
 from rfkit.estimators.beautiful import IsotropicLaw, Maclaurin, beautiful_projections, beautiful_terms
 from rfkit.theory import beautiful as bt
+from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import chunks, controlled_pair, kernel_estimates, replicate_projections
-from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import (
     Evidence,
@@ -68,8 +69,10 @@ G_D = (1, 2, 3, 4, 8, 16, 32, 64, 128)
 #: θ grid of the tail-bound claims (one value per decade, 1e-3 .. 1e4); the minimising θ is added.
 THETAS = tuple(10.0**k for k in range(-3, 5))
 
-#: Nelder-Mead iterations per search restart (the corner scan of restart 0 comes on top).
-SEARCH_ITERATIONS = {"smoke": 40, "quick": 120, "full": 1000}
+#: Nelder-Mead iterations per search restart (the corner scan of restart 0 comes on top); a tier searches deeper
+#: through more restarts (``restarts``), not through the tier's name: the full tier's 8x restarts keep the effort of
+#: its former 1000-iteration restarts.
+SEARCH_ITERATIONS = 120
 
 #: Tail-bound and probability units: an excess of two percentage points of exceedance probability.
 TAIL_TOLERANCE = 0.02
@@ -95,6 +98,32 @@ def _m_ok(p: dict, minimum: int = 1) -> bool:
     if rule == "d":
         return True
     return m != d if rule in ("1", "2", "3") else m not in (1, 2, 3, d)
+
+
+def _one_at_a_time(base: dict, anchor: dict) -> Callable[[dict], bool]:
+    """A design for the cells with ``design = "sparse"`` (cells with ``design = "product"`` are all kept): every
+    combination of the ``base`` values, plus, from the ``anchor`` point, the other grid values of one axis at a
+    time (each further value is tested once, for coverage, without the whole product). Axes in neither mapping
+    are free."""
+    def keep(p: dict) -> bool:
+        if p.get("design", "product") == "product":
+            return True
+        off = [k for k, values in base.items() if p[k] not in values]
+        return not off or len(off) == 1 and all(p[k] == v for k, v in anchor.items() if k not in off)
+    return keep
+
+
+#: ``m <= d`` at its structural points (a rule in d): one row (the orthogonal ensemble is then the iid one), a pair
+#: (the first orthogonal coupling) and a full frame; the rules in between change nothing in kind.
+M_POINTS = ("1", "2", "d")
+
+
+def _m_axis(words: str = "every m <= d", points: tuple = M_POINTS) -> Choice:
+    return Choice(f"{words}: m = {', '.join(points)} (one row, a pair, a full frame)", points)
+
+
+def _d_axis(words: str, up_to: int, why: str, points: tuple = (1, 2), lo: int = 1) -> Integers:
+    return Integers(words, lo, math.inf, points=points, up_to=up_to, why=why)
 
 
 def _unit(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -183,25 +212,31 @@ def _remark1_monte_carlo(ctx: CellContext, kernel: str, x, y, log_beautiful: flo
 
 
 REMARK1 = Claim(
-    id="performer.remark1.softmax_beautiful", paper="performer", source="Definition 1 (Eq 36); Remark 1 (Eq 37)",
+    id="performer.remark1.softmax_beautiful", source="Definition 1 (Eq 36); Remark 1 (Eq 37)",
     statement="F_{Ω,g}(z) = E g(ωᵀz) with isotropic Ω and entire g with non-negative coefficients is beautiful; "
               "with Ω = N(0, I_d) and g = exp, SM(x, y) = exp(-(‖x‖²+‖y‖²)/2)·F_{Ω,g}(x+y), and with Ω_reg "
               "(uniform on the sphere of radius √d), SMREG(x, y) = exp(-(‖x‖²+‖y‖²)/2)·F_{Ω_reg,g}(x+y).",
     kind="identity",
-    hypotheses="n = d; x, y with ‖z‖ in [0, 3] (pairs of I2); the expectation exists (it does for exp)",
     tolerance=0.01, units="relative error",
+    domain=dict(
+        kernel=Choice("SM with Ω = N(0, I_d) and SMREG with Ω_reg", ("SM", "SMREG")),
+        d=_d_axis("x, y ∈ R^d (Definition 1's F: R^n -> R read with n = d)", 16, points=(1,),
+                  why="both sides are closed forms in d (Eq 30's Bessel form for SMREG), checked at each tested d; "
+                      "d = 1 is the two-point sphere; the full tier goes to 128"),
+        pair=Choice("x, y with ‖x + y‖ from 0 to 3 and Λ = exp(-(‖x‖²+‖y‖²)/2) from 1 to e^{-9} (the register's "
+                    "pairs of I2; the expectation exists for g = exp)", tuple(PAIRS))),
     cell=_remark1_cell,
-    grid={"smoke": dict(kernel=["SM", "SMREG"], d=[2], pair=["zero", "small", "opposite"],
-                        part=["closed_form", "monte_carlo"]),
-          "quick": dict(kernel=["SM", "SMREG"], d=[1, 3, 16], pair=list(PAIRS), part=["closed_form", "monte_carlo"]),
-          "full": dict(kernel=["SM", "SMREG"], d=list(G_D), pair=list(PAIRS), part=["closed_form", "monte_carlo"])},
+    grid=tiers(dict(kernel=["SM", "SMREG"], d=[1, 3, 16], pair=list(PAIRS), part=["closed_form", "monte_carlo"]),
+               smoke=dict(d=[2], pair=["zero", "small", "opposite"]),
+               full=dict(d=list(G_D))),
     # Monte Carlo where the mean of exp(ωᵀz) is nearly normal (‖z‖ <= 0.35) and d <= 8 (sampling cost); the
     # closed forms cover ‖z‖ <= 3 and every d of the sweep.
     where=lambda p, v: p["part"] == "closed_form" or (p["pair"] in ("zero", "tiny", "small") and p["d"] <= 8),
-    replicates={"smoke": 60_000, "quick": 150_000, "full": 1_000_000},
+    replicates=tiers(150_000, smoke=60_000, full=1_000_000),
     roles=("beautiful.terms", "feature_map.positive"), plot_x="pair",
     notes="closed_form: the beautiful series Σ a_{2k} E(ωᵀz)^{2k} against exp(xᵀy) and against Eq 30's Bessel "
-          "form of SMREG; monte_carlo: F̂^iid_1 against K/Λ and rfkit's SM⁺/SMREG⁺ estimate against Λ·F.",
+          "form of SMREG; monte_carlo: F̂^iid_1 against K/Λ and rfkit's SM⁺/SMREG⁺ estimate against Λ·F. The "
+          "first sentence (Definition 1) names a class; the identities are what is tested.",
 )
 
 # ======================================================================================= Eq 39
@@ -232,25 +267,40 @@ def _unbiased_cell(ctx: CellContext):
                            tolerance=ctx.tolerance, scale=_scale(target), sd=math.sqrt(variance))
 
 
+EQ39_G = ("exp", "cosh", "1+u+u2", "u2", "u4")
+_EQ39_DESIGN = _one_at_a_time(dict(g=("exp", "1+u+u2", "u2"), d=(3, 8), m=("d",), z=(0.5,)),
+                              dict(omega="reg", g="exp", d=3, m="d", z=0.5))
+OMEGAS_3 = Choice("isotropic Ω: N(0, I_d), Ω_reg, radius uniform on [0, 2√d]", ("gaussian", "reg", "uniform"))
+
 EQ39 = Claim(
-    id="performer.eq39.ort_estimator_unbiased", paper="performer",
+    id="performer.eq39.ort_estimator_unbiased",
     source="Eqs 38-39; proof of Theorem 6 (both estimators unbiased); F.4 (existence of the ensemble)",
     statement="F̂^iid_m(z) and F̂^ort_m(z) are unbiased estimators of the beautiful function F_{Ω,g}(z); the "
               "orthogonal one requires m <= d.",
     kind="expectation",
-    hypotheses="beautiful F: Ω isotropic (Gaussian, Ω_reg, radius uniform on [0, 2√d]), g entire with a_s >= 0; "
-               "m <= d for the orthogonal ensemble (Haar frame, independent radii)",
     tolerance=0.05, units="relative bias (absolute where F(z) = 0)",
+    domain=dict(
+        estimator=Choice("F̂^iid_m and F̂^ort_m (Haar frame, independent radii)", ("iid", "ort")),
+        omega=OMEGAS_3,
+        g=Choice("g entire with a_s >= 0: exp, cosh, 1 + u + u², u², u⁴ (the register's sweep)", EQ39_G),
+        d=_d_axis("every d", 16, why="E g(ωᵀz) depends on d through the projection law only; 16 is the register's "
+                                     "largest d"),
+        m=_m_axis("every m (m <= d for the orthogonal one)"),
+        z=Range("every z: ‖z‖ >= 0", 0.0, math.inf, up_to=(None, 2.0),
+                why="the register sweeps ‖z‖ in {0, 0.5, 1, 2}; the estimators are linear in the terms g(ωᵀz)")),
     cell=_unbiased_cell,
-    grid={"smoke": dict(omega=["gaussian", "reg"], g=["exp", "u2"], d=[3], m=["d"], z=[1.0], estimator=["iid", "ort"]),
-          "quick": dict(omega=["gaussian", "reg", "uniform"], g=["exp", "1+u+u2", "u2"], d=[3, 8], m=["d"],
-                        z=[0.5], estimator=["iid", "ort"]),
-          "full": dict(omega=["gaussian", "reg", "uniform"], g=["exp", "cosh", "1+u+u2", "u2", "u4"],
-                       d=[1, 2, 3, 4, 8, 16], m=list(M_RULES), z=[0.0, 0.5, 1.0, 2.0], estimator=["iid", "ort"])},
-    where=lambda p, v: _m_ok(p),
-    replicates={"smoke": 40_000, "quick": 120_000, "full": 2_000_000},
+    # quick: the product of the old design, plus each further value of g, d, m and z once from (Ω_reg, exp, d = 3,
+    # m = d, ‖z‖ = 0.5)
+    grid=tiers(dict(omega=["gaussian", "reg", "uniform"], g=list(EQ39_G), d=[1, 2, 3, 8, 16], m=list(M_POINTS),
+                    z=[0.0, 0.5, 2.0], estimator=["iid", "ort"], design=["sparse"]),
+               smoke=dict(omega=["gaussian", "reg"], g=["exp", "u2"], d=[3], m=["d"], z=[1.0], design=["product"]),
+               full=dict(d=[1, 2, 3, 4, 8, 16], m=list(M_RULES), z=[0.0, 0.5, 1.0, 2.0], design=["product"])),
+    where=lambda p, v: _m_ok(p) and _EQ39_DESIGN(p),
+    replicates=tiers(120_000, smoke=40_000, full=2_000_000),
     roles=("beautiful.terms",), plot_x="z",
-    notes="The prediction's standard deviation is exact: sqrt(MSE) from the series of rfkit.theory.beautiful.mse.",
+    notes="The prediction's standard deviation is exact: sqrt(MSE) from the series of rfkit.theory.beautiful.mse. "
+          "The quick and smoke designs add each further value of an axis once (one axis at a time); the full tier "
+          "is the whole product.",
 )
 
 # ============================================================================ tail bounds: machinery
@@ -379,7 +429,7 @@ def _tail_search(bound: BoundFn, space: TailSpace, exceedances: Callable):
     """Minimise the closed-form bound over the domain (θ included); judge the tightest point exactly or by MC."""
     def search(ctx: CellContext) -> Evidence:
         res = minimize_margin(lambda x: bound(*space.decode(x)[:2]).key, space.bounds, rng=ctx.rng,
-                              restart=ctx.restart or 0, integer=space.integer, maxiter=SEARCH_ITERATIONS[ctx.tier])
+                              restart=ctx.restart or 0, integer=space.integer, maxiter=SEARCH_ITERATIONS)
         tail, theta, point = space.decode(res.x)
         b = bound(tail, theta)
         return _tail_evidence(ctx, b, exceedances(ctx, tail, point),
@@ -409,6 +459,11 @@ def _lemma4_sign(ctx: CellContext) -> int:
     return -1 if ctx.variant == "minus" else 1
 
 
+_LEMMA4_DESIGN = _one_at_a_time(dict(omega=("reg", "uniform", "gaussian"), g=("exp", "1+u+u2"), z=(1.0,),
+                                      mult=(1.1, 2.0)),
+                                 dict(omega="reg", g="1+u+u2", z=1.0, mult=1.1, m=8))
+
+
 def _lemma4_cell(ctx: CellContext) -> Evidence:
     return _tail_cell(_lemma4_bound(_lemma4_sign(ctx)), _beautiful_tail_of(False))(ctx)
 
@@ -418,29 +473,52 @@ def _lemma4_search(ctx: CellContext) -> Evidence:
     return _tail_search(_lemma4_bound(_lemma4_sign(ctx)), space, _beautiful_search_exceedances(False))(ctx)
 
 
+def _mult_axis(words: str = "any a > F(z), as a = mult·F(z)") -> Range:
+    return Range(words, 1.0, math.inf, strict=(True, False), up_to=(None, 5.0),
+                 why="the register's a ∈ F·{1.01, 1.1, 1.5, 2, 5}; far tails have exceedance probabilities below "
+                     "the binomial test's resolution")
+
+
+def _z_axis(words: str, up_to: float, why: str) -> Range:
+    return Range(words, 0.0, math.inf, up_to=(None, up_to), why=why)
+
+
+THETA_WORDS = ("every θ > 0 is tested at once in each cell: the bound at its minimising θ over [1e-8, 1e8] (and the "
+               "θ grid 1e-3..1e4) is the smallest, so a violation at any θ is one there")
+
 LEMMA4 = Claim(
-    id="performer.lemma4.iid_chernoff", paper="performer", source="Lemma 4, Eq 40",
+    id="performer.lemma4.iid_chernoff", source="Lemma 4, Eq 40",
     statement="For any a > F(z) and θ > 0, P[F̂^iid_m(z) > a] <= exp(θma)·M_X(θ)^m, with X = g(wᵀz), w ~ D.",
     kind="tail-bound",
-    hypotheses="beautiful F; D read as Ω; any m >= 1; M_X(θ) finite for the bound to be informative (bounded "
-               "radial laws; Gaussian Ω only with quadratic g, where M_X is finite for 2θa_2‖z‖² < 1 and +inf beyond)",
     tolerance=TAIL_TOLERANCE, units="excess exceedance probability over the bound",
+    domain=dict(
+        omega=Choice("D read as Ω, isotropic: Ω_reg, radius uniform on [0, 2√d], fixed radius 0.5√d or 2√d, and "
+                     "N(0, I_d) (with quadratic g only: for exp-type g M_X(θ) = +∞ and the bound holds trivially)",
+                     LEMMA4_OMEGAS),
+        g=Choice("beautiful F: g entire with a_s >= 0 (the register's families)", LEMMA4_G),
+        d=_d_axis("any d", 16, why="the search and the full grid reach 16, the register's largest d"),
+        m=Integers("any m >= 1", 1, math.inf, points=(1,), up_to=64,
+                   why="M_X(θ)^m and the mean of m iid terms: the search reaches m = 64"),
+        z=_z_axis("every z (a > F(z) >= 0 needs F(z) > 0: z = 0 only where a_0 > 0)", 4.0,
+                  why="the register's ‖z‖ ∈ {0.25, ..., 4}; the search reaches 4"),
+        mult=_mult_axis()),
+    readings={"minus": Reading("exp(-θma)·M_X(θ)^m, the Chernoff bound used in Theorem 3 and Eq 43"),
+              "plus": Reading("exp(+θma)·M_X(θ)^m as printed in Eq 40 (>= 1 for every input: a > F >= 0, "
+                              "M_X(θ) >= e^{θF})")},
+    searched=("d", "m"),
     cell=_lemma4_cell, search=_lemma4_search,
-    variants=("minus", "plus"),
-    variant_notes={"plus": "exp(+θma)·M_X(θ)^m as printed in Eq 40 (>= 1 for every input: a > F >= 0, "
-                           "M_X(θ) >= e^{θF})",
-                   "minus": "exp(-θma)·M_X(θ)^m, the Chernoff bound used in Theorem 3 and Eq 43"},
-    grid={"smoke": dict(omega=["reg"], g=["exp"], d=[3], m=[1, 4], z=[1.0], mult=[1.1, 2.0]),
-          "quick": dict(omega=["reg", "uniform", "gaussian"], g=["exp", "1+u+u2"], d=[3], m=[1, 8], z=[1.0],
-                        mult=[1.1, 2.0]),
-          "full": dict(omega=list(LEMMA4_OMEGAS), g=list(LEMMA4_G), d=list(TAIL_D), m=[1, 2, 4, 8, 16, 64],
-                       z=[0.25, 0.5, 1.0, 2.0, 4.0], mult=[1.01, 1.1, 1.5, 2.0, 5.0])},
-    where=_lemma4_domain,
-    universal=True, restarts={"smoke": 1, "quick": 1, "full": 20},
-    replicates={"smoke": 15_000, "quick": 20_000, "full": 1_000_000},
+    grid=tiers(dict(omega=list(LEMMA4_OMEGAS), g=list(LEMMA4_G), d=[3], m=[1, 8], z=[0.0, 1.0, 4.0],
+                    mult=[1.1, 2.0, 5.0], design=["sparse"]),
+               smoke=dict(omega=["reg"], g=["exp"], m=[1, 4], z=[1.0], mult=[1.1, 2.0], design=["product"]),
+               full=dict(d=list(TAIL_D), m=[1, 2, 4, 8, 16, 64], z=[0.0, 0.25, 0.5, 1.0, 2.0, 4.0],
+                         mult=[1.01, 1.1, 1.5, 2.0, 5.0], design=["product"])),
+    where=lambda p, v: _lemma4_domain(p, v) and _LEMMA4_DESIGN(p),
+    universal=True, restarts=tiers(1, full=160),
+    replicates=tiers(20_000, smoke=15_000, full=1_000_000),
     roles=("beautiful.terms",), plot_x="mult",
+    notes="θ: " + THETA_WORDS + ". Gaussian Ω is tested with quadratic g (M_X finite for 2θa_2‖z‖² < 1, +∞ "
+          "beyond); the search covers d <= 16 and m <= 64 over the same Ω and g.",
 )
-
 
 
 # =================================================================================== Theorem 5
@@ -448,30 +526,53 @@ LEMMA4 = Claim(
 THM5_G = ("exp", "exp/1000", "exp/100", "exp/10", "10exp", "cosh", "1+u+u2", "u+u2", "2+u2", "u2")
 THM5_OMEGAS = ("reg", "uniform", "half", "double")
 
+def _gaussian_quadratic(p: dict) -> bool:
+    """Gaussian Ω only with quadratic g (elsewhere M_X(θ) = +∞: the bound is +∞)."""
+    g = G_FAMILIES[p["g"]]
+    return p["omega"] != "gaussian" or (g.degree is not None and g.degree <= 2)
+
+
+_THM5_DESIGN = _one_at_a_time(dict(omega=("reg", "uniform"), g=("exp/1000", "exp", "10exp", "1+u+u2", "u+u2"),
+                                   m=("2", "d"), z=(1.0,), mult=(1.1,)),
+                              dict(omega="reg", g="1+u+u2", d=2, m="d", z=1.0, mult=1.1))
+
 THM5 = Claim(
-    id="performer.thm5.ort_tail", paper="performer", source="Theorem 5, Eq 41; proof F.4.2",
+    id="performer.thm5.ort_tail", source="Theorem 5, Eq 41; proof F.4.2",
     statement="If F_{Ω,g} is beautiful, then for m <= d, X as in Lemma 4 and any a > F(z), θ > 0: "
               "P[F̂^ort_m(z) > a] <= exp(-θma)·(M_X(θ)^m - (θ⁴m(m-1)/(4d²(d+2)))·a_0^{M-2}·a_1²·‖z‖⁴·(E‖ω‖²)²), "
               "for any dimensionality d.",
     kind="tail-bound",
-    hypotheses="Ω isotropic with bounded radial law (Ω_reg, radius uniform on [0, 2√d], fixed radius 0.5√d or "
-               "2√d); g entire with a_i >= 0; m <= d; M read as m (Eq 68)",
     tolerance=TAIL_TOLERANCE, units="excess exceedance probability over the bound",
+    domain=dict(
+        omega=Choice("Ω isotropic: Ω_reg, radius uniform on [0, 2√d], fixed radius 0.5√d or 2√d, and N(0, I_d) "
+                     "(with quadratic g only: for exp-type g M_X(θ) = +∞ and the bound holds trivially)",
+                     THM5_OMEGAS + ("gaussian",)),
+        g=Choice("g entire with a_i >= 0: c·exp (c from 1e-3 to 10), cosh, 1 + u + u², u + u², 2 + u², u² "
+                 "(a_0 = 0, a_1 = 0, a_0 << a_1, a_0 >> a_1)", THM5_G),
+        d=_d_axis("for any dimensionality d", 16, why="the search and the full grid reach 16, the register's "
+                                                      "largest d"),
+        m=_m_axis("m <= d (M read as m, Eq 68)"),
+        z=_z_axis("every z (z = 0 only where a_0 > 0, so that a > F(z) > 0)", 4.0,
+                  why="the register's ‖z‖ ∈ {0, ..., 4}; the search reaches 4"),
+        mult=_mult_axis()),
+    searched=("d",),
     cell=_tail_cell(_thm5_bound, _beautiful_tail_of(True)),
-    grid={"smoke": dict(omega=["reg"], g=["exp/1000", "exp"], d=[2], m=["d"], z=[1.0], mult=[1.1]),
-          "quick": dict(omega=["reg", "uniform"], g=["exp/1000", "exp", "10exp", "1+u+u2", "u+u2"], d=[2, 4],
-                        m=["2", "d"], z=[1.0], mult=[1.1]),
-          "full": dict(omega=list(THM5_OMEGAS), g=list(THM5_G), d=list(TAIL_D), m=list(M_RULES),
-                       z=[0.0, 0.25, 0.5, 1.0, 2.0, 4.0], mult=[1.01, 1.1, 1.5, 2.0, 5.0])},
-    where=lambda p, v: _m_ok(p) and _a_positive(p),
+    grid=tiers(dict(omega=list(THM5_OMEGAS) + ["gaussian"], g=list(THM5_G), d=[2, 4], m=list(M_POINTS),
+                    z=[0.0, 1.0, 4.0], mult=[1.1, 5.0], design=["sparse"]),
+               smoke=dict(omega=["reg"], g=["exp/1000", "exp"], d=[2], m=["d"], z=[1.0], mult=[1.1],
+                          design=["product"]),
+               full=dict(d=list(TAIL_D), m=list(M_RULES), z=[0.0, 0.25, 0.5, 1.0, 2.0, 4.0],
+                         mult=[1.01, 1.1, 1.5, 2.0, 5.0], design=["product"])),
+    where=lambda p, v: _m_ok(p) and _a_positive(p) and _gaussian_quadratic(p) and _THM5_DESIGN(p),
     search=_tail_search(_thm5_bound, _beautiful_space(THM5_OMEGAS, THM5_G, TAIL_D, lambda d: d),
                         _beautiful_search_exceedances(True)),
-    universal=True, restarts={"smoke": 1, "quick": 1, "full": 20},
-    replicates={"smoke": 10_000, "quick": 20_000, "full": 1_000_000},
+    universal=True, restarts=tiers(1, full=160),
+    replicates=tiers(20_000, smoke=10_000, full=1_000_000),
     roles=("beautiful.terms",), plot_x="g",
-    notes="A negative right-hand side (the correction exceeds M_X(θ)^m) is violated by every law; such cells "
-          "are decided exactly. The correction is not invariant under g -> λg, θ -> θ/λ (it scales by "
-          "λ^{m-4}) while the left-hand side and M_X^m are, which is why it fails for small scales (m < 4).",
+    notes="θ: " + THETA_WORDS + ". A negative right-hand side (the correction exceeds M_X(θ)^m) is violated by "
+          "every law; such cells are decided exactly. The correction is not invariant under g -> λg, θ -> θ/λ (it "
+          "scales by λ^{m-4}) while the left-hand side and M_X^m are, which is why it fails for small scales "
+          "(m < 4). The search covers d <= 16 over the bounded radial laws and every g.",
 )
 
 # =================================================================================== Theorem 3
@@ -541,42 +642,55 @@ def _iid_smreg_bound(tail: Tail, theta: float) -> bt.SignedLog:
     return _lemma4_bound(-1)(tail, theta)
 
 
-THM3_GRID = {
-    "smoke": dict(pair=["unit", "opposite"], d=[2], m=["d"], mult=[1.1]),
-    "quick": dict(pair=["small", "unit", "obtuse", "opposite"], d=[2, 4], m=["2", "d"], mult=[1.1, 2.0]),
-    "full": dict(pair=list(THM3_PAIRS), d=list(TAIL_D), m=list(M_RULES), mult=[1.01, 1.1, 1.5, 2.0, 5.0]),
-}
+THM3_GRID = tiers(dict(pair=list(THM3_PAIRS), d=[2, 4], m=list(M_POINTS), mult=[1.1, 2.0, 5.0], design=["sparse"]),
+                  smoke=dict(pair=["unit", "opposite"], d=[2], m=["d"], mult=[1.1], design=["product"]),
+                  full=dict(d=list(TAIL_D), m=list(M_RULES), mult=[1.01, 1.1, 1.5, 2.0, 5.0], design=["product"]))
+#: quick: the old product (4 pairs, d in {2, 4}, m in {2, d}, mult in {1.1, 2}) plus each further value once
+_THM3_DESIGN = _one_at_a_time(dict(pair=("small", "unit", "obtuse", "opposite"), m=("2", "d"), mult=(1.1, 2.0)),
+                              dict(pair="unit", d=2, m="d", mult=1.1))
+
+
+def _thm3_domain(m_words: str) -> dict:
+    return dict(
+        pair=Choice("x, y ∈ R^d: ‖x‖, ‖y‖ from 0 to 3 at angles from 0 to 0.9π (Λ from 1 to e^{-9}, ‖z‖ from 0 "
+                    "to 6; the register's pairs, placed in a random plane)", tuple(THM3_PAIRS)),
+        d=_d_axis("x, y in R^d, every d", 16, why="the search and the full grid reach 16, the register's largest d"),
+        m=_m_axis(m_words),
+        mult=_mult_axis("any a > SMREG(x, y), as a = mult·SMREG(x, y)"))
+
 
 THM3_IID = Claim(
-    id="performer.thm3.iid_tail", paper="performer", source="Theorem 3, first inequality",
+    id="performer.thm3.iid_tail", source="Theorem 3, first inequality",
     statement="For x, y in R^d, any a > SMREG(x, y), θ > 0 and m <= d: P[SMREG⁺_m(x, y) > a] <= "
               "exp(-θma)·M_Z(θ)^m, with X = Λ·exp(√d ωᵀ(x+y)/‖ω‖), ω ~ N(0, I_d).",
     kind="tail-bound",
-    hypotheses="M_Z read as M_X (Z is never defined); m <= d; rows iid uniform on √d·S^{d-1}",
     tolerance=TAIL_TOLERANCE, units="excess exceedance probability over the bound",
+    domain=_thm3_domain("m <= d"), searched=("d",),
     cell=_tail_cell(_iid_smreg_bound, _smreg_tail_of(False)),
-    grid=THM3_GRID, where=lambda p, v: _m_ok(p),
+    grid=THM3_GRID, where=lambda p, v: _m_ok(p) and _THM3_DESIGN(p),
     search=_tail_search(_iid_smreg_bound, _smreg_space(1), _smreg_search_exceedances(False)),
-    universal=True, restarts={"smoke": 1, "quick": 1, "full": 20},
-    replicates={"smoke": 10_000, "quick": 20_000, "full": 1_000_000},
+    universal=True, restarts=tiers(1, full=160),
+    replicates=tiers(20_000, smoke=10_000, full=1_000_000),
     roles=("feature_map.positive",), plot_x="pair",
+    notes="M_Z read as M_X (Z is never defined; the register's reading, the only one); SMREG⁺ with rows iid "
+          "uniform on √d·S^{d-1}. θ: " + THETA_WORDS + ".",
 )
 
 THM3_ORT = Claim(
-    id="performer.thm3.ort_tail", paper="performer", source="Theorem 3, second inequality",
+    id="performer.thm3.ort_tail", source="Theorem 3, second inequality",
     statement="Under the same hypotheses, P[SMREG^ort+_m(x, y) > a] <= exp(-θma)·(M_Z(θ)^m - "
               "exp(-(m/2)(‖x‖²+‖y‖²))·(θ⁴m(m-1)/(4(d+2)))·‖x+y‖⁴).",
     kind="tail-bound",
-    hypotheses="M_Z = M_X; SMREG^ort+ uses a Haar frame with √d norms (proj_orf, norm_law = sqrt_d); m <= d; "
-               "a > SMREG(x, y); θ > 0",
     tolerance=TAIL_TOLERANCE, units="excess exceedance probability over the bound",
+    domain=_thm3_domain("m <= d (m >= 2: the correction is active; m = 1 its boundary)"), searched=("d",),
     cell=_tail_cell(_thm3_ort_bound, _smreg_tail_of(True)),
-    grid=THM3_GRID, where=lambda p, v: _m_ok(p),
+    grid=THM3_GRID, where=lambda p, v: _m_ok(p) and _THM3_DESIGN(p),
     search=_tail_search(_thm3_ort_bound, _smreg_space(2), _smreg_search_exceedances(True)),
-    universal=True, restarts={"smoke": 1, "quick": 1, "full": 20},
-    replicates={"smoke": 10_000, "quick": 20_000, "full": 1_000_000},
+    universal=True, restarts=tiers(1, full=160),
+    replicates=tiers(20_000, smoke=10_000, full=1_000_000),
     roles=("feature_map.positive",), plot_x="pair",
-    notes="With t = θΛ the correction is Λ^{m-4}·t⁴m(m-1)‖z‖⁴/(4(d+2)) while M_X(θ) depends on t alone: for "
+    notes="M_Z = M_X; SMREG^ort+ uses a Haar frame with √d norms (proj_orf, norm_law = sqrt_d). θ: " + THETA_WORDS
+          + ". With t = θΛ the correction is Λ^{m-4}·t⁴m(m-1)‖z‖⁴/(4(d+2)) while M_X(θ) depends on t alone: for "
           "m < 4 and small Λ (large, nearly opposite x and y, where SMREG is small) the right-hand side is "
           "negative, which no probability satisfies.",
 )
@@ -650,7 +764,7 @@ def _probability_search(ctx: CellContext) -> Evidence:
 
     bounds = [(0, 2), (0.0, 1.0), (0, len(THM3_PAIRS) - 1), (-2.0, 0.6)]
     res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, integer=[True, False, True, False],
-                          maxiter=SEARCH_ITERATIONS[ctx.tier] // 4)
+                          maxiter=SEARCH_ITERATIONS // 4)
     point = _sharper_point(res.x)
     return _probability_level_cell(replace(ctx, params=point))
 
@@ -661,31 +775,47 @@ def _sharper_point(x) -> dict:
     return dict(family="smreg", pair=list(THM3_PAIRS)[int(x[2])], d=d, m=m_rule, mult=1 + 10 ** float(x[3]))
 
 
+SHARPER_FAMILIES = ("smreg", "1+u+u2", "cosh")
+_SHARPER_DESIGN = _one_at_a_time(dict(family=("smreg", "1+u+u2"), pair=("parallel", "opposite"), d=(2, 4),
+                                      m=("d",), mult=(1.01, 2.0)),
+                                 dict(family="smreg", pair="opposite", d=4, m="d", mult=1.01))
+
 THM3_SHARPER = Claim(
-    id="performer.thm3.ort_sharper", paper="performer",
+    id="performer.thm3.ort_sharper",
     source="Text after Theorem 3; Sec 2.4; title of Theorem 5; text after Theorem 5",
     statement="Orthogonal features give exponentially small tail bounds that are strictly better than for iid "
               "features, for every d, especially where the softmax kernel is small.",
     kind="tail-bound",
-    hypotheses="Theorem 3's setting (SMREG⁺ with Ω_reg rows, iid or a Haar frame), m >= 2 and z ≠ 0 for (a); "
-               "(b) also for F̂^ort_m against F̂^iid_m with other beautiful g",
     tolerance=TAIL_TOLERANCE, units="excess exceedance probability (over the bound, or ORF over iid)",
+    domain=dict(
+        family=Choice("orthogonal against iid features: SMREG⁺ (Theorem 3) and F̂ with other beautiful g "
+                      "(Theorem 5's title)", SHARPER_FAMILIES),
+        pair=Choice("every input with z ≠ 0, including small softmax kernels (anti-parallel x, y with larger "
+                    "norms): the register's pairs other than x = y = 0", tuple(k for k in THM3_PAIRS if k != "zero")),
+        d=_d_axis("for every d (m >= 2 needs d >= 2)", 8, lo=2, points=(2,),
+                  why="the register's d reach 16 at the full tier; the quick tier reaches 8"),
+        m=_m_axis("m >= 2, m <= d (orthogonality couples rows)", ("2", "d")),
+        mult=_mult_axis("a close to SMREG and far tails: a = mult·SMREG(x, y)")),
+    readings={"bound_level": Reading("(a) Eq 41's orthogonal bound is strictly smaller than the iid bound, and both "
+                                     "bounds hold (Theorem 3's bounds: SMREG⁺ only)",
+                                     narrows=dict(family=Choice("Theorem 3's SMREG⁺ bounds", ("smreg",)))),
+              "probability_level": Reading("(b) P[SMREG^ort+_m > a] <= P[SMREG⁺_m > a], and likewise for F̂^ort_m "
+                                           "against F̂^iid_m")},
     cell=_sharper_cell,
-    variants=("bound_level", "probability_level"),
-    variant_notes={"bound_level": "(a) Eq 41's orthogonal bound is strictly smaller than the iid bound, and both "
-                                  "bounds hold",
-                   "probability_level": "(b) P[SMREG^ort+_m > a] <= P[SMREG⁺_m > a], and likewise for F̂^ort_m "
-                                        "against F̂^iid_m"},
-    grid={"smoke": dict(family=["smreg"], pair=["opposite", "parallel"], d=[2], m=["d"], mult=[1.01]),
-          "quick": dict(family=["smreg", "1+u+u2"], pair=["parallel", "opposite"], d=[2, 4], m=["d"],
-                        mult=[1.01, 2.0]),
-          "full": dict(family=["smreg", "1+u+u2", "cosh"], pair=list(THM3_PAIRS), d=list(TAIL_D),
-                       m=list(M_RULES), mult=[1.01, 1.1, 1.5, 2.0, 5.0])},
-    where=lambda p, v: _m_ok(p, minimum=2) and p["pair"] != "zero" and (v == "probability_level"
-                                                                          or p["family"] == "smreg"),
-    search=_sharper_search, universal=True, restarts={"smoke": 1, "quick": 1, "full": 10},
-    replicates={"smoke": 10_000, "quick": 20_000, "full": 1_000_000},
+    grid=tiers(dict(family=list(SHARPER_FAMILIES), pair=[k for k in THM3_PAIRS if k != "zero"], d=[2, 4, 8],
+                    m=["2", "d"], mult=[1.01, 2.0, 5.0], design=["sparse"]),
+               smoke=dict(family=["smreg"], pair=["opposite", "parallel"], d=[2], m=["d"], mult=[1.01],
+                          design=["product"]),
+               full=dict(d=list(TAIL_D), m=list(M_RULES), mult=[1.01, 1.1, 1.5, 2.0, 5.0], design=["product"])),
+    where=lambda p, v: _m_ok(p, minimum=2) and (v == "probability_level" or p["family"] == "smreg")
+    and _SHARPER_DESIGN(p),
+    search=_sharper_search, universal=True, restarts=tiers(1, full=80),
+    replicates=tiers(20_000, smoke=10_000, full=1_000_000),
     roles=("feature_map.positive", "beautiful.terms"), plot_x="pair",
+    notes="Theorem 3's setting (SMREG⁺ with Ω_reg rows, iid or a Haar frame); (b) also for F̂^ort_m against "
+          "F̂^iid_m with Ω_reg at the pair's ‖z‖. Bound level: the gap of the two bounds is e^{-θma} times Theorem "
+          "3's correction, compared at every θ of the grid; probability level: independent exceedance indicators "
+          "paired by index (a one-sided mean test of their difference).",
 )
 
 # ============================================================================ MGFs: Eqs 43 and 68
@@ -806,35 +936,51 @@ def _coarse_excess(x) -> float:
 def _mgf_ordering_search(ctx: CellContext) -> Evidence:
     """Minimise ``-(relative excess)`` over the exactly computable part of the domain (m <= 2: a 2-D rule)."""
     res = minimize_margin(lambda x: -_coarse_excess(x), MGF_SEARCH_BOX[0], rng=ctx.rng, restart=ctx.restart or 0,
-                          integer=MGF_SEARCH_BOX[1], maxiter=SEARCH_ITERATIONS[ctx.tier] // 4)
+                          integer=MGF_SEARCH_BOX[1], maxiter=SEARCH_ITERATIONS // 4)
     excess, lo, hi, extra = _mgf_excess(_mgf_setting(_mgf_point(res.x)))
     ev = margin_evidence(-excess, tolerance=ctx.tolerance, extra=dict(extra, point=_mgf_point(res.x)))
     return _decided(ev, lo, hi, ctx.tolerance)
 
 
-MGF_GRID = {
-    "smoke": dict(omega=["reg"], g=["exp", "1+u+u2"], d=[2, 4], m=["1", "d"], z=[0.0, 1.0], theta=["1", "k0.3"]),
-    "quick": dict(omega=["reg", "double"], g=["exp/1000", "exp", "10exp", "1+u+u2"], d=[2, 4], m=["1", "2", "d"],
-                  z=[1.0], theta=["0.001", "1", "100", "k0.1", "k0.3"]),
-    "full": dict(omega=list(THM5_OMEGAS), g=list(THM5_G), d=list(TAIL_D), m=list(M_RULES),
-                 z=[0.0, 0.25, 0.5, 1.0, 2.0, 4.0], theta=list(MGF_THETAS) + list(MGF_KAPPAS)),
-}
+MGF_GRID = tiers(dict(omega=list(THM5_OMEGAS), g=list(THM5_G), d=[2, 4], m=list(M_POINTS), z=[0.0, 1.0],
+                      theta=["0.001", "1", "100", "k0.1", "k0.3"], design=["sparse"]),
+                 smoke=dict(omega=["reg"], g=["exp", "1+u+u2"], d=[2, 4], m=["1", "d"], z=[0.0, 1.0],
+                            theta=["1", "k0.3"], design=["product"]),
+                 full=dict(d=list(TAIL_D), m=list(M_RULES), z=[0.0, 0.25, 0.5, 1.0, 2.0, 4.0],
+                           theta=list(MGF_THETAS) + list(MGF_KAPPAS), design=["product"]))
+#: quick: the old product (Ω in {reg, double}, g in {exp/1000, exp, 10exp, 1+u+u2}, ‖z‖ = 1) plus each further
+#: value once
+_MGF_DESIGN = _one_at_a_time(dict(omega=("reg", "double"), g=("exp/1000", "exp", "10exp", "1+u+u2"), z=(1.0,)),
+                             dict(omega="reg", g="exp", d=2, z=1.0, theta="1"))
+
+MGF_OMEGAS = Choice("beautiful F with a bounded radial law (Theorem 5's sweep: Ω_reg, radius uniform on "
+                    "[0, 2√d], fixed radius 0.5√d or 2√d), where both MGFs are finite", THM5_OMEGAS)
+MGF_D = _d_axis("m <= d, every d", 16, why="the search and the full grid reach 16, the register's largest d")
+MGF_THETA = Range("every θ > 0", 0.0, math.inf, strict=(True, False), up_to=(None, 1e4),
+                  why="the register's θ grid 1e-3..1e4, explored by the search (log-uniform)")
 
 EQ43 = Claim(
-    id="performer.eq43.mgf_ordering", paper="performer", source="F.4.2, Eq 43 and the sentence after it",
+    id="performer.eq43.mgf_ordering", source="F.4.2, Eq 43 and the sentence after it",
     statement="P[F̂^ort_m(z) > a] <= E[e^{θ(X_1^ort+...+X_m^ort)}]/e^{θma}; it suffices that for every θ > 0, "
               "E[e^{θ(X_1^ort+...+X_m^ort)}] < E[e^{θ(X_1^iid+...+X_m^iid)}] (strict).",
     kind="inequality",
-    hypotheses="beautiful F with a bounded radial law; m <= d; X_i = g(ω_iᵀz); θ > 0",
     tolerance=MGF_TOLERANCE, units="relative excess of the orthogonal MGF over the iid MGF",
-    cell=_mgf_ordering_cell, grid=MGF_GRID, where=lambda p, v: _mgf_domain(p),
-    search=_mgf_ordering_search, universal=True, restarts={"smoke": 1, "quick": 1, "full": 20},
-    replicates={"smoke": 20_000, "quick": 30_000, "full": 400_000},
+    domain=dict(omega=MGF_OMEGAS, g=Choice("X_i = g(ω_iᵀz), g entire with a_i >= 0 (Theorem 5's families)", THM5_G),
+                d=MGF_D, m=_m_axis("m <= d, including the boundary m = 1"),
+                z=_z_axis("every z, including z = 0", 4.0, why="the register's ‖z‖ ∈ {0, ..., 4}; the search "
+                                                                "explores [0, 4]"),
+                theta=MGF_THETA),
+    searched=("d", "z", "theta"),
+    cell=_mgf_ordering_cell, grid=MGF_GRID, where=lambda p, v: _mgf_domain(p) and _MGF_DESIGN(p),
+    search=_mgf_ordering_search, universal=True, restarts=tiers(1, full=160),
+    replicates=tiers(30_000, smoke=20_000, full=400_000),
     roles=("beautiful.terms",), plot_x="theta",
-    notes="Exact (quadrature of the frame's projection law, with an error estimate) for m <= 3 at θ from 1e-3 to "
-          "1e4 (m = 3 in the full tier only: a 3-D rule); Monte Carlo with control variates for m > 3 at "
-          "κ = θ·sd(S_iid) in {0.1, 0.3}. At m = 1 and z = 0 both sides are equal: strictness fails there by a "
-          "violation of size 0, below any tolerance.",
+    notes="The strict inequality is tested: a violation is a relative excess >= 0 of the orthogonal MGF beyond "
+          "the tolerance. Exact (quadrature of the frame's projection law, with an error estimate) for m <= 3 at θ "
+          "from 1e-3 to 1e4 (m = 3 in the full tier only: a 3-D rule); Monte Carlo with control variates for m > 3 "
+          "at κ = θ·sd(S_iid) in {0.1, 0.3}. At m = 1 and z = 0 both sides are equal: strictness fails there by a "
+          "violation of size 0, below any tolerance. The first sentence (Markov's inequality) is not measured "
+          "separately: it is the Chernoff bound of lemma4's minus reading.",
 )
 
 
@@ -900,43 +1046,57 @@ def _mgf_gap_search(ctx: CellContext) -> Evidence:
 
     box = MGF_SEARCH_BOX[0][:3] + [(0.0, 1.0), (0.05, 4.0), (-3.0, 4.0)]
     res = minimize_margin(margin, box, rng=ctx.rng, restart=ctx.restart or 0, integer=MGF_SEARCH_BOX[1],
-                          maxiter=SEARCH_ITERATIONS[ctx.tier])
+                          maxiter=SEARCH_ITERATIONS)
     return _gap_evidence(ctx, _mgf_setting(point(res.x)), point(res.x))
 
 
+EQ68_G = tuple(k for k in THM5_G if G_FAMILIES[k].a1 > 0)
+_EQ68_DESIGN = _one_at_a_time(dict(omega=("reg", "double"), g=("exp/1000", "exp", "10exp", "1+u+u2", "u+u2")),
+                              dict(omega="reg", g="exp", d=2, m="d", z=1.0, theta="1"))
+
 EQ68 = Claim(
-    id="performer.eq68.mgf_gap_bound", paper="performer", source="F.4.2, Eqs 50, 66-68",
+    id="performer.eq68.mgf_gap_bound", source="F.4.2, Eqs 50, 66-68",
     statement="Δ := E e^{θΣX_i^iid} - E e^{θΣX_i^ort} is a sum of non-negative terms ĉ·Δ̂; keeping the j = 4 "
               "terms with two indices equal to 2, weighted a_1²·a_0^{m-2}, gives Δ >= (θ⁴m(m-1)/(4d²(d+2)))·"
               "a_1²·a_0^{m-2}·‖z‖⁴·(E‖ω‖²)² (Eq 68).",
     kind="inequality",
-    hypotheses="beautiful F with a bounded radial law; m <= d; θ > 0; cells where the right-hand side is "
-               "positive (a_1 > 0, z ≠ 0, m >= 2, a_0 > 0 or m = 2)",
     tolerance=0.01, units="relative shortfall of Δ below the bound, 1 - Δ/RHS",
+    domain=dict(omega=MGF_OMEGAS,
+                g=Choice("g entire with a_i >= 0 and a_1 > 0 (with a_1 = 0 the right-hand side is 0 and Eq 68 is "
+                         "Δ >= 0: the eq43 claim)", EQ68_G),
+                d=MGF_D,
+                m=_m_axis("m <= d with m >= 2 (m = 1: the right-hand side is 0); a_0 = 0 only with m = 2 (0^0 = 1)",
+                          ("2", "d")),
+                z=Range("every z ≠ 0 (at z = 0 the right-hand side is 0)", 0.0, math.inf, strict=(True, False),
+                        up_to=(None, 4.0), why="the register's ‖z‖ up to 4; the search explores [0.05, 4]"),
+                theta=MGF_THETA),
+    searched=("d", "z", "theta"),
     cell=_mgf_gap_cell,
-    grid={"smoke": dict(omega=["reg"], g=["exp/1000", "exp"], d=[2], m=["d"], z=[1.0], theta=["1", "1000"]),
-          "quick": dict(omega=["reg", "double"], g=["exp/1000", "exp", "10exp", "1+u+u2", "u+u2"], d=[2, 4, 16],
-                        m=["2", "d"], z=[1.0], theta=["0.001", "1", "1000"]),
-          "full": MGF_GRID["full"]},
-    where=lambda p, v: _gap_domain(p),
-    search=_mgf_gap_search, universal=True, restarts={"smoke": 1, "quick": 1, "full": 20},
+    grid=tiers(dict(omega=list(THM5_OMEGAS), g=list(EQ68_G), d=[2, 4, 16], m=["2", "d"], z=[1.0],
+                    theta=["0.001", "1", "1000"], design=["sparse"]),
+               smoke=dict(omega=["reg"], g=["exp/1000", "exp"], d=[2], m=["d"], theta=["1", "1000"],
+                          design=["product"]),
+               full=dict(d=list(TAIL_D), m=list(M_RULES), z=[0.0, 0.25, 0.5, 1.0, 2.0, 4.0],
+                         theta=list(MGF_THETAS) + list(MGF_KAPPAS), design=["product"])),
+    where=lambda p, v: _gap_domain(p) and _EQ68_DESIGN(p),
+    search=_mgf_gap_search, universal=True, restarts=tiers(1, full=160),
     plot_x="theta",
-    notes="No Monte Carlo: Δ/C is below 1/100 of the orthogonal MGF's Monte Carlo resolution wherever it "
-          "matters, so m > 3 cells are decided by Jensen's bound or reported undecided. The weight "
-          "a_1²·a_0^{m-2} is not the coefficient of Y_1²Y_2² in X_1²X_2² (that is (a_1²+2a_0a_2)²), and the "
-          "bound scales by λ^{m-4} under g -> λg, θ -> θ/λ while Δ is invariant.",
+    notes="Cells where the right-hand side is positive (a_1 > 0, z ≠ 0, m >= 2, a_0 > 0 or m = 2). No Monte Carlo: "
+          "Δ/C is below 1/100 of the orthogonal MGF's Monte Carlo resolution wherever it matters, so m > 3 cells "
+          "are decided by Jensen's bound or reported undecided. The first sentence (Δ >= 0 term by term) is the "
+          "eq62 claim (Δ̂ >= 0) and, summed, the eq43 claim. The weight a_1²·a_0^{m-2} is not the coefficient of "
+          "Y_1²Y_2² in X_1²X_2² (that is (a_1²+2a_0a_2)²), and the bound scales by λ^{m-4} under g -> λg, "
+          "θ -> θ/λ while Δ is invariant.",
 )
-
 
 # ================================================================================ Eqs 54 and 62
 
 #: Exponent tuples (d_1..d_m) of Eq 54's sweep: odd and even entries, Σd_i <= 8.
 EQ54_TUPLES = {"2": (2,), "1,1": (1, 1), "2,2": (2, 2), "3,1": (3, 1), "4,2": (4, 2), "2,2,2": (2, 2, 2),
                "1,2,1": (1, 2, 1), "4,4": (4, 4), "6,2": (6, 2), "2,2,2,2": (2, 2, 2, 2), "3,3,2": (3, 3, 2)}
-#: The cases of a tier: "law:tuple". With Gaussian radii, Y = Π(ω_iᵀz)^{d_i} of degree Σd_i > 4 is so skewed
-#: (skewness ~ 30 for (4, 2)) that the mean needs ~1e5 draws to be nearly normal: those cases are in the full tier.
-EQ54_QUICK = [f"{law}:{t}" for law in ("gaussian", "reg") for t in ("2", "1,1", "2,2", "3,1")] + [
-    "reg:4,2", "reg:2,2,2", "reg:1,2,1"]
+#: With Gaussian radii, Y = Π(ω_iᵀz)^{d_i} of degree Σd_i > 4 is so skewed (skewness ~ 30 for (4, 2)) that the mean
+#: needs ~1e5 draws to be nearly normal: the grid axis ``gaussian_degree`` caps the degree of Gaussian-radius cases
+#: (4 below the full tier, 8 at it); Ω_reg takes every tuple.
 
 
 def _eq54_prediction(law: IsotropicLaw, z_norm: float, ks: tuple, orthogonal: bool) -> float:
@@ -958,8 +1118,12 @@ def _moment_law(law: IsotropicLaw, z_norm: float, ks: tuple, orthogonal: bool) -
 
 
 def _eq54_case(p: dict) -> tuple[IsotropicLaw, tuple]:
-    law, name = p["case"].split(":")
-    return _law(law, p["d"]), EQ54_TUPLES[name]
+    return _law(p["law"], p["d"]), EQ54_TUPLES[p["tuple"]]
+
+
+def _eq54_where(p: dict, variant: str) -> bool:
+    ks = EQ54_TUPLES[p["tuple"]]
+    return len(ks) <= p["d"] and (p["law"] != "gaussian" or sum(ks) <= p["gaussian_degree"])
 
 
 def _eq54_cell(ctx: CellContext) -> Evidence:
@@ -978,25 +1142,31 @@ def _eq54_cell(ctx: CellContext) -> Evidence:
 
 
 EQ54 = Claim(
-    id="performer.eq54.orf_moment_factorization", paper="performer", source="F.4.2, Eqs 52-56",
+    id="performer.eq54.orf_moment_factorization", source="F.4.2, Eqs 52-56",
     statement="With a Haar frame and independently chosen lengths, Y = Π((ω_i^ort)ᵀz)^{d_i} has the law of "
               "Π(e_iᵀ(g/‖g‖)‖z‖)^{d_i}·Π‖ω_i‖^{d_i} (Eq 53), hence E[Π((ω_i^ort)ᵀz)^{d_i}] = Π E‖ω_i‖^{d_i}·"
               "E[Π(e_iᵀv)^{d_i}]·‖z‖^{Σd_i} (Eqs 54-55), and for iid rows E[Π((ω_i^iid)ᵀz)^{d_i}] = "
               "Π E‖ω_i‖^{d_i}·‖z‖^{Σd_i}·Π E[g_i^{d_i}/‖g‖^{d_i}] (Eq 56).",
     kind="identity",
-    hypotheses="isotropic Ω (N(0, I_d) or Ω_reg); m = len(tuple) <= d; ‖z‖ = 0.8 in a random direction",
     tolerance=0.05, units="bias in units of the RMS of the product Y",
+    domain=dict(
+        law=Choice("isotropic Ω: N(0, I_d) and Ω_reg (the register's)", ("gaussian", "reg")),
+        tuple=Choice("exponent tuples d_1..d_m with Σd_i <= 8, odd and even entries", tuple(EQ54_TUPLES)),
+        side=Choice("the orthogonal (Eqs 54-55) and the iid (Eq 56) forms", ("ort", "iid")),
+        d=_d_axis("m <= d, every d", 4, why="the moments are Beta integrals in d (no structural change beyond a "
+                                            "full frame, m = d, tested at d = 2); 8 at the full tier")),
     cell=_eq54_cell,
-    grid={"smoke": dict(case=["reg:2,2", "reg:3,1"], d=[3], side=["ort", "iid"]),
-          "quick": dict(case=EQ54_QUICK, d=[2, 4], side=["ort", "iid"]),
-          "full": dict(case=[f"{law}:{t}" for law in ("gaussian", "reg") for t in EQ54_TUPLES], d=[2, 3, 4, 8],
-                       side=["ort", "iid"])},
-    where=lambda p, v: len(_eq54_case(p)[1]) <= p["d"],
-    replicates={"smoke": 20_000, "quick": 40_000, "full": 2_000_000},
-    plot_x="case",
-    notes="Exact part: the paper's right-hand sides (Lemma 5 for the direction moment) against E Y from a Beta-"
-          "integral recursion over the frame's coordinates; Monte Carlo part: the estimator's rows, with the "
-          "exact standard deviation of Y (a Catoni sequence).",
+    grid=tiers(dict(law=["gaussian", "reg"], tuple=list(EQ54_TUPLES), d=[1, 2, 4], side=["ort", "iid"],
+                    gaussian_degree=[4]),
+               smoke=dict(law=["reg"], tuple=["2,2", "3,1"], d=[3]),
+               full=dict(d=[1, 2, 3, 4, 8], gaussian_degree=[8])),
+    where=_eq54_where,
+    replicates=tiers(40_000, smoke=20_000, full=2_000_000),
+    plot_x="tuple",
+    notes="‖z‖ = 0.8 in a random direction. Exact part: the paper's right-hand sides (Lemma 5 for the direction "
+          "moment) against E Y from a Beta-integral recursion over the frame's coordinates; Monte Carlo part: the "
+          "estimator's rows, with the exact standard deviation of Y (a Catoni sequence). Coverage is per axis: "
+          "below the full tier Gaussian radii are tested with tuples of degree <= 4 (grid axis gaussian_degree).",
 )
 
 
@@ -1032,19 +1202,24 @@ def _eq62_cell(ctx: CellContext) -> Evidence:
 
 
 EQ62 = Claim(
-    id="performer.eq62.mixed_moment_gap", paper="performer",
+    id="performer.eq62.mixed_moment_gap",
     source="F.4.2, Eqs 51 and 57-63, the observations after Eq 63, the display before Eq 66",
     statement="Δ̂(d_1..d_m) = E[Π((ω_i^iid)ᵀz)^{d_i}] - E[Π((ω_i^ort)ᵀz)^{d_i}] = L(d_1..d_m)(1 - τ(d_1..d_m)) "
               "(Eq 62); Δ̂ = 0 if some d_i is odd or at most one is nonzero; for all d_i even with at least two "
               "nonzero, Δ̂ >= (2/(d+2))·L >= 0.",
     kind="identity",
-    hypotheses="isotropic Ω; m <= d; tuples with entries in {0..8} (zeros do not change Δ̂, L or τ, so tuples "
-               "are enumerated by their nonzero entries, at most `nonzero` of them and at most d)",
     tolerance=1e-10, units="error relative to L(d_1..d_m)",
+    domain=dict(
+        omega=OMEGAS_3,
+        d=_d_axis("m <= d, every d", 64, why="exact evaluation; the register's largest d is 64"),
+        nonzero=Integers("every tuple d_1..d_m, m <= d, entries in {0..8}: enumerated by their nonzero entries "
+                         "(zeros change neither Δ̂ nor L nor τ), all tuples with at most `nonzero` of them "
+                         "(and at most d)", 1, math.inf, up_to=3, through="nonzero",
+                         why="every sorted tuple with <= 3 nonzero entries in 1..8 (4 at the full tier); more "
+                             "nonzero entries only lengthen the same products of chi and Gaussian moments")),
     cell=_eq62_cell,
-    grid={"smoke": dict(omega=["reg"], d=[1, 3], nonzero=[2]),
-          "quick": dict(omega=["gaussian", "reg", "uniform"], d=[1, 2, 3, 4, 8, 16, 64], nonzero=[3]),
-          "full": dict(omega=["gaussian", "reg", "uniform"], d=[1, 2, 3, 4, 8, 16, 64], nonzero=[4])},
+    grid=tiers(dict(omega=["gaussian", "reg", "uniform"], d=[1, 2, 3, 4, 8, 16, 64], nonzero=[3]),
+               smoke=dict(omega=["reg"], d=[1, 3], nonzero=[2]), full=dict(nonzero=[4])),
     plot_x="d",
     notes="Both sides exact: the left as the difference of the iid moment (Eq 56) and the orthogonal moment "
           "from a Beta-integral recursion over the frame's coordinates; the right from chi and Gaussian moments "
@@ -1084,20 +1259,23 @@ def _lemma5_cell(ctx: CellContext) -> Evidence:
 
 
 LEMMA5 = Claim(
-    id="performer.lemma5.normalized_moments", paper="performer", source="Lemma 5, Eq 57; proof Eqs 58-59",
+    id="performer.lemma5.normalized_moments", source="Lemma 5, Eq 57; proof Eqs 58-59",
     statement="For s in N_+ with s <= n, k_1..k_s in N_+ and g ~ N(0, I_d): E[g_1^{k_1}···g_s^{k_s}/‖g‖^{k_1+...+k_s}] "
               "= Π E[g_i^{k_i}] / E[‖g‖^{k_1+...+k_s}].",
     kind="identity",
-    hypotheses="n read as d; s <= d; k_i in {1..6} (all multisets: the statement is symmetric in the indices)",
     tolerance=0.05, units="error in units of the RMS of g_1^{k_1}···g_s^{k_s}/‖g‖^{Σk}",
+    domain=dict(
+        d=_d_axis("g ~ N(0, I_d), every d (n read as d)", 16, why="the register's largest d; both sides are "
+                                                                  "Gamma-function ratios in d"),
+        s=Integers("s in N_+ with s <= d", 1, math.inf, up_to=4,
+                   why="the register sweeps s up to min(d, 4): every multiset of k_i in {1..6} for each s")),
     cell=_lemma5_cell,
-    grid={"smoke": dict(d=[2, 4], s=[2]),
-          "quick": dict(d=[1, 2, 3, 4, 8, 16], s=[1, 2, 3, 4]),
-          "full": dict(d=[1, 2, 3, 4, 8, 16], s=[1, 2, 3, 4])},
+    grid=tiers(dict(d=[1, 2, 3, 4, 8, 16], s=[1, 2, 3, 4]), smoke=dict(d=[2, 4], s=[2])),
     where=lambda p, v: p["s"] <= p["d"],
-    replicates={"smoke": 20_000, "quick": 40_000, "full": 1_000_000},
+    replicates=tiers(40_000, smoke=20_000, full=1_000_000),
     plot_x="d",
-    notes="Left side exactly through Dirichlet moments (a Beta-integral recursion over the coordinates of "
+    notes="k_i in {1..6}: all multisets (the statement is symmetric in the indices); k_i >= 7 is not tested. "
+          "Left side exactly through Dirichlet moments (a Beta-integral recursion over the coordinates of "
           "g/‖g‖, independent of the Gaussian-radius argument of the proof) and by Monte Carlo for six "
           "tuples per cell (skewness <= 10) with the exact standard deviation (a Catoni sequence).",
 )
@@ -1142,24 +1320,28 @@ def _tau_search(ctx: CellContext) -> Evidence:
         return d / (d + 2) - math.exp(bt.log_tau(d, ks))
 
     res = minimize_margin(margin, [(0.0, 10.0), (2, 8)] + [(0.0, 20.0)] * 8, rng=ctx.rng, restart=ctx.restart or 0,
-                          integer=[False, True] + [True] * 8, maxiter=SEARCH_ITERATIONS[ctx.tier])
+                          integer=[False, True] + [True] * 8, maxiter=SEARCH_ITERATIONS)
     d, ks = decode(res.x)
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(d=d, tuple=ks.tolist()))
 
 
-TAU_GRID = {"smoke": dict(d=[1, 3], m=[2, 3]),
-            "quick": dict(d=[1, 2, 3, 5, 8, 16, 64, 1024], m=[2, 3, 4, 8]),
-            "full": dict(d=[1, 2, 3, 5, 8, 16, 64, 1024], m=[2, 3, 4, 8])}
+TAU_GRID = tiers(dict(d=[1, 2, 3, 5, 8, 16, 64, 1024], m=[2, 3, 4, 8]), smoke=dict(d=[1, 3], m=[2, 3]))
+TAU_DOMAIN = dict(
+    d=_d_axis("d >= 1", 1024, points=(1, 2, 3), why="τ is a ratio of Gamma functions in d; the register's largest "
+                                                   "d, also explored by the search"),
+    m=Integers("tuples d_1..d_m of even entries (up to 40; 16 for m = 8), at least two nonzero", 2, math.inf,
+               up_to=8, why="the register's m ∈ {2, 3, 4, 8}: exhaustive over sorted tuples (τ is symmetric; extra "
+                            "zero entries do not change it)"))
 
 LEMMA6_BOUND = Claim(
-    id="performer.lemma6.tau_bound", paper="performer", source="Lemma 6, Eqs 64-65",
+    id="performer.lemma6.tau_bound", source="Lemma 6, Eqs 64-65",
     statement="If d_i, d_j > 0 for some i ≠ j and all d_i are even, then τ(d_1..d_m) = Π μ_d(d_i)/μ_d(Σd_i) "
               "<= d/(d+2), with μ_d(j) = 2^{j/2}Γ((d+j)/2)/Γ(d/2).",
     kind="inequality",
-    hypotheses="d >= 1; even entries, at least two nonzero",
     tolerance=1e-12, units="τ - d/(d+2)",
+    domain=TAU_DOMAIN,
     cell=_tau_bound_cell, grid=TAU_GRID, search=_tau_search, universal=True,
-    restarts={"smoke": 1, "quick": 4, "full": 30}, plot_x="d",
+    restarts=tiers(4, smoke=1, full=240), plot_x="d",
     notes="Exhaustive over sorted tuples (τ is symmetric) with entries up to 40 (m <= 4) or 16 (m = 8), plus an "
           "adversarial search over d up to 1024, m up to 8 and entries up to 40.",
 )
@@ -1177,12 +1359,12 @@ def _tau_argmax_cell(ctx: CellContext) -> Evidence:
 
 
 LEMMA6_ARGMAX = Claim(
-    id="performer.lemma6.tau_argmax", paper="performer", source="Lemma 6, proof",
+    id="performer.lemma6.tau_argmax", source="Lemma 6, proof",
     statement="For fixed d, the maximum of τ over admissible tuples is attained at (2, 2, 0, ..., 0), up to "
               "permutation, and equals d/(d+2).",
     kind="optimality",
-    hypotheses="as in lemma6.tau_bound",
     tolerance=1e-12, units="relative error of the maximum; 1 if a maximiser is not (2, 2, 0..0)",
+    domain=TAU_DOMAIN,
     cell=_tau_argmax_cell, grid=TAU_GRID, plot_x="d",
     notes="Exhaustive enumeration of sorted tuples (every permutation has the same τ).",
 )
@@ -1239,21 +1421,33 @@ def _thm6_cell(ctx: CellContext) -> Evidence:
                      bounds=(0.0, max(hi - st.F, st.F - lo) ** 2), extra=extra, **ctx.test)
 
 
-MSE_GRID = {
-    "smoke": dict(omega=["reg"], g=["exp", "u2"], d=[3], m=["d"], z=[0.5], part=["exact", "mc"]),
-    "quick": dict(omega=["gaussian", "reg", "uniform"], g=["exp", "1+u+u2", "u2", "u+u3"], d=[2, 64],
-                  m=["2", "d"], z=[0.5, 1.5], part=["exact", "mc"]),
-    "full": dict(omega=["gaussian", "reg", "uniform"], g=list(MSE_G), d=[1, 2, 3, 4, 8, 16, 64], m=list(M_RULES),
-                 z=[0.0, 0.5, 1.0, 1.5, 2.0, 2.5], part=["exact", "mc"]),
-}
+MSE_GRID = tiers(dict(omega=["gaussian", "reg", "uniform"], g=list(MSE_G), d=[1, 2, 64], m=list(M_POINTS),
+                      z=[0.0, 0.5, 1.5, 2.5], part=["exact", "mc"], design=["sparse"]),
+                 smoke=dict(omega=["reg"], g=["exp", "u2"], d=[3], m=["d"], z=[0.5], design=["product"]),
+                 full=dict(d=[1, 2, 3, 4, 8, 16, 64], m=list(M_RULES), z=[0.0, 0.5, 1.0, 1.5, 2.0, 2.5],
+                           design=["product"]))
+#: quick: the old product (g in {exp, 1+u+u2, u2, u+u3}, d in {2, 64}, m in {2, d}, ‖z‖ in {0.5, 1.5}) plus each
+#: further value once from (Ω_reg, exp, d = 2, m = d, ‖z‖ = 0.5)
+_MSE_DESIGN = _one_at_a_time(dict(g=("exp", "1+u+u2", "u2", "u+u3"), d=(2, 64), m=("2", "d"), z=(0.5, 1.5)),
+                             dict(omega="reg", g="exp", d=2, m="d", z=0.5))
+MSE_DOMAIN = dict(
+    omega=OMEGAS_3,
+    g=Choice("beautiful F: g entire with a_s >= 0 (the register's exp, c·exp, cosh, 1 + u + u², u², u⁴, u + u³)",
+             MSE_G),
+    d=_d_axis("for any d", 64, why="the register's largest d; the MSEs are exact series in d"),
+    m=_m_axis("m <= d"),
+    z=_z_axis("every z: the register's ‖z‖ ∈ [0, 2.5]", 2.5, why="the register's range; exp-type g grow like "
+                                                                  "e^{‖z‖²}"))
 
 
 def _mse_mc_feasible(p: dict) -> bool:
     """Monte Carlo cells: bounded radial laws, d <= 8 (Haar frames cost O(m²d) per draw), 0 < ‖z‖ <= 0.5 and g
     without a cubic term. Elsewhere the squared error has a finite but huge fourth moment (Gaussian Ω: ωᵀz is
     unbounded; large ‖z‖: exp-type g; u³: kurtosis ~50) and the sample MSE resolves only coarse errors; those
-    cells are decided by the exact part."""
-    return p["omega"] != "gaussian" and p["d"] <= 8 and 0 < p["z"] <= 0.5 and p["g"] != "u+u3"
+    cells are decided by the exact part. d = 1 (so m = 1, where the orthogonal ensemble is the iid one) is decided
+    by the exact part only: with Ω_reg, ω = ±1 and F = (g(‖z‖) + g(-‖z‖))/2, so every squared error equals
+    ((g(‖z‖) - g(-‖z‖))/2)² and the Monte Carlo replicates are degenerate."""
+    return p["omega"] != "gaussian" and 2 <= p["d"] <= 8 and 0 < p["z"] <= 0.5 and p["g"] != "u+u3"
 
 
 def _thm6_search(ctx: CellContext) -> Evidence:
@@ -1271,22 +1465,21 @@ def _thm6_search(ctx: CellContext) -> Evidence:
 
     box = [(0, 2), (0, len(MSE_G) - 1), (0, len(ds) - 1), (0.0, 1.0), (0.0, 2.5)]
     res = minimize_margin(margin, box, rng=ctx.rng, restart=ctx.restart or 0,
-                          integer=[True, True, True, False, False], maxiter=SEARCH_ITERATIONS[ctx.tier])
+                          integer=[True, True, True, False, False], maxiter=SEARCH_ITERATIONS)
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(point=point(res.x)))
 
 
 THM6 = Claim(
-    id="performer.thm6.ort_mse_beautiful", paper="performer", source="Theorem 6, Eq 42; proof F.4.3, Eqs 69-75",
+    id="performer.thm6.ort_mse_beautiful", source="Theorem 6, Eq 42; proof F.4.3, Eqs 69-75",
     statement="If F_{Ω,g} is beautiful and m <= d, then for any d > 0: MSE(F̂^ort_m(z)) <= MSE(F̂^iid_m(z)) - "
               "(1 - 1/m)·(2/(d+2))·(F_{Ω,g}(z) - a_0)².",
     kind="inequality",
-    hypotheses="Definition 1 (isotropic Ω: Gaussian, Ω_reg, radius uniform on [0, 2√d]; g entire, a_s >= 0); "
-               "m <= d; second moments finite",
     tolerance=0.05, units="excess of MSE(F̂^ort) over the guaranteed value, relative to MSE(F̂^iid)",
+    domain=MSE_DOMAIN, searched=("d", "z"),
     cell=_thm6_cell, grid=MSE_GRID,
-    where=lambda p, v: _m_ok(p) and (p["part"] == "exact" or _mse_mc_feasible(p)),
-    search=_thm6_search, universal=True, restarts={"smoke": 1, "quick": 1, "full": 20},
-    replicates={"smoke": 20_000, "quick": 150_000, "full": 1_000_000},
+    where=lambda p, v: _m_ok(p) and (p["part"] == "exact" or _mse_mc_feasible(p)) and _MSE_DESIGN(p),
+    search=_thm6_search, universal=True, restarts=tiers(1, full=160),
+    replicates=tiers(150_000, smoke=20_000, full=1_000_000),
     roles=("beautiful.terms",), plot_x="z",
     notes="exact: MSE_iid - MSE_ort = (1-1/m)(F² - E X_1X_2^ort) (Eq 73) with the orthogonal pair moment from a "
           "series over the frame's Beta-integral moments (not the τ route of the proof); mc: the squared error "
@@ -1310,16 +1503,16 @@ def _eq73_cell(ctx: CellContext) -> Evidence:
 
 
 EQ73 = Claim(
-    id="performer.eq73.mse_difference_identity", paper="performer", source="F.4.3, Eqs 69-74",
+    id="performer.eq73.mse_difference_identity", source="F.4.3, Eqs 69-74",
     statement="MSE(F̂^iid_m) - MSE(F̂^ort_m) = (1 - 1/m)·(E[X_1^iid X_2^iid] - E[X_1^ort X_2^ort]) (Eq 73) = "
               "(1 - 1/m)·Σ_{t,u} a_t a_u ‖z‖^{t+u} E‖ω‖^t E‖ω‖^u (E r^t E r^u)/(E‖g‖^t E‖g‖^u)·(1 - τ(t, u)) (Eq 74); "
               "terms with t or u zero or odd vanish.",
     kind="identity",
-    hypotheses="as in thm6",
     tolerance=0.05, units="error relative to MSE(F̂^iid)",
+    domain=MSE_DOMAIN,
     cell=_eq73_cell, grid=MSE_GRID,
-    where=lambda p, v: _m_ok(p) and (p["part"] == "exact" or _mse_mc_feasible(p)),
-    replicates={"smoke": 25_000, "quick": 150_000, "full": 1_000_000},
+    where=lambda p, v: _m_ok(p) and (p["part"] == "exact" or _mse_mc_feasible(p)) and _MSE_DESIGN(p),
+    replicates=tiers(150_000, smoke=25_000, full=1_000_000),
     roles=("beautiful.terms",), plot_x="z",
     notes="exact: Eq 74's τ series against Eq 73 with the orthogonal pair moment by a frame-moment series and by "
           "quadrature of the pair's projection law; mc: the sample MSE of rfkit's F̂^ort against MSE(F̂^iid) "
@@ -1382,21 +1575,30 @@ def _prf_truncated(ctx: CellContext, g: Maclaurin, zn: float, theta: float) -> E
 
 
 GAUSSIAN_PRF_MGF = Claim(
-    id="performer.derived.gaussian_prf_mgf", paper="performer", source="register, derived prediction",
+    id="performer.derived.gaussian_prf_mgf", source="register, derived prediction",
     statement="For ω ~ N(0, I_d), z ≠ 0, Λ > 0 and every θ > 0, E exp(θΛ·e^{ωᵀz}) = +∞ (ωᵀz is Gaussian with "
               "variance s > 0); sample means are finite but do not converge. The harness detects this analytically.",
     kind="identity",
-    hypotheses="z ≠ 0, Λ > 0, θ > 0, Ω = N(0, I_d)",
     tolerance=0.05, units="relative error of truncated means (a failed divergence certificate counts 1)",
+    domain=dict(
+        pair=Choice("z = x + y ≠ 0 and Λ = exp(-(‖x‖²+‖y‖²)/2) > 0: ‖z‖ from 0.43 to 1.9 (s = ‖z‖²), Λ from "
+                    "e^{-0.065} to e^{-9}", tuple(PRF_PAIRS)),
+        d=_d_axis("ω ~ N(0, I_d), every d", 8, points=(1,),
+                  why="ωᵀz ~ N(0, ‖z‖²) whatever d: d enters only through the sampler; 64 at the full tier"),
+        theta=Range("every θ > 0", 0.0, math.inf, strict=(True, False), up_to=(None, 1e3),
+                    why="the divergence certificates hold at every θ (the series terms grow like e^{k²s/2}); "
+                        "the register's θ up to 1e3")),
     cell=_prf_cell,
-    grid={"smoke": dict(pair=["unit"], d=[2], theta=[1e-3, 1.0], part=["analytic", "truncated"]),
-          "quick": dict(pair=list(PRF_PAIRS), d=[1, 2, 8], theta=[1e-3, 1.0, 1e3], part=["analytic", "truncated"]),
-          "full": dict(pair=list(PRF_PAIRS), d=[1, 2, 8, 64], theta=[1e-3, 1e-1, 1.0, 1e1, 1e3],
-                       part=["analytic", "truncated"])},
+    grid=tiers(dict(pair=list(PRF_PAIRS), d=[1, 2, 8], theta=[1e-3, 1.0, 1e3], part=["analytic", "truncated"]),
+               smoke=dict(pair=["unit"], d=[2], theta=[1e-3, 1.0]),
+               full=dict(d=[1, 2, 8, 64], theta=[1e-3, 1e-1, 1.0, 1e1, 1e3])),
     # z ≠ 0: in d = 1 an obtuse pair is realised antiparallel, and ‖x‖ = ‖y‖ then gives z = 0
     where=lambda p, v: _pair_geometry(PRF_PAIRS[p["pair"]], p["d"])[1] > 0,
-    replicates={"smoke": 20_000, "quick": 120_000, "full": 1_000_000},
+    replicates=tiers(120_000, smoke=20_000, full=1_000_000),
     roles=("beautiful.terms",), plot_x="theta",
+    notes="analytic: three exact divergence certificates (rfkit's analytic detection, the Gaussian-shell lower bound "
+          "beyond the largest double and still growing, the growing series terms); truncated: Monte Carlo means of "
+          "min(e^{θX}, C)/C at two caps against their exact values (finite sample means that grow with the cap).",
 )
 
 
@@ -1433,21 +1635,35 @@ def _smreg_mgf_cell(ctx: CellContext) -> Evidence:
     return combine(parts, extra=dict(theta=theta, mgf=target))
 
 
+#: quick: the old product (pairs small, unit, opposite; κ in {0.1, 1}) plus each further pair and κ = 0.01 once
+_SMREG_MGF_DESIGN = _one_at_a_time(dict(pair=("small", "unit", "opposite"), kappa=(0.1, 1.0)),
+                                   dict(pair="unit", d=2, kappa=1.0))
+
 SMREG_TERM_MGF = Claim(
-    id="performer.derived.smreg_term_mgf", paper="performer", source="register, derived prediction",
+    id="performer.derived.smreg_term_mgf", source="register, derived prediction",
     statement="For X = Λ·exp(√d‖z‖u), u ~ c_d(1-u²)^{(d-3)/2}: M_X(θ) = c_d ∫ exp(θΛe^{√d‖z‖u})(1-u²)^{(d-3)/2} du; "
               "for d = 1, M_X(θ) = (exp(θΛe^{‖z‖}) + exp(θΛe^{-‖z‖}))/2; the orthogonal-pair MGF is "
               "E exp(θΛ(e^{√d‖z‖u_1} + e^{√d‖z‖u_2})) with (u_1, u_2) from the frame's projection law.",
     kind="expectation",
-    hypotheses="Ω_reg; pairs (x, y) of the Theorem 3 sweep; θ = κ/(Λ e^{√d‖z‖}) with κ = θ·max X in {0.1, 1, 3} "
-               "(κ = 3 needs ~1.3e5 draws for a 2% resolution: full tier)",
     tolerance=0.02, units="relative error",
+    domain=dict(
+        part=Choice("M_X(θ) (with its d = 1 closed form) and the orthogonal-pair MGF (m = 2, d >= 2)",
+                    ("single", "pair")),
+        pair=Choice("X = Λ·exp(√d‖z‖u) for the pairs (x, y) of the Theorem 3 sweep (Λ from 1 to e^{-9}, ‖z‖ from "
+                    "0 to 6)", tuple(THM3_PAIRS)),
+        d=_d_axis("every d (the register checks d in {2, 3, 4, 8, 16}; d = 1 has the closed form)", 8,
+                  why="the projection law's quadrature is the same rule in every d; 16 at the full tier"),
+        kappa=Range("every θ > 0, as κ = θ·max X = θΛe^{√d‖z‖}", 0.0, math.inf, strict=(True, False),
+                    up_to=(None, 1.0),
+                    why="the relative variance of e^{θX} grows like e^{κ²}: κ = 3 needs ~1.3e5 draws for a 2% "
+                        "resolution (full tier)")),
     cell=_smreg_mgf_cell,
-    grid={"smoke": dict(pair=["unit"], d=[1, 3], kappa=[1.0], part=["single", "pair"]),
-          "quick": dict(pair=["small", "unit", "opposite"], d=[1, 2, 3, 8], kappa=[0.1, 1.0], part=["single", "pair"]),
-          "full": dict(pair=list(THM3_PAIRS), d=[1, 2, 3, 4, 8, 16], kappa=[0.1, 1.0, 3.0], part=["single", "pair"])},
-    where=lambda p, v: p["part"] == "single" or p["d"] >= 2,
-    replicates={"smoke": 20_000, "quick": 40_000, "full": 1_000_000},
+    grid=tiers(dict(pair=list(THM3_PAIRS), d=[1, 2, 3, 8], kappa=[0.01, 0.1, 1.0], part=["single", "pair"],
+                    design=["sparse"]),
+               smoke=dict(pair=["unit"], d=[1, 3], kappa=[1.0], design=["product"]),
+               full=dict(d=[1, 2, 3, 4, 8, 16], kappa=[0.01, 0.1, 1.0, 3.0], design=["product"])),
+    where=lambda p, v: (p["part"] == "single" or p["d"] >= 2) and _SMREG_MGF_DESIGN(p),
+    replicates=tiers(40_000, smoke=20_000, full=1_000_000),
     roles=("beautiful.terms",), plot_x="kappa",
     notes="Tanh-sinh quadrature of the projection law (log space, max-shifted) against Monte Carlo of rfkit's "
           "estimator terms, with the exact standard deviation sqrt(M(2θ) - M(θ)²).",
@@ -1489,22 +1705,25 @@ def _two_point_law(ctx: CellContext, t: np.ndarray) -> Evidence:
 
 
 ORF_PROJECTION_LAW = Claim(
-    id="performer.derived.orf_projection_law", paper="performer", source="register, derived prediction",
+    id="performer.derived.orf_projection_law", source="register, derived prediction",
     statement="For a Haar m-frame u_1..u_m and a fixed unit ẑ, (u_1ᵀẑ, ..., u_mᵀẑ) has the law of the first m "
               "coordinates of a uniform vector on S^{d-1}: density ∝ (1 - Σt_i²)^{(d-m-2)/2} on the unit ball for "
               "m < d; c_d(1-t²)^{(d-3)/2} for m = 1; t = ±1 with probability 1/2 for d = 1; uniform on S^{d-1} "
               "for m = d.",
     kind="identity",
-    hypotheses="rfkit's orthogonal ensemble (sign-fixed QR Haar frames); ẑ a random unit vector",
     tolerance=0.03, units="Kolmogorov-Smirnov distance",
+    domain=dict(
+        d=_d_axis("every d (d = 1: t = ±1)", 8, points=(1, 2, 3),
+                  why="the sampler is one sign-fixed QR for every d; 64 at the full tier"),
+        m=Choice("every Haar m-frame, m <= d: m = 1, m < d (2 and 3 rows) and m = d", ("1", "2", "3", "d"))),
     cell=_projection_law_cell,
-    grid={"smoke": dict(d=[1, 3], m=["1", "2", "d"]),
-          "quick": dict(d=[1, 2, 3, 4, 8], m=["1", "2", "3", "d"]),
-          "full": dict(d=[1, 2, 3, 4, 8, 16, 64], m=list(M_RULES))},
+    grid=tiers(dict(d=[1, 2, 3, 4, 8], m=["1", "2", "3", "d"]), smoke=dict(d=[1, 3], m=["1", "2", "d"]),
+               full=dict(d=[1, 2, 3, 4, 8, 16, 64], m=list(M_RULES))),
     where=lambda p, v: _m_ok(p),
-    replicates={"smoke": 20_000, "quick": 20_000, "full": 200_000},
+    replicates=tiers(20_000, full=200_000),
     roles=("beautiful.terms",), plot_x="d",
-    notes="The law is checked through the statistics that determine it (rotation invariance within R^m): "
+    notes="rfkit's orthogonal ensemble (sign-fixed QR Haar frames); ẑ a random unit vector. The law is checked "
+          "through the statistics that determine it (rotation invariance within R^m): "
           "coordinates against c_d(1-t²)^{(d-3)/2}, Σt_i² against Beta(m/2, (d-m)/2), and the direction t/‖t‖ "
           "against the coordinate law of S^{m-1}. The quadrature rule built on this law is tested in the suite.",
 )
