@@ -31,6 +31,7 @@ __all__ = [
     "compute_dtype",
     "check_same_last_dim",
     "check_qkv",
+    "real_array",
 ]
 
 _FLOAT_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
@@ -55,6 +56,21 @@ def compute_dtype(dtype) -> np.dtype:
     return dt
 
 
+def real_array(x, name: str) -> np.ndarray:
+    """``x`` as a numpy array of real numbers (integer or floating; no copy for an ndarray); ``TypeError``
+    naming ``name`` otherwise. The numpy and torch conversions share it."""
+    if isinstance(x, np.ndarray):
+        arr = x
+    else:
+        try:
+            arr = np.asarray(x)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be array-like of real numbers: {exc}") from exc
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold real numbers (integer or floating), got dtype {arr.dtype}")
+    return arr
+
+
 def as_float_array(x, name: str, *, dtype=np.float64, min_ndim: int = 0, ndim: int | None = None,
                    allow_nonfinite: bool = False) -> np.ndarray:
     """Convert ``x`` to a floating array of the computation dtype, validating it.
@@ -63,16 +79,7 @@ def as_float_array(x, name: str, *, dtype=np.float64, min_ndim: int = 0, ndim: i
     empty trailing axes or non-finite entries (unless ``allow_nonfinite``).
     """
     dt = compute_dtype(dtype)
-    if isinstance(x, np.ndarray):
-        arr = x
-    else:
-        try:
-            arr = np.asarray(x)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name} must be array-like of real numbers: {exc}") from exc
-    kind = arr.dtype.kind
-    if kind not in "iuf":
-        raise TypeError(f"{name} must hold real numbers (integer or floating), got dtype {arr.dtype}")
+    arr = real_array(x, name)
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
     if arr.ndim < min_ndim:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from rfkit.base import checks as base_checks
-from rfkit.base.checks import NumericalError
+from rfkit.base.checks import NumericalError, real_array
 from rfkit.estimators import Features
 
 __all__ = ["TorchFeatures", "as_torch_features", "as_tensor", "torch_dtype", "numpy_dtype", "default_device",
@@ -55,16 +55,7 @@ def as_tensor(x, name: str, *, dtype=None, device=None, min_ndim: int = 0, ndim:
     keeps a tensor's device (other inputs go to :func:`default_device`). Raises ``TypeError`` for
     non-real inputs and ``ValueError`` for a wrong number of dimensions or non-finite entries.
     """
-    if isinstance(x, torch.Tensor):
-        t = x
-    else:
-        try:
-            arr = np.asarray(x)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name} must be array-like of real numbers: {exc}") from exc
-        if arr.dtype.kind not in "iuf":
-            raise TypeError(f"{name} must hold real numbers (integer or floating), got dtype {arr.dtype}")
-        t = torch.as_tensor(arr)
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(real_array(x, name))
     if t.is_complex() or t.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {t.dtype}")
     if dtype is None:
