@@ -187,3 +187,17 @@ def test_an_axis_swept_inside_a_cell_is_covered_through_its_grid_parameter():
     ok, text = domain_coverage(axis, [dict(N_max=40)])
     assert ok and "{0..40}" in text
     assert not domain_coverage(axis, [dict(N_max=12)])[0]
+
+
+def test_a_search_reads_its_tier_settings_from_search_params():
+    seen = []
+
+    def search(ctx):
+        seen.append(dict(ctx.params))
+        return exact_test(np.zeros(1), 0.0, tolerance=ctx.tolerance)
+
+    claim = _claim(cell=None, search=search, restarts=2, universal=True, grid={}, searched=("z",),
+                   search_params=tiers(dict(depth=3), smoke=dict(depth=1)))
+    assert _verdict(claim).verdict == "supported"
+    assert seen == [dict(depth=1), dict(depth=1)]
+    assert claim.search_settings("quick") == dict(depth=3) == claim.declaration()["tiers"]["full"]["search_params"]

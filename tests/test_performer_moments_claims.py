@@ -17,9 +17,12 @@ from rfkit.estimators import Features, positive_features, softmax_attention
 from rfkit.theory import smreg as smreg_theory
 from rfkit.theory import softmax as theory
 from rfkit.validation.claims import claims_in
-from rfkit.validation.claims.performer import moments
+from rfkit.validation.claims.performer import common, moments, orf, outputs, regimes
 from rfkit.validation.engine import VERDICTS, validate
 from rfkit.validation.harness import gram_estimates
+
+#: The moment claims, across their topic modules.
+MOMENT_CLAIMS = [c for module in (moments, regimes, orf, outputs) for c in claims_in(module)]
 
 
 def _run(claim, **options):
@@ -32,7 +35,7 @@ EXPECTED_SMOKE = {"performer.lemma2.limit_sm_to_zero": "refuted", "performer.lem
                   "performer.sec2_3.trig_unbiased": "supported", "performer.lemma1.prf_estimators": "supported"}
 
 
-@pytest.mark.parametrize("claim", claims_in(moments), ids=lambda c: c.id)
+@pytest.mark.parametrize("claim", MOMENT_CLAIMS, ids=lambda c: c.id)
 def test_smoke_tier_runs_without_failing_cells(claim):
     result = _run(claim)
     assert not result.failed, [o.error for o in result.outcomes if o.error]
@@ -45,8 +48,8 @@ def test_smoke_tier_runs_without_failing_cells(claim):
 
 
 def test_claim_ids_match_the_assignment():
-    ids = {c.id for c in claims_in(moments)}
-    assert len(ids) == len(claims_in(moments)) == 24
+    ids = {c.id for c in MOMENT_CLAIMS}
+    assert len(ids) == len(MOMENT_CLAIMS) == 24
     assert {"performer.sec2_3.sm_gauss_identity", "performer.fig2.critical_region", "performer.b2.block_orf",
             "performer.derived.output_delta_method", "performer.fig4.pos_vs_trig"} <= ids
 
@@ -90,10 +93,10 @@ def test_planted_missing_prefactor_in_trig_features_is_refuted():
 
 def test_planted_unsigned_qr_is_refuted():
     impl = {"orthogonal_projection": _orthogonal_without_sign_fix}
-    result = _run(moments.ORF_UNBIASED, implementations=impl)
+    result = _run(orf.ORF_UNBIASED, implementations=impl)
     assert result.verdict == "refuted"
     assert result.witness["params"]["estimator"] == "law"
-    assert _run(moments.BLOCK_ORF, implementations=impl).verdict == "refuted"
+    assert _run(orf.BLOCK_ORF, implementations=impl).verdict == "refuted"
 
 
 def test_planted_wrong_lemma2_constant_is_refuted(monkeypatch):
@@ -106,20 +109,20 @@ def test_planted_wrong_lemma2_constant_is_refuted(monkeypatch):
 def test_planted_wrong_pair_covariance_is_refuted(monkeypatch):
     true = theory.orthogonal_pair_covariance
     monkeypatch.setattr(theory, "orthogonal_pair_covariance", lambda kind, x, y: -true(kind, x, y))
-    assert _run(moments.ORF_TRIG_MSE).verdict == "refuted"
+    assert _run(orf.ORF_TRIG_MSE).verdict == "refuted"
 
 
 def test_planted_inverted_fig2_ratio_is_refuted(monkeypatch):
     true = theory.mse_ratio
     monkeypatch.setattr(theory, "mse_ratio", lambda phi, length, budget="same_m": 1 / true(phi, length, budget))
-    assert _run(moments.FIG2_CRITICAL_REGION).verdict == "refuted"
+    assert _run(regimes.FIG2_CRITICAL_REGION).verdict == "refuted"
 
 
 def test_planted_wrong_delta_method_is_refuted(monkeypatch):
     true = theory.output_delta_method
     monkeypatch.setattr(theory, "output_delta_method",
                         lambda kind, q, k, v, m: tuple(2 * a for a in true(kind, q, k, v, m)))
-    assert _run(moments.OUTPUT_DELTA_METHOD).verdict == "refuted"
+    assert _run(outputs.OUTPUT_DELTA_METHOD).verdict == "refuted"
 
 
 # ------------------------------------------------------------------- independent checks of refutations
@@ -203,11 +206,11 @@ def test_fig4_mean_reading_of_two_trig_estimators_has_no_estimand():
     params = dict(feature="trig", m=16, d=16, c=0.5)
     ctx = CellContext("performer.fig4.orf_vs_iid", "mean", params, "smoke", 16, 1e-3, 0.8, 0.05,
                       np.random.default_rng(3))
-    ev = moments._fig4_orf_cell(ctx)
+    ev = outputs._fig4_orf_cell(ctx)
     assert ev.n == 0 and ev.p_value == 1.0 and ev.flags and ev.flags[0].startswith("infinite mean")
     ctx = CellContext("performer.fig4.orf_vs_iid", "log", params, "smoke", 16, 1e-3, 0.8, 0.05,
                       np.random.default_rng(3))
-    ev = moments._fig4_orf_cell(ctx)
+    ev = outputs._fig4_orf_cell(ctx)
     assert ev.n == 16 and math.isfinite(ev.estimate)
 
 
@@ -252,11 +255,11 @@ def test_generalized_estimates_and_targets_brute_force():
     rng = np.random.default_rng(1_029_384_756_102_938_475)
     x, y = np.array([0.6, 0.1, -0.2]), np.array([-0.3, 0.5, 0.4])
     omega = rng.normal(size=(4 * 3, 3))
-    est = moments._generalized_estimates(np.sign, x, y, omega, 4)
+    est = common._generalized_estimates(np.sign, x, y, omega, 4)
     brute = [np.mean(np.sign(omega[i * 3:(i + 1) * 3] @ x) * np.sign(omega[i * 3:(i + 1) * 3] @ y)) for i in range(4)]
     np.testing.assert_allclose(est, brute)
     big = rng.normal(size=(400_000, 3))  # Monte Carlo of both targets: 6-sigma bounds (false failure < 1e-8)
-    for f, target in ((np.sign, moments._angular_kernel), (lambda u: np.maximum(u, 0), moments._relu_kernel)):
+    for f, target in ((np.sign, common._angular_kernel), (lambda u: np.maximum(u, 0), common._relu_kernel)):
         vals = f(big @ x) * f(big @ y)
         assert abs(vals.mean() - target(x, y)) < 6 * vals.std() / math.sqrt(vals.size)
 
@@ -266,7 +269,7 @@ def test_gauss_hermite_mean_is_exact_for_the_softmax_kernel():
 
     for x, y in ((np.array([1.5, 0.0, 0.3]), np.array([-1.0, 0.8, 0.0])), (np.array([2.0]), np.array([-2.0]))):
         for fmap in FEATURE_MAPS.values():
-            np.testing.assert_allclose(moments._gauss_hermite_mean(fmap, x, y), math.exp(x @ y), rtol=1e-9)
+            np.testing.assert_allclose(common._gauss_hermite_mean(fmap, x, y), math.exp(x @ y), rtol=1e-9)
 
 
 @pytest.mark.parametrize("d", [2, 3, 8])
@@ -289,11 +292,11 @@ def test_relu_orf_variance_is_below_the_single_term_bound():
 
     rng = np.random.default_rng(3)
     d = 8
-    x, y = moments.controlled_pair(*moments.ORF_PAIRS["small"], d, rng)
+    x, y = common.controlled_pair(*orf.ORF_PAIRS["small"], d, rng)
     bound = generalized.term_variance("relu", float(np.linalg.norm(x)), float(np.linalg.norm(y)),
-                                      moments._angle_between(x, y))
+                                      common._angle_between(x, y))
     for m in (2, d):
         omega = orthogonal_projection(m, d, rng=rng, size=20_000).reshape(-1, d)
-        est = moments._generalized_estimates(moments.GENERALIZED["relu"], x, y, omega, 20_000)
+        est = common._generalized_estimates(common.GENERALIZED["relu"], x, y, omega, 20_000)
         assert est.var() <= 1.05 * bound
-        assert abs(est.mean() - moments._relu_kernel(x, y)) <= 5 * math.sqrt(bound / 20_000)
+        assert abs(est.mean() - common._relu_kernel(x, y)) <= 5 * math.sqrt(bound / 20_000)

@@ -178,7 +178,8 @@ def plan(claim: Claim, *, tier: str, seed: int, alpha: float = 1e-3, power: floa
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
     points = [(v, "grid", None, p) for v in claim.variants for p in claim.cells(tier, v)]
-    points += [(v, "search", r, {}) for v in claim.variants for r in range(claim.n_restarts(tier))]
+    points += [(v, "search", r, claim.search_settings(tier)) for v in claim.variants
+               for r in range(claim.n_restarts(tier))]
     alpha_cell = alpha / max(len(points), 1)
     impls = dict(implementations or {})
     return [CellSpec(claim, v, p, tier, seed, kind, r, alpha_cell, power, backend, device, impls)

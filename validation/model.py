@@ -160,6 +160,9 @@ class Claim:
     where: Callable[[dict, str], bool] | None = None
     search: Callable[[CellContext], Any] | None = None
     restarts: Any = 0
+    #: Settings every search restart reads as ``ctx.params`` (a dict, or :func:`tiers` of dicts): the lists or
+    #: depths a search explores at each tier, so that the search never reads ``ctx.tier``.
+    search_params: Any = field(default_factory=dict)
     universal: bool = False
     roles: tuple[str, ...] = ()
     untestable: str | None = None
@@ -231,6 +234,7 @@ class Claim:
                 for v in self.variants},
             searched=list(self.searched), roles=list(self.roles), untestable=self.untestable, notes=self.notes,
             tiers={t: dict(grid=self.axes(t), replicates=self.n_replicates(t), restarts=self.n_restarts(t),
+                           search_params=self.search_settings(t),
                            cells={v: len(self.cells(t, v)) for v in self.variants}) for t in TIERS})
 
     def axes(self, tier: str) -> dict[str, list]:
@@ -245,6 +249,10 @@ class Claim:
         names = list(axes)
         points = [dict(zip(names, values, strict=True)) for values in itertools.product(*axes.values())]
         return [p for p in points if self.where is None or self.where(p, variant)]
+
+    def search_settings(self, tier: str) -> dict:
+        """The ``ctx.params`` of every search restart at ``tier`` (empty without a search)."""
+        return dict(per_tier(self.search_params, tier)) if self.search is not None and self.search_params else {}
 
     def n_restarts(self, tier: str) -> int:
         return int(per_tier(self.restarts, tier)) if self.search is not None else 0

@@ -1,0 +1,356 @@
+r"""``performer.*`` claims on where the softmax estimators break down (Choromanski et al. 2021).
+
+Lemma 2's SM -> 0 limits (sentence after Eq 8), hyperbolic against positive features at 2m features, and
+Fig 2's critical region of the trig/positive MSE ratio. Shared grids and pairs: :mod:`.common`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import optimize
+
+from rfkit.theory import softmax as theory
+from rfkit.validation.claims.performer.common import (
+    G_D,
+    G_M,
+    MC_CAP_MSE,
+    PI,
+    _axis_pair,
+    _feature_map,
+    _replicates_for,
+    _squared_errors,
+)
+from rfkit.validation.domain import Integers, Range
+from rfkit.validation.harness import (
+    controlled_pair,
+)
+from rfkit.validation.model import CellContext, Claim, tiers
+from rfkit.validation.reproductions.performer import (
+    fig2_monte_carlo,
+)
+from rfkit.validation.search import margin_evidence, minimize_margin
+from rfkit.validation.stats import Evidence, mean_test
+
+#: Path families of the register: P1 x = tu, y = -tu; P2 x = tu, y = tv with uᵀv < 0; P3 x = u fixed,
+#: y = tv with uᵀv < 0 (‖u‖ = 1, ‖v‖ = ratio, angle between u and v).
+LIMIT_PATHS = ("P1", "P2", "P3")
+LIMIT_ANGLES = (0.55 * PI, 2 * PI / 3, 0.75 * PI, 0.9 * PI, PI)
+LIMIT_RATIOS = (0.1, 0.5, 1.0, 2.0, 10.0)
+#: The path ends where SM reaches this value; the growth exponent is measured over its last decade.
+SM_END = 1e-12
+
+
+def _path_pair(path: str, t: float, angle: float, ratio: float, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pair at path parameter ``t`` (axis-aligned plane e_1, e_2 of R^d)."""
+    u = np.zeros(d)
+    u[0] = 1.0
+    v = np.zeros(d)
+    v[0], v[1] = ratio * math.cos(angle), ratio * math.sin(angle)
+    if path == "P1":
+        return t * u, -t * u
+    if path == "P2":
+        return t * u, t * v
+    return u, t * v
+
+
+def _path_parameter(path: str, angle: float, ratio: float, d: int, log_sm: float) -> float:
+    """The ``t`` at which ``log SM(x(t), y(t)) = log_sm`` (SM decreases along each family)."""
+    def gap(t):
+        x, y = _path_pair(path, t, angle, ratio, d)
+        return float(x @ y) - log_sm
+    hi = 1.0
+    while gap(hi) > 0:
+        hi *= 2.0
+    return optimize.brentq(gap, 0.0, hi, xtol=1e-14, rtol=1e-15)
+
+
+def _growth_exponent(kind: str, path: str, angle: float, ratio: float, d: int, m: int) -> float:
+    """``β = Δ log MSE / Δ log(1/SM)`` over the last decade before ``SM = 1e-12`` (Lemma 2 closed form);
+    ``-inf`` when the MSE is identically 0 on the path (its limit is 0)."""
+    logs = []
+    for log_sm in (math.log(10 * SM_END), math.log(SM_END)):
+        t = _path_parameter(path, angle, ratio, d, log_sm)
+        logs.append(theory.lemma2_mse(kind, *_path_pair(path, t, angle, ratio, d), m, log=True))
+    if logs[1] == -math.inf:
+        return -math.inf
+    return (logs[1] - logs[0]) / math.log(10)
+
+
+#: Margin reported where the MSE is identically 0 along the path (β = -inf; its limit is exactly 0).
+_IDENTICALLY_ZERO = 1e300
+
+
+def _limit_margin(kind: str, beta: float) -> float:
+    """Claim ``MSE_trig → ∞`` (needs β > 0) and ``MSE_+ → 0`` (needs β < 0): the margin in β units."""
+    margin = beta if kind == "trig" else -beta
+    return margin if math.isfinite(margin) else math.copysign(_IDENTICALLY_ZERO, margin)
+
+
+def _limit_cell(ctx: CellContext) -> Evidence:
+    p = ctx.params
+    beta = _growth_exponent(p["part"], p["path"], p["angle"], p["ratio"], p["d"], p["m"])
+    limit = "0" if beta < -ctx.tolerance else "infinite" if beta > ctx.tolerance else "finite or slow"
+    return margin_evidence(_limit_margin(p["part"], beta), tolerance=ctx.tolerance,
+                           extra=dict(beta=beta, limit=limit, sm_end=SM_END))
+
+
+def _limit_search(ctx: CellContext) -> Evidence:
+    """P4: over angles in (π/2, π] and norm ratios, the smallest margin of both limits on P2 and P3."""
+    def margin(point):
+        angle, log_ratio = point
+        return min(_limit_margin(kind, _growth_exponent(kind, path, angle, 10**log_ratio, 2, 1))
+                   for kind in ("trig", "positive") for path in ("P2", "P3"))
+    res = minimize_margin(margin, [(0.5 * PI + 1e-3, PI), (-1.0, 1.0)], rng=ctx.rng, restart=ctx.restart or 0,
+                          maxiter=150)
+    return margin_evidence(res.margin, tolerance=ctx.tolerance,
+                           extra=dict(angle=float(res.x[0]), ratio=float(10 ** res.x[1])))
+
+
+def _limit_domain(p: dict, variant: str) -> bool:
+    if p["path"] == "P1":  # x = tu, y = -tu: neither angle nor ratio applies
+        return p["angle"] == PI and p["ratio"] == 1.0
+    return True
+
+
+LIMIT_SM_TO_ZERO = Claim(
+    id="performer.lemma2.limit_sm_to_zero", paper="performer", source="Lemma 2 (sentence after Eq 8); Sec 2.3",
+    statement="As SM(x,y) → 0 with m fixed, MSE(SM^trig_m(x,y)) → ∞ and MSE(SM⁺_m(x,y)) → 0.",
+    kind="rate",
+    hypotheses="ω_i iid N(0, I_d); every sequence of pairs with xᵀy → -∞ (no path fixed): families P1 (x = tu, "
+               "y = -tu), P2 (x = tu, y = tv, uᵀv < 0, angles in (π/2, π], ‖v‖/‖u‖ in {0.1, 0.5, 1, 2, 10}), "
+               "P3 (x fixed, y = tv) run until SM = 1e-12, and P4 (adversarial search over angle and norm ratio). "
+               "MSEs from Lemma 2 (supported by lemma2.mse_*; Monte Carlo is hopeless where ‖x+y‖² grows)",
+    tolerance=0.05, units="growth exponent β of the MSE in 1/SM near SM = 1e-12 (violation: β for MSE_+ → 0, "
+                          "-β for MSE_trig → ∞)",
+    cell=_limit_cell, search=_limit_search, universal=True,
+    grid={"smoke": dict(part=["trig", "positive"], path=["P1", "P2"], angle=[PI, 0.75 * PI], ratio=[1.0], d=[2],
+                        m=[1]),
+          "quick": dict(part=["trig", "positive"], path=list(LIMIT_PATHS), angle=list(LIMIT_ANGLES),
+                        ratio=[0.1, 1.0, 10.0], d=[2, 16], m=[1, 16]),
+          "full": dict(part=["trig", "positive"], path=list(LIMIT_PATHS), angle=list(LIMIT_ANGLES),
+                       ratio=list(LIMIT_RATIOS), d=[2, 3, 16], m=[1, 16])},
+    restarts={"smoke": 1, "quick": 4, "full": 20},
+    where=_limit_domain, plot_x="angle",
+    notes="MSE_+ = e^{‖x‖²+‖y‖²+4xᵀy}(1 - e^{-‖x+y‖²})/m: it tends to 0 only along sequences with "
+          "‖x‖²+‖y‖²+4xᵀy → -∞ (e.g. P1, or P2 at angles beyond 2π/3 with equal norms); the statement holds "
+          "for the reading where ‖x+y‖ stays bounded.",
+)
+
+# ======================================================== Lemma 2: hyperbolic vs positive with 2m
+
+#: Offsets ``a`` of the exact pairs: ``x = a ẑ + w``, ``y = (‖z‖ - a) ẑ - w`` (so ``x + y = z``), and the norms of
+#: the component ``w ⊥ z`` (0 only: ``d = 1``); together they vary ‖x‖, ‖y‖ and the angle at fixed ‖z‖.
+HYP_OFFSETS = (-1.0, 0.0, 0.5, 1.0)
+HYP_WIDTHS = (0.0, 0.5, 1.0, 2.0)
+#: Monte Carlo domain of the comparison: ‖z‖² small enough for decisive MSE tests (as the Lemma 2 MSE caps).
+HYP_MC_WIDTH = 0.5
+
+
+def _z_pair(norm_z: float, offset: float, width: float, d: int, rng: np.random.Generator):
+    """``(x, y)`` with ``x + y = z``, ``‖z‖ = norm_z``: ``x = offset·ẑ + w``, ``‖w‖ = width``, ``w ⊥ ẑ`` (a random
+    plane of ``R^d``; ``d = 1`` has ``w = 0``)."""
+    if d == 1:
+        return np.array([offset]), np.array([norm_z - offset])
+    basis, _ = np.linalg.qr(rng.standard_normal((d, 2)))
+    z_hat, w = basis[:, 0], width * basis[:, 1]
+    x = offset * z_hat + w
+    return x, norm_z * z_hat - x
+
+
+def _hyp_margin(x, y, m: int) -> float:
+    """``(MSE(SM⁺_{2m}) - MSE(SM^hyp+_m)) / MSE(SM⁺_{2m})`` from Lemma 2 (``= e^{-‖z‖²}`` for z ≠ 0). Where both
+    MSEs are 0 (z = 0) the strict inequality ``0 < 0`` fails: scored -1 (no strict gap at all)."""
+    pos = theory.lemma2_mse("positive", x, y, 2 * m)
+    hyp = theory.lemma2_mse("hyperbolic", x, y, m)
+    if pos == 0:
+        return -1.0 if hyp == 0 else -math.inf
+    return (pos - hyp) / pos
+
+
+def _difference_moments(a: dict, b: dict) -> tuple[float, float | None]:
+    """sd and skewness of ``A - B`` for independent ``A``, ``B`` with the given mean/var/skewness dicts."""
+    var = a["var"] + b["var"]
+    third = a["skewness"] * a["var"] ** 1.5 - b["skewness"] * b["var"] ** 1.5
+    skew = third / var**1.5 if var > 0 and math.isfinite(third) else None
+    return math.sqrt(var), skew
+
+
+def _hyp_vs_pos_cell(ctx: CellContext) -> Evidence:
+    p = ctx.params
+    m, d, norm_z = p["m"], p["d"], p["norm_z"]
+    if p["route"] == "exact":  # every pair of the offsets × widths at this ‖z‖ (z = 0: the boundary, exactly)
+        worst, where = math.inf, None
+        for offset in HYP_OFFSETS:
+            for width in HYP_WIDTHS if d > 1 else (0.0,):
+                if d > 1 and width == 0.0:
+                    continue
+                x, y = _z_pair(norm_z, offset, width, d, ctx.rng)
+                margin = _hyp_margin(x, y, m)
+                if margin <= worst:
+                    worst, where = margin, (offset, width)
+        return margin_evidence(worst, tolerance=ctx.tolerance, extra=dict(worst_pair=where, norm_z=norm_z))
+    x, y = _z_pair(norm_z, norm_z / 2, HYP_MC_WIDTH, d, ctx.rng)
+    sd, skew = _difference_moments(theory.squared_error_moments("positive", x, y, 2 * m),
+                                   theory.squared_error_moments("hyperbolic", x, y, m))
+    scale = theory.lemma2_mse("positive", x, y, 2 * m)
+    n = _replicates_for(ctx, sd / scale, skew, two_sided=False)
+    diff = _squared_errors(ctx, "positive", x, y, 2 * m, n=n) - _squared_errors(ctx, "hyperbolic", x, y, m, n=n)
+    return mean_test(diff, 0.0, alternative="greater", scale=scale, sd=sd, **ctx.test,
+                     extra=dict(margin_exact=_hyp_margin(x, y, m)))
+
+
+def _hyp_vs_pos_search(ctx: CellContext) -> Evidence:
+    def margin(point):
+        nx, ny, angle, m = point
+        x, y = controlled_pair(nx, ny, angle, 2, ctx.rng)
+        return _hyp_margin(x, y, int(m))
+    res = minimize_margin(margin, [(0.0, 3.0), (0.0, 3.0), (0.0, PI), (1, 1024)], rng=ctx.rng,
+                          restart=ctx.restart or 0, integer=[False, False, False, True], maxiter=200)
+    return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(point=res.x.tolist()))
+
+
+HYP_NORM_Z = [0.0, 0.2, 0.5, 1.0, 2.0, 3.0, 6.0]
+
+# Budget: quick ~3 s (heavy): each Monte Carlo cell draws SM⁺ with 2m projections and SM^hyp+ independently,
+# sized by exact moments to resolve half the tolerance despite the skewed squared errors.
+HYP_VS_POS_2M = Claim(
+    id="performer.lemma2.hyp_vs_pos_2m", source="Lemma 2 (sentence after Eq 8)",
+    statement="The hyperbolic estimator is strictly more accurate than the positive one with twice as many "
+              "random features: MSE(SM^hyp+_m(x,y)) < MSE(SM⁺_{2m}(x,y)).",
+    kind="inequality",
+    domain=dict(
+        norm_z=Range("all x, y (z = x + y, including x = -y)", 0.0, math.inf, boundaries=(0.0,),
+                     up_to=(None, 6.0),
+                     why="‖x‖, ‖y‖ <= 3 as in G_norm (‖z‖ <= 6); the relative margin is e^{-‖z‖²} by Lemma 2, "
+                         "positive at every finite ‖z‖ and tending to 0"),
+        m=Integers("m random features (2m for SM⁺), every m >= 1", 1, math.inf, points=(1,), up_to=16,
+                   why="both MSEs are proportional to 1/m (Lemma 2), so the relative margin does not depend on m; "
+                       "the search reaches m = 1024, the full tier G_m"),
+        d=Integers("x, y ∈ R^d, ω_i iid N(0, I_d), every d >= 1", 1, math.inf, points=(1,), up_to=3,
+                   why="Lemma 2's MSEs depend on x, y only through ‖x‖, ‖y‖ and ‖z‖, not on d; the full tier "
+                       "runs G_d")),
+    tolerance=0.05,
+    units="relative MSE margin (MSE⁺_{2m} - MSE^hyp_m)/MSE⁺_{2m}; at z = 0, where both MSEs are 0, the strict "
+          "inequality 0 < 0 fails and is scored -1",
+    cell=_hyp_vs_pos_cell, search=_hyp_vs_pos_search, universal=True,
+    grid=tiers(dict(route=["exact", "mc"], norm_z=HYP_NORM_Z, m=[1, 4, 16], d=[1, 3]),
+               smoke=dict(norm_z=[0.0, 0.5, 6.0], m=[1, 16]),
+               full=dict(norm_z=HYP_NORM_Z + [0.05, 0.3, 4.0], m=list(G_M), d=list(G_D))),
+    replicates=tiers(100_000, smoke=20_000, full=2_000_000),
+    restarts=tiers(4, smoke=1, full=20),
+    where=lambda p, v: p["route"] == "exact" or (
+        p["d"] > 1 and 0 < p["norm_z"] ** 2 <= MC_CAP_MSE["positive"]),
+    roles=("feature_map.positive", "feature_map.hyperbolic"), plot_x="norm_z",
+    notes="Exact route: the Lemma 2 margin (= e^{-‖z‖²} for z ≠ 0) at 16 pairs with x + y = z for each ‖z‖ "
+          "(x = aẑ + w, a ∈ {-1, 0, 0.5, 1}, ‖w‖ ∈ {0.5, 1, 2}, w ⊥ z; d = 1: w = 0), z = 0 tested exactly: there "
+          "both estimators are exact (MSE = 0), so the strict inequality fails as an equality. Monte Carlo route: "
+          "the difference of squared errors of SM⁺_{2m} and SM^hyp+_m from independent draws (exact sd and "
+          "skewness), at x = z/2 + w, ‖w‖ = 0.5, for 0 < ‖z‖² <= 0.3 (beyond it the squared errors are too skewed "
+          "for a decisive test). Adversarial search over (‖x‖, ‖y‖, angle, m) ∈ [0, 3]² × [0, π] × {1..1024}.",
+)
+
+# ================================================================================ Fig 2
+
+#: Length grids of the exact parts (l in (0, 2]) and the angle grid of [0, π] (plus π - 10^{-k}).
+FIG2_LENGTHS = {"smoke": [0.5, 1.0, 2.0], "quick": [round(0.1 * i, 1) for i in range(1, 21)],
+                "full": [round(0.02 * i, 2) for i in range(1, 101)]}
+FIG2_PHIS = np.concatenate([np.linspace(0.0, PI, 2001), PI - 10.0 ** -np.arange(1, 9)])
+#: "Small kernel values": SM = e^{l² cos φ} at most this (Fig 2 caption reading; documented choice).
+SMALL_KERNEL = 0.5
+#: Monte Carlo spot checks inside the critical region (l, φ) where both MSEs can be estimated.
+FIG2_MC_POINTS = {"l0.5-0.75pi": (0.5, 0.75 * PI), "l0.5-0.9pi": (0.5, 0.9 * PI), "l1-0.9pi": (1.0, 0.9 * PI)}
+FIG2_PARTS = ("threshold", "divergence", "small_kernel", "monte_carlo")
+
+
+def _log_ratio(phis, length: float, budget: str) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(theory.mse_ratio(phis, length, budget))
+
+
+def _fig2_exact(ctx: CellContext, part: str, length: float) -> Evidence:
+    budget = ctx.variant
+    if part == "threshold":  # r > 1 on (φ*, π]: the critical region is an interval ending at π
+        phi_star = theory.critical_angle(length, budget)
+        above = FIG2_PHIS[FIG2_PHIS > phi_star]
+        margin = float(_log_ratio(above, length, budget).min()) if above.size else -math.inf
+        extra = dict(phi_star=phi_star, sm_at_phi_star=math.exp(length**2 * math.cos(phi_star)))
+    elif part == "divergence":  # "arbitrarily more accurate": r grows without bound as φ → π
+        near = _log_ratio(np.array([PI - 1e-4, PI - 1e-8]), length, budget)
+        margin = float(near[1] - near[0])
+        extra = dict(log_r=near.tolist(), r_at_pi=theory.mse_ratio(PI, length, budget))
+    else:  # small kernel values: SM <= SMALL_KERNEL implies r > 1
+        small = FIG2_PHIS[length**2 * np.cos(FIG2_PHIS) <= math.log(SMALL_KERNEL)]
+        margin = float(_log_ratio(small, length, budget).min())
+        extra = dict(small_kernel=SMALL_KERNEL, points=int(small.size))
+    return margin_evidence(margin, tolerance=ctx.tolerance, extra=extra)
+
+
+def _fig2_monte_carlo(ctx: CellContext) -> Evidence:
+    length, phi = FIG2_MC_POINTS[ctx.params["point"]]
+    d, m, budget = ctx.params["d"], ctx.params["m"], ctx.variant
+    m_pos = 2 * m if budget == "same_features" else m
+    x, y = _axis_pair(length, length, phi, d)  # the moments depend on the norms and the angle only
+    sd, skew = _difference_moments(theory.squared_error_moments("trig", x, y, m),
+                                   theory.squared_error_moments("positive", x, y, m_pos))
+    n = _replicates_for(ctx, sd / theory.lemma2_mse("trig", x, y, m), skew, two_sided=False)
+    maps = {k: _feature_map(ctx, k) for k in ("trig", "positive")}
+    mc = fig2_monte_carlo(length, phi, d=d, m=m, replicates=n, rng=ctx.rng, budget=budget, feature_maps=maps)
+    return mean_test(mc["trig"] - mc["positive"], 0.0, alternative="greater", scale=mc["mse_trig"], sd=sd,
+                     **ctx.test, extra=dict(r=mc["mse_trig"] / mc["mse_positive"]))
+
+
+def _fig2_cell(ctx: CellContext) -> Evidence:
+    if ctx.params["part"] == "monte_carlo":
+        return _fig2_monte_carlo(ctx)
+    return _fig2_exact(ctx, ctx.params["part"], ctx.params["l"])
+
+
+def _fig2_search(ctx: CellContext) -> Evidence:
+    """Smallest ``log r`` over the small-kernel region ``SM <= 1/2``, ``l in (0, 2]`` (closed form).
+
+    Coordinates ``(l, u)`` with ``φ = φ_min(l) + u (π - φ_min(l))`` and ``cos φ_min(l) = ln(1/2)/l²`` keep
+    every point inside the region."""
+    def margin(point):
+        length, u = point
+        phi_min = math.acos(max(-1.0, math.log(SMALL_KERNEL) / length**2))
+        phi = phi_min + u * (PI - phi_min)
+        return float(_log_ratio(np.array([phi]), length, ctx.variant)[0])
+    res = minimize_margin(margin, [(math.sqrt(math.log(1 / SMALL_KERNEL)), 2.0), (0.0, 1.0)], rng=ctx.rng,
+                          restart=ctx.restart or 0)
+    return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(l=float(res.x[0]), u=float(res.x[1])))
+
+
+def _fig2_domain(p: dict, variant: str) -> bool:
+    if p["part"] == "monte_carlo":
+        return p["l"] == FIG2_LENGTHS["smoke"][1]  # one set of spot checks (they have their own points)
+    if p["point"] != next(iter(FIG2_MC_POINTS)) or p["d"] != 2 or p["m"] != 1:
+        return False  # exact parts: once per l
+    return p["part"] != "small_kernel" or p["l"] ** 2 >= math.log(1 / SMALL_KERNEL)
+
+
+# Budget: quick ~3 s (heavy): 120 closed-form cells (20 lengths × 3 parts × 2 readings), 3 searches per reading
+# and 8 Monte Carlo spot checks sized by exact moments.
+FIG2_CRITICAL_REGION = Claim(
+    id="performer.fig2.critical_region", paper="performer", source="Fig 2 caption; paragraph after Lemma 1; Sec 2.3",
+    statement="r = MSE(trig)/MSE(positive) as a function of the angle φ and the length l: in critical regions "
+              "(φ large enough, SM small) the positive estimator is arbitrarily more accurate than the "
+              "trigonometric one, and it outperforms it where kernel values are small.",
+    kind="reproduction",
+    hypotheses="‖x‖ = ‖y‖ = l in (0, 2], angle φ in [0, π] (r depends on l² and cos φ only); ω_i iid N(0, I_d). "
+               "Exact (Lemma 2 via rfkit.theory.softmax.mse_ratio): r > 1 on (φ*(l), π]; r grows without bound "
+               f"as φ → π; r > 1 wherever SM = e^{{l² cos φ}} <= {SMALL_KERNEL} (plus a search of that region). "
+               "Monte Carlo spot checks in the critical region (d in {2, 16}, m in {1, 16})",
+    tolerance=0.05, units="margin in log r (exact parts) or (MSE_trig - MSE_+)/MSE_trig (Monte Carlo)",
+    cell=_fig2_cell, search=_fig2_search, universal=True,
+    variants=("same_m", "same_features"),
+    variant_notes={"same_m": "(a) both estimators use m projections (r independent of m)",
+                   "same_features": "(b) same feature dimension: SM⁺ with 2m projections (r' = 2r)"},
+    grid={tier: dict(part=list(FIG2_PARTS), l=FIG2_LENGTHS[tier], point=list(FIG2_MC_POINTS),
+                     d=[2, 16] if tier == "full" else [2], m=[1] if tier == "smoke" else [1, 16])
+          for tier in ("smoke", "quick", "full")},
+    replicates={"smoke": 60_000, "quick": 100_000, "full": 1_000_000},
+    restarts={"smoke": 1, "quick": 3, "full": 10},
+    where=_fig2_domain, roles=("feature_map.trig", "feature_map.positive"), plot_x="l",
+)
