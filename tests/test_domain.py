@@ -5,6 +5,7 @@ Every check here is deterministic (exact cells, ``sd=0``), so the tests have no 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -201,3 +202,24 @@ def test_a_search_reads_its_tier_settings_from_search_params():
     assert _verdict(claim).verdict == "supported"
     assert seen == [dict(depth=1), dict(depth=1)]
     assert claim.search_settings("quick") == dict(depth=3) == claim.declaration()["tiers"]["full"]["search_params"]
+
+
+def test_a_reading_beside_the_verdict_is_reported_but_never_decides():
+    def cell(ctx):  # the literal reading holds; the other version fails everywhere
+        return exact_test(np.array([0.0 if ctx.variant == "literal" else 1.0]), 0.0, tolerance=ctx.tolerance)
+
+    readings = {"literal": Reading("as written"), "other": Reading("another section's formula", beside=True)}
+    result = _verdict(_claim(cell=cell, readings=readings, grid={"smoke": dict(z=[-1.0, 0.0, 1.0])}))
+    assert result.verdict == "supported", result.reason
+    assert "Fails under the reading other" in result.reason and result.witness is None
+    flipped = _verdict(_claim(cell=lambda ctx: cell(replace_variant(ctx)), readings=readings,
+                              grid={"smoke": dict(z=[-1.0, 0.0, 1.0])}))
+    assert flipped.verdict == "refuted" and "Holds under the reading other" in flipped.reason
+    assert flipped.witness["variant"] == "literal"
+    with pytest.raises(ValueError, match="cannot narrow"):
+        Reading("x", narrows=dict(z=Range("z in [0, 1]", 0.0, 1.0)), beside=True)
+
+
+def replace_variant(ctx):
+    """The context with the two readings' roles swapped (the literal one fails)."""
+    return dataclasses.replace(ctx, variant="other" if ctx.variant == "literal" else "literal")

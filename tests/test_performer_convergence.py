@@ -21,8 +21,9 @@ mpmath.mp.dps = 50
 
 
 def _ctx(seed: int, *, replicates: int = 200, tier: str = "quick", implementations=None) -> CellContext:
-    return CellContext("test", "E/s", {}, tier, replicates, 1e-3, 0.8, 0.25, np.random.default_rng(seed),
-                       implementations or {})
+    # the cap on m is a cell's grid parameter (the quick tier's, as the claims' grids give it)
+    return CellContext("test", "E/s", {"m_cap": conv._M_CAP[tier]}, tier, replicates, 1e-3, 0.8, 0.25,
+                       np.random.default_rng(seed), implementations or {})
 
 
 # ---------------------------------------------------------------------------------------------- theory

@@ -283,3 +283,19 @@ def test_slope_with_one_group_per_point_has_no_degree_of_freedom_and_is_undefine
     x = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
     ev = slope_test(x, x, 0.01 * x, 1.0, alpha=1e-3, groups=np.arange(5))
     assert ev.flags and ev.flags[0].startswith("slope undefined") and ev.p_value == 1.0
+
+
+def test_exact_sd_cells_of_a_high_kurtosis_law_are_rarely_flagged():
+    # a scale mixture of normals with variance exactly 1 and kurtosis ~750: at n = 4000 its sample variance
+    # swings by O(1) around 1, which alone must not distrust theory's exact sd. Seeds 0..49, level 1e-3 per cell:
+    # a flag is the chance event of the variance test (expected rate ~1e-3). Without the noise margin (the
+    # sample variance compared with theory's bare) 4 of these 50 cells were flagged. (A noisier-than-theory
+    # estimator is still distrusted: test_catoni_cell_is_not_flagged_when_one_replicate_alone_lifts_the_variance.)
+    flagged = 0
+    for seed in range(50):
+        rng = np.random.default_rng(seed)
+        wide = rng.random(4000) < 0.001
+        x = rng.normal(0.0, 1.0, 4000) * np.where(wide, math.sqrt(0.5 / 0.001), math.sqrt(0.5 / 0.999))
+        flagged += any(f.startswith("heavy tails") for f in mean_test(x, 0.0, sd=1.0, alpha=1e-3,
+                                                                        tolerance=0.5).flags)
+    assert flagged <= 1, flagged

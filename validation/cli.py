@@ -67,7 +67,10 @@ def _cmd_show(args) -> int:
     print(f"tolerance:   {claim.tolerance:g} {claim.units}")
     if len(claim.variants) > 1:
         for v in claim.variants:
-            print(f"variant:     {v}  {claim.variant_notes.get(v, '')}")
+            reading = (claim.readings or {}).get(v)
+            role = ("narrowed" if claim.narrowed(v) else "beside the verdict" if claim.beside(v) else "decides")
+            words = f"  — “{reading.words}”" if reading is not None and reading.words else ""
+            print(f"reading:     {v} [{role}]  {claim.variant_notes.get(v, '')}{words}")
     for tier in TIERS:
         cells = sum(len(claim.cells(tier, v)) for v in claim.variants)
         search = claim.n_restarts(tier) * len(claim.variants)
@@ -82,6 +85,8 @@ def _cmd_show(args) -> int:
                 state = "covered" if c["covered"] else "NOT covered"
                 tag = f" [{v}{', narrowed' if c['narrowed'] else ''}]" if len(readings) > 1 else ""
                 print(f"coverage     {tier:6}{tag} {state}: {c['coverage']}")
+    for other, how in claim.related.items():
+        print(f"related:     {other}  {how}")
     if claim.roles:
         print(f"roles:       {', '.join(claim.roles)}")
     if claim.untestable:

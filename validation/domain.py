@@ -264,11 +264,26 @@ def _eq(a, b) -> bool:
 
 @dataclass(frozen=True)
 class Reading:
-    """One way of reading the statement. ``narrows`` replaces some axes of the domain by narrower ones
-    (a reading that tests less than the statement, declared); ``note`` says what the reading means."""
+    """One way of reading the statement; ``note`` says what the reading means.
+
+    * ``narrows`` replaces some axes of the domain by narrower ones: a reading that tests less than the
+      statement, declared (its violations refute, its support never supports).
+    * ``words``: the words of the statement that admit this reading. Two or more readings decide the verdict
+      together ("depends on the reading" when they disagree) only when the words truly admit each of them,
+      so every deciding reading of such a claim names its words (:class:`~rfkit.validation.model.Claim`
+      enforces it).
+    * ``beside=True``: a reading the words do not make (another section's version, a convention of the
+      field): it is tested and reported beside the verdict ("holds under the reading ..."), never deciding it.
+    """
 
     note: str = ""
     narrows: Mapping[str, Axis] = field(default_factory=dict)
+    words: str = ""
+    beside: bool = False
+
+    def __post_init__(self):
+        if self.beside and self.narrows:
+            raise ValueError("a reading reported beside the verdict tests another statement; it cannot narrow")
 
 
 def narrowing(domain: Mapping[str, Axis], reading: Reading | None) -> dict[str, Axis]:

@@ -234,32 +234,44 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
         variants[variant] = _decide_variant(claim, outcomes, idx, reject, p_adj)
     if claim.untestable and not outcomes:
         return "inconclusive", claim.untestable, variants, reject, p_adj
-    full = {k: v for k, v in variants.items() if not claim.narrowed(k)}
+    full = {k: v for k, v in variants.items() if k in claim.deciding()}
     narrow = {k: v for k, v in variants.items() if claim.narrowed(k)}
+    beside = [f"{'Holds' if v.verdict == 'supported' else 'Fails' if v.verdict == 'refuted' else 'Undecided'}"
+              f" under the reading {k} ({claim.variant_notes.get(k, '')}), reported beside the verdict."
+              for k, v in variants.items() if claim.beside(k)]
     refuting = {k: v for k, v in narrow.items() if v.verdict == "refuted"}
     if refuting and not any(v.verdict == "refuted" for v in full.values()):
         name, v = next(iter(refuting.items()))
-        return "refuted", f"{name} (a sub-domain of the statement): {v.reason}", variants, reject, p_adj
+        return ("refuted", _sentences(f"{name} (a sub-domain of the statement): {v.reason}", beside), variants,
+                reject, p_adj)
     supported_narrow = [k for k, v in narrow.items() if v.verdict == "supported"]
     under = (" Supported under the declared narrowing(s): " + ", ".join(
         f"{k} ({claim.variant_notes.get(k, '')})" for k in supported_narrow) + ".") if supported_narrow else ""
     if not full:
-        return ("inconclusive", "not covered: only narrowed readings of the statement were tested." + under,
-                variants, reject, p_adj)
+        return ("inconclusive", _sentences("not covered: only narrowed readings of the statement were tested."
+                                           + under, beside), variants, reject, p_adj)
     verdicts = {v.verdict for v in full.values()}
     if len(verdicts) > 1:
         reason = "verdict depends on the reading: " + ", ".join(f"{k} {v.verdict}" for k, v in full.items())
-        return "inconclusive", reason + ("." + under if under else ""), variants, reject, p_adj
+        return "inconclusive", _sentences(reason + ("." + under if under else ""), beside), variants, reject, p_adj
     verdict = verdicts.pop()
     if len(full) == 1:
         reason = next(iter(full.values())).reason
     else:
         reason = "; ".join(f"{name}: {v.reason}" for name, v in full.items() if v.reason)
-    return verdict, reason + (under if verdict == "inconclusive" else ""), variants, reject, p_adj
+    return (verdict, _sentences(reason + (under if verdict == "inconclusive" else ""), beside), variants, reject,
+            p_adj)
+
+
+def _sentences(text: str, more: list[str]) -> str:
+    """``text`` followed by the sentences ``more`` (a stop added between them where ``text`` has none)."""
+    if not more:
+        return text
+    return " ".join([text + ("" if not text or text.endswith(".") else ".")] + more).strip()
 
 
 #: Flags that say the evidence was too weak to decide (more or better-conditioned data would decide it).
-_POWER_FLAGS = ("heavy tails", "skewed", "slope undefined", "bias not resolved", "pre-asymptotic")
+_POWER_FLAGS = ("heavy tails", "skewed", "slope undefined", "bias not resolved", "pre-asymptotic", "underpowered")
 
 
 def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdict:

@@ -177,6 +177,9 @@ class Claim:
     readings: Mapping[str, Reading] | None = None
     #: Axes of the domain that the adversarial ``search`` explores over their whole declared set.
     searched: tuple[str, ...] = ()
+    #: Claims about the same estimator or statement, ``{id: how they relate}``, declared on both sides: their
+    #: domains and verdicts must tell one story, and the report and ``rfkit show`` link them.
+    related: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.paper:
@@ -219,6 +222,15 @@ class Claim:
         reading = (self.readings or {}).get(variant)
         return bool(reading is not None and reading.narrows)
 
+    def beside(self, variant: str) -> bool:
+        """Whether ``variant`` is a reading the statement's words do not make (reported beside the verdict)."""
+        reading = (self.readings or {}).get(variant)
+        return bool(reading is not None and reading.beside)
+
+    def deciding(self) -> list[str]:
+        """The readings that decide the verdict together: neither narrowed nor reported beside it."""
+        return [v for v in self.variants if not self.narrowed(v) and not self.beside(v)]
+
     def declaration(self) -> dict:
         """The claim as JSON-able data: what it states, its domain and readings, and each tier's design."""
         def axis(a):
@@ -229,10 +241,12 @@ class Claim:
             id=self.id, paper=self.paper, source=self.source, statement=self.statement, kind=self.kind,
             tolerance=self.tolerance, units=self.units, hypotheses=self.hypotheses, universal=self.universal,
             domain=None if self.domain is None else {k: axis(a) for k, a in self.domain.items()},
-            readings={v: dict(note=self.variant_notes.get(v, ""), narrows={
+            readings={v: dict(note=self.variant_notes.get(v, ""), words=(self.readings or {}).get(v, Reading()).words,
+                              beside=self.beside(v), narrows={
                 k: axis(a) for k, a in ((self.readings or {}).get(v, Reading()).narrows.items())})
                 for v in self.variants},
-            searched=list(self.searched), roles=list(self.roles), untestable=self.untestable, notes=self.notes,
+            searched=list(self.searched), related=dict(self.related), roles=list(self.roles),
+            untestable=self.untestable, notes=self.notes,
             tiers={t: dict(grid=self.axes(t), replicates=self.n_replicates(t), restarts=self.n_restarts(t),
                            search_params=self.search_settings(t),
                            cells={v: len(self.cells(t, v)) for v in self.variants}) for t in TIERS})

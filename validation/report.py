@@ -102,12 +102,15 @@ def markdown_report(run: RunResult, figures: dict[str, str] | None = None) -> st
     out = ["# rfkit validation report", "", _header(run), "", "## Summary", "",
            _md_table(_SUMMARY_HEAD, _summary_rows(run)), "", "## Verdicts", "",
            _md_table(_VERDICT_HEAD, _verdict_rows(run)), "", "## Claims", ""]
+    verdicts = {c.claim.id: c.verdict for c in run.claims}
     for c in run.claims:
         out += [f"### {c.claim.id} — {c.verdict}", "", f"> {c.claim.statement}", "",
                 f"*Source:* {c.claim.source}. *Kind:* {c.claim.kind}. *Hypotheses:* {c.claim.hypotheses}. "
                 f"*Tolerance:* {c.claim.tolerance:g} ({c.claim.units or 'effect units'}).", ""]
         if c.reason:
             out += [f"*Reason:* {c.reason}", ""]
+        for other, how in c.claim.related.items():
+            out += [f"*Related:* `{other}` ({verdicts.get(other, 'not in this run')}): {how}", ""]
         coverage_rows = _coverage_rows(c)
         if coverage_rows:
             out += ["*Domain and coverage:*", "", _md_table(_COVERAGE_HEAD, coverage_rows), ""]
@@ -144,6 +147,7 @@ def html_report(run: RunResult, figures: dict[str, str] | None = None) -> str:
              f"<p>{html.escape(_header(run).replace('`', ''))}</p><h2>Summary</h2>",
              _html_table(_SUMMARY_HEAD, _summary_rows(run)), "<h2>Verdicts</h2>",
              _html_table(_VERDICT_HEAD, _verdict_rows(run), verdict_col=2), "<h2>Claims</h2>"]
+    verdicts = {c.claim.id: c.verdict for c in run.claims}
     for c in run.claims:
         parts.append(f"<h3 id='{html.escape(c.claim.id)}'>{html.escape(c.claim.id)} — {c.verdict}</h3>"
                      f"<blockquote>{html.escape(c.claim.statement)}</blockquote>"
@@ -152,6 +156,10 @@ def html_report(run: RunResult, figures: dict[str, str] | None = None) -> str:
                      f"{c.claim.tolerance:g} ({html.escape(c.claim.units or 'effect units')}).</p>")
         if c.reason:
             parts.append(f"<p><i>Reason:</i> {html.escape(c.reason)}</p>")
+        for other, how in c.claim.related.items():
+            link = (f"<a href='#{html.escape(other)}'>{html.escape(other)}</a> ({verdicts[other]})" if other in verdicts
+                    else f"{html.escape(other)} (not in this run)")
+            parts.append(f"<p><i>Related:</i> {link}: {html.escape(how)}</p>")
         coverage_rows = _coverage_rows(c)
         if coverage_rows:
             parts.append("<p><i>Domain and coverage:</i></p>" + _html_table(_COVERAGE_HEAD, coverage_rows))

@@ -72,8 +72,9 @@ class ClaimResult:
 
     @property
     def witness(self) -> dict | None:
-        for v in self.variants.values():
-            if v.witness is not None:
+        """The first refuting cell of a reading that decides or narrows (never one reported beside the verdict)."""
+        for name, v in self.variants.items():
+            if v.witness is not None and not self.claim.beside(name):
                 return v.witness
         return None
 
@@ -91,7 +92,7 @@ class ClaimResult:
         (``power`` first: see :attr:`VariantVerdict.cause`); ``None`` for a decided claim."""
         if self.verdict != "inconclusive":
             return None
-        full = {k: v for k, v in self.variants.items() if not self.claim.narrowed(k)}
+        full = {k: v for k, v in self.variants.items() if k in self.claim.deciding()}
         if not full:
             return "coverage"
         if len({v.verdict for v in full.values()}) > 1:

@@ -226,6 +226,13 @@ def _check_mean_args(alternative, scale, sd, bounds, tolerance):
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
 
 
+def _variance_within(dev2: np.ndarray, variance: float, alpha: float) -> bool:
+    """Whether the mean of the squared deviations ``dev2`` is within its one-sided level-``alpha`` normal margin
+    (``z_alpha`` times their sd over √n) of ``variance``: a sample variance that theory's can explain."""
+    excess = float(dev2.mean()) - variance
+    return excess <= 0 or excess <= stats.norm.isf(alpha) * float(dev2.std(ddof=1)) / math.sqrt(len(dev2))
+
+
 def _mean_evidence(seq, prediction: float, *, alpha: float, tolerance: float, alternative: str, scale: float,
                    sd: float | None, extra: dict, bounds: tuple[float, float] | None = None) -> Evidence:
     """Evidence of a mean from a confidence sequence after its last round (see :func:`mean_test`)."""
@@ -254,9 +261,11 @@ def _mean_evidence(seq, prediction: float, *, alpha: float, tolerance: float, al
     degenerate = n > 1 and _all_equal(x_all)
     # a Catoni sequence is run with max(theory variance, running sample variance), so its guarantee needs only
     # that the true variance is at most theory's: distrust it (flag) when the sample variance exceeds theory's
-    # even without its largest replicate, not when one large replicate of a heavy-tailed law lifts it
+    # even without its largest replicate by more than its own sampling noise at the cell's level (the sd of the
+    # squared deviations / √n: a law of high kurtosis lifts the sample variance by chance), not when one large
+    # replicate of a heavy-tailed law lifts it
     theory_governs = isinstance(seq, CatoniCS) and sd is not None and sd > 0 and (
-        sample_sd <= sd or n > 2 and (dev2.sum() - dev2.max()) / (n - 2) <= sd * sd)
+        sample_sd <= sd or n > 2 and _variance_within(np.sort(dev2)[:-1], sd * sd, alpha))
     saturated = bounds is not None and degenerate and float(x_all[0]) in (float(bounds[0]), float(bounds[1]))
     if degenerate and sd != 0 and not saturated:
         flags.append("degenerate replicates: every replicate is equal although the quantity is random "

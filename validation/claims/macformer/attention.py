@@ -1,5 +1,4 @@
-"""Macformer, Definition 2, the RMFA display (mask conversion, factorisation) and Theorems 1-2 (unbiasedness,
-tail bound, range)."""
+"""Definition 2, the RMFA display (mask conversion, factorisation) and Theorems 1-2."""
 
 import math
 
@@ -15,10 +14,19 @@ from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import minimize_margin
 from rfkit.validation.stats import Evidence, binomial_test, combine, mean_test
 
-from .common import KERNEL_NAMES, _capped, _capped_relative, _exact, _p_range
-from .inputs import _ball_matrix, _ball_matrix_like, _mask
+from .common import (
+    KERNEL_NAMES,
+    MASK_KINDS,
+    _ball_matrix,
+    _ball_matrix_like,
+    _capped,
+    _exact,
+    _mask,
+    _mask_options,
+    _p_range,
+    _rel_error,
+)
 
-MASK_KINDS = ("none", "padding", "causal", "general")
 FILLS = dict(zip(MASK_FILLS, map(Reading, ("S + M with M ∈ {0, -inf}", "masked fill with -inf", "masked fill with "
                                              "-1e9", "masked fill with the dtype minimum")), strict=True))
 
@@ -36,7 +44,7 @@ def _def2_cell(ctx: CellContext) -> Evidence:
     q, k = (_ball_matrix(ctx.rng, n, d, "row", "boundary") * scale for _ in range(2))
     v, keep = ctx.rng.standard_normal((n, 4)), _mask(ctx.params["mask"], n, ctx.rng)
     reference, top = softmax_attention(q, k, v, mask=keep), float(np.abs(v).max())
-    errors = [_capped_relative(out, reference, top).ravel() for out in _filled(ctx, q, k, v, "exp", keep)]
+    errors = [_rel_error(out, reference, top).ravel() for out in _filled(ctx, q, k, v, "exp", keep)]
     return _exact(np.concatenate(errors), ctx, dict(max_score=float(np.abs(q @ k.T).max() / math.sqrt(d))))
 
 
@@ -60,9 +68,8 @@ DEF2_EXP_SOFTMAX = Claim(
                smoke=dict(score=[0.0, 50.0]), full=dict(length=[1, 2, 16, 1000, 4000], d=[1, 16, 64])),
     where=lambda p, v: (p["length"] > 1 or p["mask"] == "none") and (p["score"] > 0 or p["d"] == 1),
     roles=("kernelized_attention",), plot_x="length",
-    notes="Both the M' form (masked weights 0) and Definition 1's literal masked-fill form of exp attention are "
-          "compared with rfkit.estimators.softmax_attention (log-sum-exp, -inf masking). A length-1 mask keeps "
-          "its only key (no mask); zero scores (Q = 0) are the same at every d.",
+    notes="The M' form and Definition 1's literal masked fill, against rfkit.estimators.softmax_attention "
+          "(log-sum-exp, -inf masking). A length-1 mask keeps its only key; zero scores are the same at every d.",
 )
 
 
@@ -75,7 +82,7 @@ def _mask_conversion_cell(ctx: CellContext) -> Evidence:
         q, k = (_ball_matrix(ctx.rng, n, d, "row", "interior") for _ in range(2))
     v, keep = ctx.rng.standard_normal((n, 3)), _mask(ctx.params["mask"], n, ctx.rng)
     filled, kept = _filled(ctx, q, k, v, kernel, keep)
-    return _exact(_capped_relative(filled, kept, float(np.abs(v).max())), ctx,
+    return _exact(_rel_error(filled, kept, float(np.abs(v).max())), ctx,
                   dict(nonfinite=int((~np.isfinite(filled)).sum())))
 
 
@@ -95,13 +102,12 @@ MASK_CONVERSION = Claim(
                smoke=dict(mask=["causal"], inputs=["presbn"], length=[16]), full=dict(length=[1, 2, 16, 256])),
     where=lambda p, v: p["length"] > 1 or p["inputs"] != "presbn",  # pre-SBN of one row is 0/0 (alg1)
     roles=("kernelized_attention",), plot_x="kernel",
-    notes="Inputs: pre-SBN outputs and unit-ball rows (d = 8). The filled scores go through the printed closed "
-          "forms; nan/inf outputs are counted in extra.",
+    notes="Inputs: pre-SBN outputs and unit-ball rows (d = 8); nan/inf outputs are counted in extra.",
 )
 
 
 def _grouped_features(x: np.ndarray, draws: list[RMFDraw], sharing: str, kernel: str) -> np.ndarray:
-    """Φ of ``(B, H, n, d)`` inputs with one draw per group, straight from Definition 3 (not rmfa's grouping)."""
+    """Φ of ``(B, H, n, d)`` inputs with one draw per group, from Definition 3 (not rmfa's grouping)."""
     (b, h), (sb, sh) = x.shape[:2], {"shared": (0, 0), "per_head": (0, 1), "per_batch_head": (x.shape[1], 1)}[sharing]
     return np.array([[rmf_features(x[i, j], draws[i * sb + j * sh], kernel) for j in range(h)] for i in range(b)])
 
@@ -113,16 +119,14 @@ def _factorization_cell(ctx: CellContext) -> Evidence:
     v = ctx.rng.standard_normal((b, 2, n, 3))
     draws = [draw_rmf(ctx.params["D"], d, rng=ctx.rng, p=ctx.params["p"]) for _ in range(groups)]
     keep = np.ones((n, n), dtype=bool) if route == "none" else _mask(route, n, ctx.rng)
-    options = {"none": {}, "padding": dict(key_padding=keep[0]), "causal": dict(causal=True),
-               "general": dict(mask=keep)}[route]
     result = quiet(ctx.impl("rmfa", rmfa), q, k, v, kernel=kernel, draw=draws if groups > 1 else draws[0],
-                   draw_sharing=sharing, return_details=True, **options)
+                   draw_sharing=sharing, return_details=True, **_mask_options(route, keep))
     phi_q, phi_k = (_grouped_features(x * d**-0.25, draws, sharing, kernel) for x in (q, k))
     scores = (phi_q @ np.swapaxes(phi_k, -1, -2)) * keep
     ones = np.concatenate([v, np.ones(v.shape[:-1] + (1,))], axis=-1)
     got = np.concatenate([result.numerator, result.denominator[..., None]], axis=-1)
     magnitude = np.maximum(np.abs(scores) @ np.abs(ones), np.finfo(float).tiny)
-    return _exact(_capped_relative(got, scores @ ones, magnitude), ctx,
+    return _exact(_rel_error(got, scores @ ones, magnitude), ctx,
                   dict(width=result.width, nonpositive=result.n_nonpositive))
 
 
@@ -163,7 +167,7 @@ FACTORIZATION = Claim(
                          p=[1.04, 1.5, 2.0, 4.0])),
     where=_factorization_where, roles=("rmfa",), plot_x="length",
     notes="Numerators and denominators are compared separately (a ratio amplifies round-off where the denominator "
-          "is small). Inputs are (B, 2, n, d) so that draw sharing is exercised. Numba and torch backends are not run.",
+          "is small); inputs (B, 2, n, d) exercise draw sharing.",
 )
 
 
@@ -217,8 +221,8 @@ def _thm_grid(quick: dict, smoke: dict, full: dict) -> dict:
 
 
 def _thm_samples(ctx: CellContext, ball: str, replicates: int, rows: int | None = None):
-    """``V`` (entries in ``[-1, 1]``, ``L = max |V_ij|``), ``attn_K`` and RMFA replicates of a Theorem 1-2 cell (the
-    first ``rows`` queries only), with ``Q, K`` in the unit ball read with ``ball``."""
+    """``V`` (entries in ``[-1, 1]``), ``attn_K`` and RMFA replicates of the first ``rows`` queries of a Theorem 1-2
+    cell, with ``Q, K`` in the unit ball read with ``ball``."""
     n, d, geometry, rng = ctx.params["n"], ctx.params["d"], ctx.params["inputs"], ctx.rng
     if geometry == "line":
         q, k = (_ball_matrix_like(_ball_matrix(rng, n, 1, ball, "interior", positive=True) + 0.05, ball)
@@ -274,7 +278,6 @@ def _line_expectation(q: float, keys: np.ndarray, values: np.ndarray, p: float) 
 
 
 def _thm1_search(ctx: CellContext) -> Evidence:
-    """Exact search (d = 1, n = 2, D = 1, positive inputs in the ball) for the largest |E[RMFA] - attn_exp|."""
     res = minimize_margin(lambda z: -abs(np.subtract(*_line_expectation(z[0], z[1:3], z[3:5], 2.0))),
                           [(0.05, 1.0)] * 3 + [(-1.0, 1.0)] * 2, rng=ctx.rng, restart=ctx.restart or 0)
     q, keys = _ball_matrix_like(res.x[:1, None], ctx.variant), _ball_matrix_like(res.x[1:3, None], ctx.variant)
@@ -297,14 +300,12 @@ THM1_UNBIASED = Claim(
     where=_thm_where(lambda p: p["kernel"] == "exp" or p["D"] == 1),
     replicates=tiers(40_000, smoke=8_000, full=1_000_000), restarts=tiers(2, smoke=1, full=10),
     roles=("rmfa_replicates",), plot_x="D",
-    notes="Per cell: the first three queries' outputs, each a mean test against attn_K (Bonferroni); RMFA applies "
-          "the d^{1/4} scaling to the raw Q, K. Heavy-tailed cells (near-zero denominators) are flagged, not tested. "
-          "The search maximises the exact bias of the d = 1 line geometry (E over N in closed form) and re-tests "
-          "the optimum with fresh draws.",
+    notes="Per cell: the first three queries' outputs, each a mean test against attn_K (Bonferroni). The search "
+          "maximises the exact bias of the d = 1 line geometry (E over N in closed form) and re-tests the optimum.",
 )
 
 
-def _hoeffding_bound(num_features: int, eps_over_l: float) -> float:  # Theorem 2's right-hand side
+def _hoeffding_bound(num_features: int, eps_over_l: float) -> float:
     return 2.0 * num_features * math.exp(-num_features * eps_over_l**2 / 2.0)
 
 
@@ -342,9 +343,8 @@ TAIL_BOUND = Claim(
     where=_thm_where(lambda p: 1e-3 <= _hoeffding_bound(p["D"], p["eps_over_L"]) <= 0.5
                      or p["eps_over_L"] <= 0.05 and p["D"] == 1, core_kernels=("exp",), core=4),
     replicates=tiers(8_000, smoke=3_000, full=200_000), roles=("rmfa_replicates",), plot_x="D",
-    notes="Exact binomial tests (Clopper-Pearson) of the exceedance frequency; 'entry' tests every output entry "
-          "(Bonferroni), 'max' the largest deviation. Non-finite outputs count as exceedances. Grid points run where "
-          "the bound lies in [1e-3, 0.5], and at the open end ε/L = 0.05 (a vacuous bound, recorded as such).",
+    notes="Exact binomial tests of the exceedance frequency (non-finite outputs exceed); grid points run where the "
+          "bound lies in [1e-3, 0.5], and at the open end ε/L = 0.05 (a vacuous bound, recorded as such).",
 )
 
 
@@ -381,6 +381,5 @@ RMFA_RANGE = Claim(
     where=_thm_where(lambda p: True),
     replicates=tiers(2_000, smoke=1_000, full=100_000), restarts=tiers(2, smoke=1, full=10),
     roles=("rmfa_replicates", "rmfa"), plot_x="D",
-    notes="One observed draw outside [-L, L] refutes 'every draw'. The search uses an explicit draw (D = 1, N = 1, "
-          "ω = +1) so the witness is deterministic.",
+    notes="The search uses an explicit draw (D = 1, N = 1, ω = +1) so the witness is deterministic.",
 )

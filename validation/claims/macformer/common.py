@@ -1,4 +1,4 @@
-"""Helpers shared by the Macformer claim modules: reading products, capped violations, exact evidence."""
+"""Helpers shared by the Macformer claim modules: reading products, capped violations, exact evidence, inputs."""
 
 import itertools
 from collections.abc import Callable, Sequence
@@ -6,11 +6,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rfkit.estimators.maclaurin_kernels import MACLAURIN_KERNELS
+from rfkit.estimators.ppsbn import matrix_norm
 from rfkit.validation.domain import Range
 from rfkit.validation.model import CellContext
 from rfkit.validation.stats import Evidence, exact_test
 
 KERNEL_NAMES = tuple(MACLAURIN_KERNELS)
+MASK_KINDS = ("none", "padding", "causal", "general")
 RESOLUTION = 0.5
 
 
@@ -26,7 +28,7 @@ def _capped(values, cap: float = 1.0) -> np.ndarray:
     return np.where(np.isfinite(values), np.minimum(values, cap), cap)
 
 
-def _capped_relative(got, want, scale) -> np.ndarray:
+def _rel_error(got, want, scale) -> np.ndarray:
     with np.errstate(all="ignore"):
         return _capped(np.abs(np.asarray(got) - np.asarray(want)) / scale)
 
@@ -36,9 +38,9 @@ def _exact(values, ctx: CellContext, extra: dict | None = None, tolerance: float
     return exact_test(float(_capped(values).max(initial=0.0)), 0.0, tolerance=tolerance or ctx.tolerance, extra=extra)
 
 
-def _p_range(words: str, why: str) -> Range:
-    """An RMF law's ``p > 1`` axis, tested up to the register's largest p (4)."""
-    return Range(words, 1.0, strict=(True, False), up_to=(None, 4.0), why=why)
+def _p_range(words: str, why: str, up_to: float = 4.0) -> Range:
+    """An RMF law's ``p > 1`` axis, tested up to ``up_to`` (the register's largest p: 4)."""
+    return Range(words, 1.0, strict=(True, False), up_to=(None, up_to), why=why)
 
 
 def _replicate_cap(ctx: CellContext, need: float, share: int = 1) -> tuple[int, bool]:
@@ -56,3 +58,48 @@ def _jackknife(values: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray]
     leave_one_out = (count * mean[None, :] - values) / (count - 1)
     with np.errstate(all="ignore"):
         return count * statistic(mean[None, :])[0] - (count - 1) * statistic(leave_one_out)
+
+
+def _mask(kind: str, n: int, rng: np.random.Generator) -> np.ndarray | None:
+    """``M'`` (True = keep) of a mask type; every row keeps at least one key."""
+    if kind in ("none", "causal"):
+        return None if kind == "none" else np.tri(n, dtype=bool)
+    if kind == "padding":
+        keep = rng.random(n) < 0.7
+        keep[rng.integers(n)] = True
+        return np.broadcast_to(keep, (n, n)).copy()
+    keep = rng.random((n, n)) < 0.5
+    keep[np.arange(n), rng.integers(n, size=n)] = True
+    return keep
+
+
+def _mask_options(kind: str, keep: np.ndarray | None) -> dict:
+    """rmfa's keyword arguments for a mask type with keep-matrix ``keep``: none, key padding, causal or general."""
+    if kind == "padding":
+        return dict(key_padding=keep[0])
+    return dict(mask=keep) if kind == "general" else dict(causal=kind == "causal")
+
+
+def _route_options(kind: str, n: int, rng: np.random.Generator) -> dict:
+    return _mask_options(kind, None if kind in ("none", "causal") else _mask(kind, n, rng))
+
+
+def _ball_matrix(rng: np.random.Generator, n: int, d: int, reading: str, placement: str,
+                 positive: bool = False) -> np.ndarray:
+    """A matrix in the unit ball ``ℓ2(0,1)`` of a reading: on its boundary (norm 1) or inside (norm in [0.3, 0.9];
+    each row's for ``row``)."""
+    x = np.abs(rng.standard_normal((n, d))) if positive else rng.standard_normal((n, d))
+    radius = 1.0 if placement == "boundary" else rng.uniform(0.3, 0.9)
+    if reading == "row" and placement != "boundary":  # per-row radii (drawn after the scalar: seeds unchanged)
+        radius = rng.uniform(0.3, 0.9, size=(n, 1))
+    return x * radius / matrix_norm(x, reading)
+
+
+def _ball_matrix_like(x: np.ndarray, reading: str) -> np.ndarray:
+    """``x`` shrunk into the unit ball of a reading where it lies outside (rows one by one for ``row``)."""
+    return x / np.maximum(matrix_norm(x, reading), 1.0)
+
+
+def _gaussian_qkv(rng: np.random.Generator, n: int, d: int, scale: float = 0.5):
+    """Gaussian ``Q, K`` (entries N(0, scale²)) and standard Gaussian ``V``, all ``(n, d)``."""
+    return rng.standard_normal((n, d)) * scale, rng.standard_normal((n, d)) * scale, rng.standard_normal((n, d))

@@ -16,8 +16,7 @@ from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.stats import Evidence, combine, exact_test
 from rfkit.validation.timing import cell_timing_slope, geometric_sizes, peak_bytes, single_threaded_blas
 
-from .common import KERNEL_NAMES
-from .inputs import _gaussian_qkv, _mask
+from .common import KERNEL_NAMES, MASK_KINDS, _gaussian_qkv, _p_range, _route_options
 
 #: Trend claims: a log-log slope of at least TREND in the claimed direction, TREND_TOLERANCE of it tolerated.
 TREND, TREND_TOLERANCE = 0.1, 0.05
@@ -44,7 +43,6 @@ def _order(words: str, lo: int, up_to: int) -> Integers:
 
 
 def _softmax_cost_cell(ctx: CellContext) -> Evidence:
-    """Time: log-log slope <= 2 in n, <= 1 in d; counts: exact (two sub-tests)."""
     axis, sizes, shapes = _swept(ctx)
     attend = ctx.impl("softmax_attention", softmax_attention)
     calls = [functools.partial(attend, *_gaussian_qkv(ctx.rng, sh["n"], sh["d"])) for sh in shapes]
@@ -63,18 +61,9 @@ SOFTMAX_COST = Claim(
     cell=_softmax_cost_cell,
     grid=tiers(dict(n=[_sweep(256, 2048), 256], d=[64, _sweep(16, 256)]), full=dict(n=[_sweep(256, 16384), 256])),
     where=_one_sweep, replicates=tiers(6, smoke=3, full=20), roles=("softmax_attention",),
-    notes="The naive form with materialised scores (Figure 2a); d_v = d; float64 numpy, no torch GPU. Time: CPU "
-          "time of every repeat (timing_slope_test), n sweep at d = 64, d sweep at n = 256. Counts: the GEMM flops "
-          "of rfkit.theory.cost against 2n²d + 2n²d_v.",
+    notes="The naive form with materialised scores (Figure 2a), d_v = d, float64 numpy. Time: CPU time of every "
+          "repeat, n sweep at d = 64, d sweep at n = 256. Counts: rfkit.theory.cost's GEMM flops.",
 )
-
-
-def _route_options(route: str, n: int, rng: np.random.Generator) -> dict:
-    """rmfa's keyword arguments for a mask route: none, key padding, causal, or a general mask M'."""
-    if route in ("none", "causal"):
-        return dict(causal=route == "causal")
-    keep = _mask(route, n, rng)
-    return dict(key_padding=keep[0]) if route == "padding" else dict(mask=keep)
 
 
 def _rmfa_cost_cell(ctx: CellContext) -> Evidence:
@@ -106,9 +95,9 @@ RMFA_COST = Claim(
     domain=dict(n=_order("time complexity O(ndD): the length n", 512, 8192),
                 d=_order("time complexity O(ndD): the width d", 16, 128),
                 D=_order("time complexity O(ndD): the features D", 64, 256),
-                mask=Choice("not qualified by mask type", ("none", "padding", "causal", "general")),
-                p=Range("not qualified by p (every p > 1)", 1.0, math.inf, strict=(True, False), up_to=(None, 4.0),
-                        why="p changes only the constant E[W] = D/(p - 1) of the projections")),
+                mask=Choice("not qualified by mask type", MASK_KINDS),
+                p=_p_range("not qualified by p (every p > 1)",
+                           "p changes only the constant E[W] = D/(p - 1) of the projections")),
     readings={"included": Reading("drawing the RMF features is timed"),
               "excluded": Reading("the draw is made outside the timer")},
     cell=_rmfa_cost_cell,
@@ -117,13 +106,12 @@ RMFA_COST = Claim(
                full=dict(n=[_sweep(2048, 65536), _sweep(256, 4096), 2048], d=[64, _sweep(16, 256)],
                          D=[64, _sweep(64, 2048)])),
     where=_rmfa_where, replicates=tiers(4, smoke=2, full=20), roles=("rmfa",),
-    notes="Float64 numpy; n = 2048, D = 64, d = 64 unless swept. The general mask M' has no factored form: its "
-          "route is quadratic (n sweep 512..2048). 'Much cheaper than softmax for n >> D': macformer.fig4b.*.",
+    notes="n = 2048, D = 64, d = 64 unless swept. The general mask M' has no factored form: its route is quadratic "
+          "(n sweep 512..2048). 'Much cheaper than softmax for n >> D': macformer.fig4b.*.",
 )
 
 
 def _memory_cell(ctx: CellContext) -> Evidence:
-    """tracemalloc peak of one RMFA forward pass per kernel, relative to the exp kernel's (the claim's notes)."""
     n, d = ctx.params["length"], ctx.params["d"]
     q, k, v = _gaussian_qkv(ctx.rng, n, d, scale=0.3 * d**-0.25)
     options = dict(num_features=ctx.params["D"], p=ctx.params["p"], coeffs=ctx.params["coeffs"],
@@ -161,6 +149,5 @@ MEMORY_KERNEL_INVARIANT = Claim(
     # two corners: all sizes small or all large (coverage is per axis)
     where=lambda p, v: len({p["length"] == 1024, p["d"] == 32, p["D"] == 128}) == 1, roles=("rmfa",), plot_x="p",
     notes="The forward pass on CPU (tracemalloc peak); the same shapes, D, p and seed (same draw) for every kernel. "
-          "Backward memory and torch.cuda.max_memory_allocated need the GPU backend (not run); Table 2's LRA "
-          "models need training (not reproducible here).",
+          "Backward and GPU memory, and Table 2's trained LRA models, are not run here.",
 )

@@ -20,18 +20,20 @@ from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, required_replicates, undecided
 
 from .attention import _feature_budget, _rmfa_samples
-from .common import KERNEL_NAMES, _capped_relative, _exact, _replicate_cap
-from .complexity import _route_options
+from .common import (
+    KERNEL_NAMES,
+    _ball_matrix,
+    _exact,
+    _gaussian_qkv,
+    _p_range,
+    _rel_error,
+    _replicate_cap,
+    _route_options,
+)
 from .features import LAWS, PAIRS, _kernel_replicates, _pair, _rmf_mean_evidence
-from .inputs import _ball_matrix, _gaussian_qkv
 
 KERNELS = Choice("each Maclaurin kernel (exp, inv, trigh, log, sqrt)", tuple(KERNEL_NAMES))
-
-
-def _p_axis(words: str, up_to: float = 4.0) -> Range:
-    """Every ``p > 1`` (the geom law's parameter): tested near the open end 1 and up to ``up_to``."""
-    return Range(words, 1.0, math.inf, strict=(True, False), up_to=(None, up_to),
-                 why="p enters through p^n and 1/(p - 1) in closed form: the series are checked at each tested p")
+P_WHY = "p enters through p^n and 1/(p - 1) in closed form: the series are checked at each tested p"
 
 
 def _rademacher_cell(ctx: CellContext) -> Evidence:
@@ -66,8 +68,7 @@ RADEMACHER_MOMENTS = Claim(
                                "(Schwartz–Zippel); Monte Carlo at d = 16 and 64")),
     cell=_rademacher_cell, grid=tiers(dict(d=[1, 2, 3, 8, 12, 16, 64]), smoke=dict(d=[1, 2, 3, 16, 64])),
     replicates=tiers(200_000, full=2_000_000), plot_x="d",
-    notes="Enumeration (d <= 12) also checks the exact joint moments E[u^i v^j] (i, j <= 4) of "
-          "rfkit.theory.maclaurin.rademacher_joint_moments; Monte Carlo: the four-fold product (bounded).",
+    notes="Enumeration also checks rfkit.theory.maclaurin.rademacher_joint_moments (E[u^i v^j], i, j <= 4).",
 )
 
 
@@ -119,7 +120,7 @@ RMF_FEATURE_MOMENTS = Claim(
     units="relative error of the first and second moments (structure: of the probabilities/means)",
     domain=dict(check=Choice("the mean, the second moment, the degree law, the divergence condition",
                              ("moments", "structure", "divergence")),
-                kernel=KERNELS, p=_p_axis("every p > 1")),
+                kernel=KERNELS, p=_p_range("every p > 1", P_WHY)),
     readings={name: Reading(f"degree law {law}, weight {w}",
                             narrows={} if law == "geom" else
                             dict(p=Range("the defective law needs p >= 2 (P(alive) = 1/(p - 1))", 2.0, math.inf,
@@ -134,10 +135,8 @@ RMF_FEATURE_MOMENTS = Claim(
     where=lambda p, v: (not v.startswith("defective") or p["p"] >= 2)
     and (p["check"] == "moments" or (p["kernel"] == "exp" and p["pair"] == "scaled")),
     roles=("rmf_features",), plot_x="p",
-    notes="Derived coefficients; x, y of the def3 pairs (d = 4). Moments: mean tests of Z (as def3.rmf_unbiased) "
-          "and of Z² (exact sd from E[Z⁴]); where E[Z⁴] is infinite only the mean is tested (second_tested in "
-          "extra). Structure: the sampler's degree law. Divergence: rmf_moments' verdict for inv at p·m ∈ "
-          "{0.5, 0.9, 0.999, 1.001, 1.1, 2}.",
+    notes="x, y of the def3 pairs (d = 4). Moments: mean tests of Z and of Z² (exact sd from E[Z⁴]; only the mean "
+          "where E[Z⁴] = ∞). Divergence: rmf_moments' verdict for inv at p·m ∈ {0.5, 0.9, 0.999, 1.001, 1.1, 2}.",
 )
 
 
@@ -163,7 +162,7 @@ RMF_WEIGHT_INVARIANCE = Claim(
               "(geom, importance) features; RMFA's numerator and denominator both scale by p - 1, so its outputs "
               "are identical while the kernel estimates differ by the factor p - 1.",
     kind="identity", tolerance=1e-12, units="|difference| / Σ|terms| (features: / max |feature|)",
-    domain=dict(p=_p_axis("any p > 1", up_to=8.0), kernel=KERNELS,
+    domain=dict(p=_p_range("any p > 1", P_WHY, up_to=8.0), kernel=KERNELS,
                 length=Integers("any inputs: n query and key rows", 1, math.inf, up_to=64,
                                 why="the identity holds row by row (features) and term by term (sums over keys)"),
                 d=Integers("any inputs x ∈ R^d", 1, math.inf, up_to=16,
@@ -247,14 +246,11 @@ RMFA_RATIO_BIAS = Claim(
                full=dict(D=[64, 256, 1024, 4096], length=[4, 16, 64])),
     replicates=tiers(32_000, smoke=8_000, full=100_000),  # replicates of z (each 2D features)
     roles=("rmfa_replicates",), plot_x="D",
-    notes="Hypotheses: μ_a ≠ 0 and G finite (else the cell is undecidable); geom-importance features, p = 2; unbiased "
-          "features, E[Φ(x)·Φ(y)] = κ(x·y) (Definition 3; def3.rmf_unbiased), which make the numerator and denominator "
-          "unbiased and the subtracted linear term a control variate of mean 0. Per cell the two entries with the "
-          "largest |b|/sqrt(v) (best resolved), each a sequential mean (asymptotic confidence sequence) of z = 2y_{2D} "
-          "- (y'_D + y''_D)/2, where y_D = D·(RMFA - attn^κ - (N̂ - attn^κ μ̂)/μ) subtracts from D × (error) its "
-          "linear term, of mean exactly 0 with unbiased features and of spread O(√D), and the two D-feature estimates "
-          "are the halves of the 2D features (common random numbers): the spread of z is O(1) instead of O(√D) (about "
-          "4|b| against 20|b| at the quick inputs). Budgets are in replicates of z (2D features each).",
+    notes="μ_a ≠ 0 and G finite, else undecidable; geom-importance features, p = 2. Per cell the two entries with "
+          "the largest |b|/sqrt(v), each a sequential mean of z = 2y_{2D} - (y'_D + y''_D)/2, where "
+          "y_D = D·(RMFA - attn^κ - (N̂ - attn^κ μ̂)/μ) subtracts from D × (error) its linear term (mean 0 with "
+          "unbiased features, spread O(√D)) and the D-feature estimates are the halves of the 2D features (common "
+          "random numbers): z spreads O(1) (about 4|b| against 20|b| at the quick inputs). Budgets: replicates of z.",
 )
 
 
@@ -301,15 +297,11 @@ RMFA_RATIO_MSE = Claim(
                full=dict(D=[16, 64, 256, 1024], length=[4, 16])),
     where=lambda p, v: p["check"] == "entry_mse" or p["kernel"] == "exp",
     replicates=tiers(1_600_000, smoke=200_000, full=16_000_000), roles=("rmfa_replicates",), plot_x="D",
-    notes="As derived.rmfa_ratio_bias (interior inputs); toy: one 32×64 pre-SBN matrix, exp kernel (the register's "
-          "toy protocol is RMFA_exp). Entry MSEs include the squared bias b²/D (same order). Budgets are in features "
-          "(replicates × D). Replicates D·(RMFA - attn^κ)² are squares of a ratio whose denominator (signed "
-          "Maclaurin features) comes near 0 in a small fraction of draws (about 1e-3 at D = 16 on the quick inputs), "
-          "so their tail index is about 3 at D = 64 and the asymptotic sequence flags them; no finite-D variance "
-          "bound exists in closed form (the ratio's fourth moment depends on the denominator's law near 0), and the "
-          "replicates have no known range. What would decide D = 64 and the inv kernel: a proven bound on "
-          "E[(RMFA - attn^κ)⁴] (rfkit.theory.maclaurin), or the full tier's larger D, where the denominator stays "
-          "away from 0.",
+    notes="As derived.rmfa_ratio_bias (interior inputs); toy: one 32×64 pre-SBN matrix, exp kernel. Entry MSEs "
+          "include b²/D. Budgets in features (replicates × D). The replicates D·(RMFA - attn^κ)² square a ratio "
+          "whose denominator comes near 0 in about 1e-3 of draws (D = 16), so their tail index is about 3 at D = 64 "
+          "and the sequence flags them; no closed-form variance bound or range exists. Deciding D = 64 and inv "
+          "needs a proven bound on E[(RMFA - attn^κ)⁴] or the full tier's larger D.",
 )
 
 
@@ -356,7 +348,7 @@ COST_MODEL = Claim(
                 D=Integers("any number of features D", 1, math.inf, up_to=128,
                            why="counts and E[W] are linear in D by construction; the count model is checked "
                                "exactly at each D"),
-                p=_p_axis("E[W] = D/(p - 1) for every p > 1"),
+                p=_p_range("E[W] = D/(p - 1) for every p > 1", P_WHY),
                 law=Choice("the geom law (and the defective law, E[W] = D/(p - 1)²)", ("geom", "defective")),
                 d=Integers("the ratio at d_v = d >= 16 (it is n/(2D)·2d/(2d + 1))", 16, math.inf, up_to=64,
                            why="the ratio's error 1/(2d + 1) falls with d")),
@@ -372,8 +364,7 @@ COST_MODEL = Claim(
     or (p["check"] == "ratio" and p["p"] == 2.0 and p["law"] == "geom" and p["D"] > 1),
     replicates=tiers(100_000, full=400_000),  # draws of W (cheap); counts and ratio use none
     roles=("rmfa",), plot_x="check",
-    notes="Dense products, a multiply-add counted as 2; counts are exact (RMFAResult.gemms against "
-          "rfkit.theory.cost.rmfa_gemms and the closed form). Wall time: sec_rmfa.* and fig4b.*.",
+    notes="Dense products, a multiply-add counted as 2. Wall time: sec_rmfa.* and fig4b.*.",
 )
 
 
@@ -393,7 +384,7 @@ def _trigh_cell(ctx: CellContext) -> Evidence:
     draw = draw_rmf(ctx.params["D"], 8, rng=ctx.rng)
     outs = [rmf_features(q, draw, kernel) if check == "rmf" else quiet(rmfa, q, k, v, kernel, draw=draw)
             for kernel in ("trigh", "exp")]
-    return _exact(_capped_relative(outs[0], outs[1], float(np.abs(outs[1]).max())), ctx)
+    return _exact(_rel_error(outs[0], outs[1], float(np.abs(outs[1]).max())), ctx)
 
 
 TRIGH_EXP_IDENTITY = Claim(
@@ -413,7 +404,6 @@ TRIGH_EXP_IDENTITY = Claim(
                     t=[-50.0, -20.0, -5.0, -1.0, 0.0, 1.0, 5.0, 20.0, 50.0, 700.0, 709.0], D=[64]),
                smoke=dict(t=[-50.0, 0.0, 1.0, 709.0]), full=dict(D=[64, 1024])),
     where=lambda p, v: p["check"] == "closed_form" or p["t"] == 1.0, plot_x="t",
-    notes="closed_form: the identity in 60-digit mpmath, and the toolkit's kernels in float64. The toolkit evaluates "
-          "trigh as e^t: sinh + cosh cancels catastrophically in float64 for t << 0 (sinh(-20) + cosh(-20) = 0), "
-          "a property of the evaluation, not of the identity.",
+    notes="The identity in 60-digit mpmath, the kernels in float64. The toolkit evaluates trigh as e^t: sinh + cosh "
+          "cancels catastrophically in float64 for t << 0, a property of the evaluation, not of the identity.",
 )

@@ -1,4 +1,4 @@
-"""Macformer, Definition 3: the random Maclaurin feature (RMF) estimate Φ(x)·Φ(y) of K(x·y) is unbiased."""
+"""Definition 3: the random Maclaurin feature (RMF) estimate of K(x·y)."""
 
 import math
 
@@ -67,7 +67,6 @@ def _stratified_replicates(ctx: CellContext, x, y, kernel: str, replicates: int,
 
 def _rmf_mean_evidence(ctx: CellContext, x, y, kernel: str, num_features: int, p: float, n_law: str, weight: str,
                        coeffs: str, target: float, **test) -> Evidence:
-    """Mean test of Φ(x)·Φ(y) against ``target``, sized from the exact moments (the routes of RMF_UNBIASED's notes)."""
     test, law = test or ctx.test, dict(p=p, n_law=n_law, weight=weight, coeffs=coeffs)
     mom = theory.rmf_moments(x, y, kernel, num_features=num_features, **law)
     extra = dict(t=float(x @ y), target=target, series_value=mom.mean, exact_sd=mom.sd)
@@ -132,10 +131,7 @@ RMF_UNBIASED = Claim(
                full=dict(p=[1.04, 1.1, 1.5, 2.0, 3.0, 4.0, 8.0], D=[1, 4, 16, 256], d=[1, 2, 4, 16, 64],
                          pair=list(_PAIRS))),
     replicates=tiers(400_000, smoke=60_000, full=4_000_000), roles=("rmf_features",), plot_x="p",
-    notes="Replicates are sized from the exact moments (rfkit.theory.maclaurin.rmf_moments). Where the plain "
-          "estimate has an infinite variance (or third moment) the cell averages the degree-stratified estimate "
-          "Σ_n π_n Z_n (the estimator's features with the degree fixed, all moments finite) plus the exact series "
-          "tail beyond its last degree; cells where E|Z| = ∞ (the expectation need not exist) are reported as "
-          "undecidable. Each cell's extra has both targets: f(x·y) (the claim) and the series value of the "
-          "coefficient source in use.",
+    notes="Where the plain estimate has an infinite variance (or third moment) the cell averages the degree-"
+          "stratified estimate Σ_n π_n Z_n (degree fixed, all moments finite) plus the exact series tail; cells "
+          "where E|Z| = ∞ are undecidable. Each cell's extra has f(x·y) and the coefficient source's series value.",
 )

@@ -58,8 +58,8 @@ def _toy_inputs(ctx: CellContext, length: int):
 
 
 def _fig4a_d_cell(ctx: CellContext) -> Evidence:
-    """``mean_of_log|log`` (the claim's notes): the fall is a mean test of the per-repeat OLS slopes, the diminishing
-    returns one of the jackknife pseudo-values (over repeats) of the slope of log E[decrement of log NMSE]."""
+    """The fall is a mean test of the per-repeat OLS slopes, the diminishing returns one of the jackknife
+    pseudo-values (over repeats) of the slope of log E[decrement of log NMSE]."""
     if ctx.variant != "mean_of_log|log":
         return undecided(INFINITE_MEAN_NMSE)
     features, logs = list(ctx.params["D"]), []
@@ -99,12 +99,10 @@ FIG4A_DECREASES = Claim(
     replicates=tiers(120, smoke=30, full=200), plot_x="length",
     notes="The toy protocol (rfkit.validation.reproductions.macformer): pre-SBN (row norm, feature_batch statistics, "
           "ε = 1e-12), p = 2, N(0,1) data, global NMSE; one batch × head below the full tier. Two sub-tests per "
-          "length (Bonferroni): log NMSE falls with log D (slope <= -0.1), and the decrease over consecutive equal "
-          "spans of the D grid (one doubling at quick, at least 5 spans) shrinks (log-log slope of the decrements "
-          "against the span's first D <= -0.1), in NMSE or in log NMSE. A pure power law NMSE ∝ 1/D has shrinking "
-          "linear decrements but constant log decrements per doubling. E[NMSE] is infinite (INFINITE_MEAN_NMSE): "
-          "the log_of_mean and linear readings are undecidable at every tier; mean_of_log|log: 120 repeats at quick "
-          "(Hill's tail diagnostic needs >= 100), each at every D with the same data and max(1, 16/D) draws.",
+          "length (Bonferroni): log NMSE falls with log D, and its decrease over consecutive equal spans of the D "
+          "grid (at least 5 spans) shrinks against the span's first D. A pure power law NMSE ∝ 1/D has shrinking "
+          "linear decrements but constant log decrements per doubling. 120 repeats at quick (Hill's tail diagnostic "
+          "needs >= 100), each at every D with the same data and max(1, 16/D) draws.",
 )
 
 
@@ -146,12 +144,10 @@ FIG4A_INCREASES = Claim(
                smoke=dict(D=[16], length=[[200, 245, 300, 367, 450]]),
                full=dict(D=[2, 16, 128, 1024, 4096], length=[list(range(200, 4001, 200))], **PROTOCOL_SCALE["full"])),
     replicates=tiers(100, smoke=30), plot_x="D",
-    notes="The toy protocol as fig4a.error_decreases_with_d; the trend is the least-squares log-log slope over the "
-          "length grid. Common random numbers (one data draw of the longest length, its first n rows at length n; "
-          "the same max(1, 32/D) RMF draws at every length) and a control variate of mean exactly 0 (the slope of "
-          "log Σ_c(Σ_{i<=n} V_ic)²/n) make the slope's replicates about 4x less variable than independent arms; an "
-          "asymptotic mean test of the per-repeat slopes, 100 repeats at quick. log_of_mean is undecidable at "
-          "every tier: E[NMSE] is infinite under the protocol's data law.",
+    notes="The toy protocol as fig4a.error_decreases_with_d; least-squares log-log slope over the length grid. "
+          "Common random numbers (one data draw of the longest length, its first n rows at length n; the same "
+          "max(1, 32/D) RMF draws at every length) and the control variate make the slope's replicates about 4x "
+          "less variable than independent arms.",
 )
 
 
@@ -166,7 +162,6 @@ def _pair_calls(ctx: CellContext, n: int, num_features: int, sampling: str = "in
 
 
 def _faster_cell(ctx: CellContext) -> Evidence:
-    """Paired repeated CPU times: ``log(t_RMFA/t_softmax) <= 0`` up to the tolerance and the machine margin."""
     n, num_features = ctx.params["length"], ctx.params["D"]
     softmax_call, rmfa_call = _pair_calls(ctx, n, num_features, ctx.variant)
     return timing_ratio_test(rmfa_call, softmax_call, 1.0, repeats=ctx.replicates, alpha=ctx.alpha,
@@ -188,15 +183,13 @@ FIG4B_FASTER = Claim(
     grid=tiers(dict(length=[200, 512], D=[2, 8, 128, 512, 4096]), smoke=dict(length=[200], D=[8, 512]),
                full=dict(length=list(range(200, 4001, 200)), D=_powers(1, 12))),
     replicates=tiers(6, smoke=5, full=20), plot_x="D",
-    notes="The toy protocol at reduced size (one head, d = 64, pre-SBN untimed), numpy CPU, naive softmax; the paper "
-          "states no device. Paired repeated CPU times (log-ratio t test with the machine margin log 1.25 of "
-          "rfkit.validation.timing): only a slowdown beyond 25% (plus the tolerance, 0.05 in log10) refutes. The "
-          "flop-model ratio (rfkit.theory.cost) is in each cell's extra. torch GPU is not run here.",
+    notes="The toy protocol at reduced size (one head, d = 64, pre-SBN untimed), numpy CPU, naive softmax. Paired "
+          "CPU times (log-ratio t test with the machine margin log 1.25 of rfkit.validation.timing): only a slowdown "
+          "beyond 25% (plus the tolerance) refutes. The flop-model ratio is in each cell's extra.",
 )
 
 
 def _trends_cell(ctx: CellContext) -> Evidence:
-    """Log-log slope of t_softmax/t_RMFA (RMF sampling timed): ``<= -TREND`` against D, ``>= TREND`` in length."""
     swept, sizes, shapes = _swept(ctx)
     rising = swept == "length"
     pairs = [_pair_calls(ctx, sh["length"], sh["D"]) for sh in shapes]
@@ -218,6 +211,6 @@ FIG4B_TRENDS = Claim(
                smoke=dict(length=[512], D=[_powers(4, 8)]),
                full=dict(length=[200, 4000, list(range(200, 4001, 200))], D=[_powers(1, 12), 2, 32, 4096])),
     where=_one_sweep, replicates=tiers(3, full=20), plot_x="length",
-    notes="The toy protocol at reduced size (one head, d = 64), numpy CPU. Slopes of the ratio of paired CPU times, "
-          "fitted on every repeat (>= 5 sizes) with one intercept per round; the flop model's ratios in extra.",
+    notes="The toy protocol at reduced size (one head, d = 64); slopes of the ratio of paired CPU times, one "
+          "intercept per round; the flop model's ratios in extra.",
 )

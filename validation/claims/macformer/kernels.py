@@ -21,10 +21,9 @@ PRINTED_FORMULAS = {"exp": "1/N!", "inv": "1", "log": "1/min(1, N)", "trigh": "1
 
 
 def _coef_cell(kernel: str, ctx: CellContext) -> Evidence:
-    """The printed ``a_N`` against: the exact rationals (an undefined printed value counts as 1); Cauchy's integral
-    on ``|t| = ρ`` in multiprecision, 40 digits beyond the smallest ``a_N ρ^N`` (dividing by ``ρ^N`` amplifies
-    round-off); ``f`` through the printed partial sums, ``max(0, |Σ_{N<=N_max} a_N t^N - f(t)| - R_N(t)) / |f(t)|``
-    with the true tail bound ``R_N(t) <= a_{N+1}|t|^{N+1}/(1 - |t|)`` (true ratios ``a_{N+1}/a_N <= 1``, checked)."""
+    """Cauchy's route works 40 digits beyond the smallest ``a_N ρ^N`` (dividing by ``ρ^N`` amplifies round-off); the
+    partial-sum route scores ``max(0, |Σ_{N<=N_max} a_N t^N - f(t)| - R_N(t)) / |f(t)|`` with the true tail bound
+    ``R_N(t) <= a_{N+1}|t|^{N+1}/(1 - |t|)`` (true ratios ``a_{N+1}/a_N <= 1``, checked)."""
     n_max, route, rho = ctx.params["N_max"], ctx.params["route"], ctx.params["rho"]
     if route == "exact":
         printed, derived = theory.printed_coefficients(kernel, n_max), theory.derived_coefficients(kernel, n_max)
@@ -78,14 +77,12 @@ COEF_CLAIMS = [_coef_claim(k) for k in KERNEL_NAMES]
 
 
 def _nonnegative_cell(ctx: CellContext) -> Evidence:
-    """The sign margin ``min sign(a_N)``: 1 if all positive, 0 if some vanish, -1 if some is negative."""
     coefficients = theory.derived_coefficients(ctx.params["kernel"], ctx.params["N_max"])
     return margin_evidence(float(min(np.sign(float(c)) for c in coefficients)), tolerance=ctx.tolerance,
                            extra=dict(negative_N=[n for n, c in enumerate(coefficients) if c < 0][:20]))
 
 
 def _nonnegative_search(ctx: CellContext) -> Evidence:
-    """Beyond the expansion: the CAS's general term at large N (``N ∈ [N_max + 1, 10^6]``), searched for a sign."""
     kernel = KERNEL_NAMES[(ctx.restart or 0) % len(KERNEL_NAMES)]
     sign = theory.general_term_sign(kernel)
     start = per_tier({"smoke": 41, "quick": 201, "full": 201}, ctx.tier)

@@ -1,5 +1,4 @@
-"""Macformer's pre-post Scaling Batch Normalization (Algorithm 1) and Theorem 3: pre-SBN's kernel domain and unit ball,
-Theorem 3 (scale restoration, exact core, score identity), post-SBN's γ = t, β = r, and attention after pre-SBN."""
+"""Pre-post Scaling Batch Normalization (Algorithm 1), Theorem 3, post-SBN's γ = t, β = r, attention after pre-SBN."""
 
 import functools
 import math
@@ -16,7 +15,7 @@ from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import minimize_margin
 from rfkit.validation.stats import Evidence, binomial_test, combine, mean_test
 
-from .common import _capped, _capped_relative, _exact, _readings
+from .common import _capped, _exact, _readings, _rel_error
 
 EPS = 1e-12  # the toy experiment's ε ("ε = 10^-12")
 
@@ -160,7 +159,6 @@ THM3_FULL = dict(length=[2, 4, 16, 128, 512], d=[1, 4, 16, 64])
 
 
 def _nd_axes(n_words: str, n_up_to: int, d_words: str, more: str = "; the register's largest n") -> dict:
-    """The Theorem 3 claims' ``length`` (n >= 2) and ``d`` axes."""
     return dict(length=Integers(f"{n_words} (n >= 2: at n = 1 the statistics can leave Q^SBN = 0/0 undefined, which "
                                 "refutes alg1.presbn_l2_ball, not this statement)", 2, math.inf, up_to=n_up_to,
                                 why="n enters only through the softmax sums and the statistics" + more),
@@ -187,7 +185,6 @@ def _r_norms(q, k, pre, reading: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _theorem3_r(q, k, pre, reading: dict) -> float:
-    """``r = ‖Q‖₂‖K‖₂ sqrt((σ_Q + ε)(σ_K + ε))`` (scalar readings)."""
     return theory.theorem3_r(*(float(np.ravel(x)[0]) for x in (*_r_norms(q, k, pre, reading), pre.var_q, pre.var_k)),
                              EPS)
 
@@ -214,7 +211,6 @@ def _discrepancy(left, right, reference: str = "total") -> np.ndarray:
 
 
 def _thm3_cell(ctx: CellContext) -> Evidence:
-    """Theorem 3's two sides with exact attention (``exact_core``: no ``D`` axis) or independent RMFA draws."""
     p = ctx.params
     reading = (RESTORATION_READINGS if "D" in p else THM3_READINGS)[ctx.variant]
     q, k, v = _thm3_inputs(ctx.rng, p["length"], p["d"], p["v"], p.get("centred", False))
@@ -239,8 +235,7 @@ def _thm3_cell(ctx: CellContext) -> Evidence:
 
 
 def _presbn_scores_cell(ctx: CellContext) -> Evidence:
-    """Both sides of the score identity (``r_ai = ‖q_a‖‖k_i‖ sqrt((σ_Q+ε)(σ_K+ε))`` entrywise under ``row``) and the
-    attention outputs they give."""
+    """Both sides of the score identity (``r_ai = ‖q_a‖‖k_i‖ sqrt((σ_Q+ε)(σ_K+ε))`` under ``row``) and their outputs."""
     reading, p = PRESBN_SCORE_READINGS[ctx.variant], ctx.params
     n, d = p["length"], p["d"]
     q, k, _ = _thm3_inputs(ctx.rng, n, d, "positive", centred=not p["offsets"])
@@ -252,8 +247,8 @@ def _presbn_scores_cell(ctx: CellContext) -> Evidence:
     printed = (q - pre.mean_q) @ (k - pre.mean_k).T / r
     v = ctx.rng.standard_normal((n, 3))
     outputs = softmax_attention(pre.q, pre.k, v), softmax_attention(printed, np.eye(n), v, scale=1 / math.sqrt(d))
-    errors = np.concatenate([_capped_relative(pre.q @ pre.k.T, printed, float(np.abs(printed).max())).ravel(),
-                             _capped_relative(*outputs, float(np.abs(v).max())).ravel()])
+    errors = np.concatenate([_rel_error(pre.q @ pre.k.T, printed, float(np.abs(printed).max())).ravel(),
+                             _rel_error(*outputs, float(np.abs(v).max())).ravel()])
     return _exact(errors, ctx)
 
 
@@ -283,9 +278,8 @@ THM3_SCALE_RESTORATION = Claim(
     grid=tiers(dict(length=[16], d=[16], v=["positive", "signed"], D=[256]), smoke=dict(v=["positive"]),
                full=dict(THM3_FULL, D=[1, 64, 256, 1024, 4096])),
     replicates=tiers(64, full=400),
-    notes="'≈' is read as a mean discrepancy of at most 10% between independent RMF draws on the two sides. The "
-          "quick tier runs one (n, d, D) point: covering n = 2..512, d = 1..64, D = 1..4096 for 72 readings is a "
-          "full-tier cost.",
+    notes="'≈' is read as a mean discrepancy of at most 10% between independent RMF draws on the two sides; quick "
+          "runs one (n, d, D) point (covering the axes for 72 readings is a full-tier cost).",
 )
 PRESBN_SCORES = Claim(
     id="macformer.thm3.presbn_scores", source="proof of Theorem 3, first equality",
@@ -373,7 +367,7 @@ GAMMA_BETA_RESTORE = Claim(
     where=lambda p, v: not (v.startswith("plugin") and p["shape"] != "scalar"),
     notes="Exact attention inside (the D → ∞ limit of RMFA); pre-SBN with Frobenius norms and scalar statistics, where "
           "the plug-in t and r are defined. 'shared' fits one (γ, β) over 100 instances (what trained parameters "
-          "would be) and reports the largest in-sample residual. power_sign and the γ, β shape are extra grid axes.",
+          "would be) and reports the largest in-sample residual.",
 )
 
 # ------------------------------------------------------------------- derived: attention after pre-SBN
@@ -382,7 +376,6 @@ PRESBN_EXP_READINGS = _readings(norm=["row", "fro", "spec"], bn_stats=list(BN_ST
 
 
 def _presbn_exp_cell(ctx: CellContext) -> Evidence:
-    """``attn_exp(Q^SBN, K^SBN, V)`` against the softmax of the register's closed-form argument, per (b, h)."""
     reading, n, d = PRESBN_EXP_READINGS[ctx.variant], ctx.params["length"], ctx.params["d"]
     q, k = (ctx.rng.standard_normal((2, 2, n, d)) * ctx.rng.uniform(0.5, 2.0, size=d) + ctx.rng.uniform(-1, 1, size=d)
             for _ in range(2))
@@ -395,7 +388,7 @@ def _presbn_exp_cell(ctx: CellContext) -> Evidence:
         stats = {f: np.broadcast_to(getattr(pre, f), (2, 2) + getattr(pre, f).shape[2:])[b, h] for f in fields}
         logits = theory.presbn_argument(q[b, h], k[b, h], eps=pre.eps, norm_reading=reading["norm"], **stats)
         want = softmax_attention(logits, np.eye(n), v[b, h], scale=1.0)
-        errors.append(_capped_relative(got[b, h], want, float(np.abs(v[b, h]).max())).ravel())
+        errors.append(_rel_error(got[b, h], want, float(np.abs(v[b, h]).max())).ravel())
     return _exact(np.concatenate(errors), ctx)
 
 

@@ -22,7 +22,7 @@ from rfkit.validation.claims.performer.common import (
     _replicates_for,
     _squared_errors,
 )
-from rfkit.validation.domain import Integers, Range
+from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import (
     controlled_pair,
 )
@@ -36,20 +36,24 @@ from rfkit.validation.stats import Evidence, mean_test
 #: Path families of the register: P1 x = tu, y = -tu; P2 x = tu, y = tv with uᵀv < 0; P3 x = u fixed,
 #: y = tv with uᵀv < 0 (‖u‖ = 1, ‖v‖ = ratio, angle between u and v).
 LIMIT_PATHS = ("P1", "P2", "P3")
-LIMIT_ANGLES = (0.55 * PI, 2 * PI / 3, 0.75 * PI, 0.9 * PI, PI)
+#: Angles of (π/2, π]: 0.51π reaches the open end π/2 (within 5% of the span), π its closed end.
+LIMIT_ANGLES = (0.51 * PI, 0.55 * PI, 2 * PI / 3, 0.75 * PI, 0.9 * PI, PI)
 LIMIT_RATIOS = (0.1, 0.5, 1.0, 2.0, 10.0)
 #: The path ends where SM reaches this value; the growth exponent is measured over its last decade.
 SM_END = 1e-12
 
 
 def _path_pair(path: str, t: float, angle: float, ratio: float, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """The pair at path parameter ``t`` (axis-aligned plane e_1, e_2 of R^d)."""
+    """The pair at path parameter ``t`` (the plane e_1, e_2 of R^d; d = 1: the line, angle π only)."""
     u = np.zeros(d)
     u[0] = 1.0
-    v = np.zeros(d)
-    v[0], v[1] = ratio * math.cos(angle), ratio * math.sin(angle)
     if path == "P1":
         return t * u, -t * u
+    v = np.zeros(d)
+    if d == 1:
+        v[0] = -ratio  # the only direction with uᵀv < 0 in R^1
+    else:
+        v[0], v[1] = ratio * math.cos(angle), ratio * math.sin(angle)
     if path == "P2":
         return t * u, t * v
     return u, t * v
@@ -66,13 +70,20 @@ def _path_parameter(path: str, angle: float, ratio: float, d: int, log_sm: float
     return optimize.brentq(gap, 0.0, hi, xtol=1e-14, rtol=1e-15)
 
 
+def _path_mses(kind: str, path: str, angle: float, ratio: float, d: int, m: int) -> tuple[list, list]:
+    """``(t, log MSE)`` at ``SM = 10·SM_END`` and ``SM = SM_END`` on the path (Lemma 2 closed form)."""
+    ts, logs = [], []
+    for log_sm in (math.log(10 * SM_END), math.log(SM_END)):
+        t = _path_parameter(path, angle, ratio, d, log_sm)
+        ts.append(t)
+        logs.append(theory.lemma2_mse(kind, *_path_pair(path, t, angle, ratio, d), m, log=True))
+    return ts, logs
+
+
 def _growth_exponent(kind: str, path: str, angle: float, ratio: float, d: int, m: int) -> float:
     """``β = Δ log MSE / Δ log(1/SM)`` over the last decade before ``SM = 1e-12`` (Lemma 2 closed form);
     ``-inf`` when the MSE is identically 0 on the path (its limit is 0)."""
-    logs = []
-    for log_sm in (math.log(10 * SM_END), math.log(SM_END)):
-        t = _path_parameter(path, angle, ratio, d, log_sm)
-        logs.append(theory.lemma2_mse(kind, *_path_pair(path, t, angle, ratio, d), m, log=True))
+    _, logs = _path_mses(kind, path, angle, ratio, d, m)
     if logs[1] == -math.inf:
         return -math.inf
     return (logs[1] - logs[0]) / math.log(10)
@@ -88,6 +99,13 @@ def _limit_margin(kind: str, beta: float) -> float:
     return margin if math.isfinite(margin) else math.copysign(_IDENTICALLY_ZERO, margin)
 
 
+def _limit_witness(kind: str, path: str, angle: float, ratio: float, d: int, m: int) -> dict:
+    """Everything that reproduces a margin: the path, its end points and the MSEs there (Lemma 2)."""
+    ts, logs = _path_mses(kind, path, angle, ratio, d, m)
+    return dict(part=kind, path=path, angle=angle, ratio=ratio, d=d, m=m, t=ts, log_sm=[math.log(10 * SM_END),
+                math.log(SM_END)], log_mse=logs)
+
+
 def _limit_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     beta = _growth_exponent(p["part"], p["path"], p["angle"], p["ratio"], p["d"], p["m"])
@@ -97,45 +115,67 @@ def _limit_cell(ctx: CellContext) -> Evidence:
 
 
 def _limit_search(ctx: CellContext) -> Evidence:
-    """P4: over angles in (π/2, π] and norm ratios, the smallest margin of both limits on P2 and P3."""
-    def margin(point):
+    """P4: over angles in (π/2, π] and log10 norm ratios, the smallest margin of both limits on the searched
+    paths (``ctx.params``: parts, paths, d, m, log_ratio bounds)."""
+    q = ctx.params
+    cases = [(kind, path) for kind in q["parts"] for path in q["paths"]]
+
+    def margins(point):
         angle, log_ratio = point
-        return min(_limit_margin(kind, _growth_exponent(kind, path, angle, 10**log_ratio, 2, 1))
-                   for kind in ("trig", "positive") for path in ("P2", "P3"))
-    res = minimize_margin(margin, [(0.5 * PI + 1e-3, PI), (-1.0, 1.0)], rng=ctx.rng, restart=ctx.restart or 0,
-                          maxiter=150)
+        return [_limit_margin(kind, _growth_exponent(kind, path, angle, 10**log_ratio, q["d"], q["m"]))
+                for kind, path in cases]
+
+    res = minimize_margin(lambda point: min(margins(point)), [(0.5 * PI + 1e-3, PI), tuple(q["log_ratio"])],
+                          rng=ctx.rng, restart=ctx.restart or 0, maxiter=q["maxiter"])
+    angle, ratio = float(res.x[0]), float(10 ** res.x[1])
+    kind, path = cases[int(np.argmin(margins(res.x)))]
     return margin_evidence(res.margin, tolerance=ctx.tolerance,
-                           extra=dict(angle=float(res.x[0]), ratio=float(10 ** res.x[1])))
+                           extra=_limit_witness(kind, path, angle, ratio, q["d"], q["m"]))
 
 
 def _limit_domain(p: dict, variant: str) -> bool:
     if p["path"] == "P1":  # x = tu, y = -tu: neither angle nor ratio applies
         return p["angle"] == PI and p["ratio"] == 1.0
-    return True
+    return p["d"] > 1 or p["angle"] == PI  # R^1: y = -t·ratio·x only
 
 
 LIMIT_SM_TO_ZERO = Claim(
-    id="performer.lemma2.limit_sm_to_zero", paper="performer", source="Lemma 2 (sentence after Eq 8); Sec 2.3",
+    id="performer.lemma2.limit_sm_to_zero", source="Lemma 2 (sentence after Eq 8); Sec 2.3",
     statement="As SM(x,y) → 0 with m fixed, MSE(SM^trig_m(x,y)) → ∞ and MSE(SM⁺_m(x,y)) → 0.",
     kind="rate",
-    hypotheses="ω_i iid N(0, I_d); every sequence of pairs with xᵀy → -∞ (no path fixed): families P1 (x = tu, "
-               "y = -tu), P2 (x = tu, y = tv, uᵀv < 0, angles in (π/2, π], ‖v‖/‖u‖ in {0.1, 0.5, 1, 2, 10}), "
-               "P3 (x fixed, y = tv) run until SM = 1e-12, and P4 (adversarial search over angle and norm ratio). "
-               "MSEs from Lemma 2 (supported by lemma2.mse_*; Monte Carlo is hopeless where ‖x+y‖² grows)",
+    domain=dict(
+        part=Choice("both limits: MSE(SM^trig_m) → ∞ and MSE(SM⁺_m) → 0 (the trigonometric and positive feature "
+                    "maps)", ("trig", "positive")),
+        path=Choice("every sequence of pairs with SM(x,y) → 0, i.e. xᵀy → -∞ (no path fixed): the register's "
+                    "families P1 x = tu, y = -tu; P2 x = tu, y = tv; P3 x fixed, y = tv (P4: the search)",
+                    LIMIT_PATHS),
+        angle=Range("uᵀv < 0: the angle between u and v in (π/2, π]", PI / 2, PI, strict=(True, False)),
+        ratio=Range("any norm ratio ‖v‖/‖u‖ > 0", 0.0, math.inf, strict=(True, False), up_to=(None, 10.0),
+                    why="the register's ratios 0.1..10 (the search explores 10^±2)"),
+        d=Integers("x, y ∈ R^d, ω_i iid N(0, I_d), every d", 1, math.inf, points=(1, 2), up_to=16,
+                   why="Lemma 2's MSEs depend on x, y only through ‖x‖, ‖y‖, xᵀy: d >= 2 holds every angle "
+                       "(d = 1 only π)"),
+        m=Integers("m fixed: every m >= 1", 1, math.inf, points=(1,), up_to=16,
+                   why="both MSEs are proportional to 1/m (Lemma 2), so β does not depend on m")),
     tolerance=0.05, units="growth exponent β of the MSE in 1/SM near SM = 1e-12 (violation: β for MSE_+ → 0, "
                           "-β for MSE_trig → ∞)",
     cell=_limit_cell, search=_limit_search, universal=True,
-    grid={"smoke": dict(part=["trig", "positive"], path=["P1", "P2"], angle=[PI, 0.75 * PI], ratio=[1.0], d=[2],
-                        m=[1]),
-          "quick": dict(part=["trig", "positive"], path=list(LIMIT_PATHS), angle=list(LIMIT_ANGLES),
-                        ratio=[0.1, 1.0, 10.0], d=[2, 16], m=[1, 16]),
-          "full": dict(part=["trig", "positive"], path=list(LIMIT_PATHS), angle=list(LIMIT_ANGLES),
-                       ratio=list(LIMIT_RATIOS), d=[2, 3, 16], m=[1, 16])},
-    restarts={"smoke": 1, "quick": 4, "full": 20},
+    grid=tiers(dict(part=["trig", "positive"], path=list(LIMIT_PATHS), angle=list(LIMIT_ANGLES),
+                    ratio=[0.1, 1.0, 10.0], d=[1, 2, 16], m=[1, 16]),
+               smoke=dict(angle=[0.51 * PI, PI], ratio=[0.1, 1.0, 10.0]),
+               full=dict(ratio=list(LIMIT_RATIOS), d=[1, 2, 3, 16])),
+    restarts=tiers(4, smoke=1, full=20),
+    search_params=tiers(dict(parts=["trig", "positive"], paths=["P2", "P3"], d=2, m=1, log_ratio=[-1.0, 1.0],
+                             maxiter=150),
+                        full=dict(log_ratio=[-2.0, 2.0], maxiter=400)),
     where=_limit_domain, plot_x="angle",
-    notes="MSE_+ = e^{‖x‖²+‖y‖²+4xᵀy}(1 - e^{-‖x+y‖²})/m: it tends to 0 only along sequences with "
-          "‖x‖²+‖y‖²+4xᵀy → -∞ (e.g. P1, or P2 at angles beyond 2π/3 with equal norms); the statement holds "
-          "for the reading where ‖x+y‖ stays bounded.",
+    notes="MSEs from Lemma 2 in closed form (supported by lemma2.mse_*; Monte Carlo is hopeless where ‖x+y‖² "
+          "grows); each path runs until SM = 1e-12 and the limit is read from the growth exponent β over its last "
+          "decade. MSE_trig = e^{‖x+y‖²}SM^{-2}(1 - e^{-‖x-y‖²})²/(2m) >= SM^{-2}(1 - e^{-‖x-y‖²})²/(2m) → ∞ on "
+          "every sequence. MSE_+ = e^{‖x‖²+‖y‖²+4xᵀy}(1 - e^{-‖x+y‖²})/m tends to 0 only along sequences with "
+          "‖x‖²+‖y‖²+4xᵀy → -∞ or x + y → 0 (P1; P2 at angles beyond 2π/3 with equal norms); on P3 (x fixed, "
+          "y = tv) it grows like e^{t²‖v‖²} at every angle, so the literal statement fails. The search's witness "
+          "names the part, path, angle, ratio, d, m and the path's t and log MSE at SM = 1e-11 and 1e-12.",
 )
 
 # ======================================================== Lemma 2: hyperbolic vs positive with 2m
@@ -253,15 +293,17 @@ HYP_VS_POS_2M = Claim(
 
 # ================================================================================ Fig 2
 
-#: Length grids of the exact parts (l in (0, 2]) and the angle grid of [0, π] (plus π - 10^{-k}).
-FIG2_LENGTHS = {"smoke": [0.5, 1.0, 2.0], "quick": [round(0.1 * i, 1) for i in range(1, 21)],
-                "full": [round(0.02 * i, 2) for i in range(1, 101)]}
+#: Length grids of the exact parts (l in (0, 2]: the symmetrized plot's [-2, 2]) and the angle grid of [0, π]
+#: (plus π - 10^{-k}) every exact cell sweeps.
+FIG2_LENGTHS = [round(0.1 * i, 1) for i in range(1, 21)]
 FIG2_PHIS = np.concatenate([np.linspace(0.0, PI, 2001), PI - 10.0 ** -np.arange(1, 9)])
 #: "Small kernel values": SM = e^{l² cos φ} at most this (Fig 2 caption reading; documented choice).
 SMALL_KERNEL = 0.5
 #: Monte Carlo spot checks inside the critical region (l, φ) where both MSEs can be estimated.
 FIG2_MC_POINTS = {"l0.5-0.75pi": (0.5, 0.75 * PI), "l0.5-0.9pi": (0.5, 0.9 * PI), "l1-0.9pi": (1.0, 0.9 * PI)}
 FIG2_PARTS = ("threshold", "divergence", "small_kernel", "monte_carlo")
+#: The length at which the Monte Carlo spot checks run once (they carry their own points); in every tier's grid.
+FIG2_MC_LENGTH = 1.0
 
 
 def _log_ratio(phis, length: float, budget: str) -> np.ndarray:
@@ -324,7 +366,7 @@ def _fig2_search(ctx: CellContext) -> Evidence:
 
 def _fig2_domain(p: dict, variant: str) -> bool:
     if p["part"] == "monte_carlo":
-        return p["l"] == FIG2_LENGTHS["smoke"][1]  # one set of spot checks (they have their own points)
+        return p["l"] == FIG2_MC_LENGTH  # one set of spot checks (they have their own points)
     if p["point"] != next(iter(FIG2_MC_POINTS)) or p["d"] != 2 or p["m"] != 1:
         return False  # exact parts: once per l
     return p["part"] != "small_kernel" or p["l"] ** 2 >= math.log(1 / SMALL_KERNEL)
@@ -332,25 +374,39 @@ def _fig2_domain(p: dict, variant: str) -> bool:
 
 # Budget: quick ~3 s (heavy): 120 closed-form cells (20 lengths × 3 parts × 2 readings), 3 searches per reading
 # and 8 Monte Carlo spot checks sized by exact moments.
+#: The words of Fig 2's claim that leave the feature budget open.
+_BUDGET_WORDS = ("'the ratio of the MSE of the trigonometric estimator to that of the positive estimator' "
+                 "(at which feature budget)")
+
 FIG2_CRITICAL_REGION = Claim(
-    id="performer.fig2.critical_region", paper="performer", source="Fig 2 caption; paragraph after Lemma 1; Sec 2.3",
+    id="performer.fig2.critical_region", source="Fig 2 caption; paragraph after Lemma 1; Sec 2.3",
     statement="r = MSE(trig)/MSE(positive) as a function of the angle φ and the length l: in critical regions "
               "(φ large enough, SM small) the positive estimator is arbitrarily more accurate than the "
               "trigonometric one, and it outperforms it where kernel values are small.",
     kind="reproduction",
-    hypotheses="‖x‖ = ‖y‖ = l in (0, 2], angle φ in [0, π] (r depends on l² and cos φ only); ω_i iid N(0, I_d). "
-               "Exact (Lemma 2 via rfkit.theory.softmax.mse_ratio): r > 1 on (φ*(l), π]; r grows without bound "
-               f"as φ → π; r > 1 wherever SM = e^{{l² cos φ}} <= {SMALL_KERNEL} (plus a search of that region). "
-               "Monte Carlo spot checks in the critical region (d in {2, 16}, m in {1, 16})",
+    domain=dict(
+        l=Range("their length l (‖x‖ = ‖y‖ = l, the caption's reading), the plot's domain [-2, 2] symmetrized: "
+                "l in (0, 2]", 0.0, 2.0, strict=(True, False)),
+        part=Choice("the three assertions: r > 1 on a critical region (φ*(l), π] (\"φ large enough\"), r "
+                    "unbounded as φ → π (\"arbitrarily more accurate\"), r > 1 \"where kernel values are small\" "
+                    f"(SM <= {SMALL_KERNEL}); plus Monte Carlo spot checks of r > 1",
+                    FIG2_PARTS)),
+    readings={"same_m": Reading("the feature budget is not stated: (a) both estimators use m projections "
+                                "(r independent of m)", words=_BUDGET_WORDS),
+              "same_features": Reading("the feature budget is not stated: (b) the same feature dimension, SM⁺ "
+                                       "with 2m projections (r' = 2r)", words=_BUDGET_WORDS)},
     tolerance=0.05, units="margin in log r (exact parts) or (MSE_trig - MSE_+)/MSE_trig (Monte Carlo)",
     cell=_fig2_cell, search=_fig2_search, universal=True,
-    variants=("same_m", "same_features"),
-    variant_notes={"same_m": "(a) both estimators use m projections (r independent of m)",
-                   "same_features": "(b) same feature dimension: SM⁺ with 2m projections (r' = 2r)"},
-    grid={tier: dict(part=list(FIG2_PARTS), l=FIG2_LENGTHS[tier], point=list(FIG2_MC_POINTS),
-                     d=[2, 16] if tier == "full" else [2], m=[1] if tier == "smoke" else [1, 16])
-          for tier in ("smoke", "quick", "full")},
-    replicates={"smoke": 60_000, "quick": 100_000, "full": 1_000_000},
-    restarts={"smoke": 1, "quick": 3, "full": 10},
+    grid=tiers(dict(part=list(FIG2_PARTS), l=FIG2_LENGTHS, point=list(FIG2_MC_POINTS), d=[2], m=[1, 16]),
+               smoke=dict(l=[0.1, 0.5, 1.0, 2.0], m=[1]),
+               full=dict(l=[round(0.02 * i, 2) for i in range(1, 101)], d=[2, 16])),
+    replicates=tiers(100_000, smoke=60_000, full=1_000_000),
+    restarts=tiers(3, smoke=1, full=10),
     where=_fig2_domain, roles=("feature_map.trig", "feature_map.positive"), plot_x="l",
+    notes="r depends on l² and cos φ only (Lemma 2), not on d or m (reading a). Exact parts (closed form, "
+          "rfkit.theory.softmax.mse_ratio) at each l sweep φ on a grid of 2001 points of [0, π] plus π - 10^{-k}, "
+          "k = 1..8: r > 1 on (φ*(l), π]; log r grows between π - 1e-4 and π - 1e-8; r > 1 wherever SM = "
+          f"e^{{l² cos φ}} <= {SMALL_KERNEL} (the reading of \"small\": every smaller threshold is a sub-region), "
+          "plus an adversarial search of that region over (l, φ). Monte Carlo spot checks in the critical region "
+          "(d = 2, 16 at the full tier; m in {1, 16}) with exact sd of the squared-error difference.",
 )

@@ -378,6 +378,9 @@ def _even_moment_cell(ctx: CellContext):
                       extra=dict(power=power, claimed=claimed, quadrature=reference))
 
 
+#: The words of Lemma 3 that combine two ways: the definition's exponent 2k and the argument 2k of A(2k, d).
+_A_WORDS = "A(2k,d) = ..., where A(k,d) := E[(ω̂ᵀe_1)^{2k}]"
+
 SPHERE_EVEN_MOMENTS = Claim(
     id="performer.lemma3.sphere_even_moments", source="Lemma 3, Eqs 22-23; proof Eqs 24-28",
     statement="A(2k, d) = (2k-1)!!/((d+2k-2)(d+2k-4)···d) for k ∈ N, where A(k, d) := E_{ω~N(0,I_d)}[(ω̂ᵀe_1)^{2k}].",
@@ -387,8 +390,9 @@ SPHERE_EVEN_MOMENTS = Claim(
                    why="the register's sweep k <= 8; both sides are rational in d for each k"),
         d=Integers("d unrestricted (the proof assumes d >= 2; d = 1 is the two-point law)", 1, math.inf,
                    points=(1, 2), up_to=64, why="the register's sweep ends at d = 64")),
-    readings={"a": Reading("the quantity is E[(ω̂ᵀe_1)^{2k}], as used in Eqs 21 and 29"),
-              "b": Reading("literally A(2k, d) with A(k, d) := E[(ω̂ᵀe_1)^{2k}], i.e. E[(ω̂ᵀe_1)^{4k}]")},
+    readings={"a": Reading("the quantity is E[(ω̂ᵀe_1)^{2k}], as used in Eqs 21 and 29", words=_A_WORDS),
+              "b": Reading("literally A(2k, d) with A(k, d) := E[(ω̂ᵀe_1)^{2k}], i.e. E[(ω̂ᵀe_1)^{4k}]",
+                           words=_A_WORDS)},
     tolerance=1e-10, units="relative error",
     cell=_even_moment_cell,
     grid=tiers(dict(k=[0, 1, 2, 3, 5, 8], d=[1, 2, 3, 4, 5, 8, 16, 64]),
@@ -478,8 +482,12 @@ PROOF_RECURSIONS = Claim(
 # ------------------------------------------------------------------ Theorem 1: admissible inputs
 
 #: The two readings of ‖A‖∞ (the paper does not define it); neither narrows the domain.
-READINGS = {"E": Reading("‖A‖∞ is the entrywise maximum max_ij |A_ij|"),
-            "R": Reading("‖A‖∞ is the induced ∞-norm max_i Σ_j |A_ij|")}
+#: Theorem 1 reads "the L∞-norm of the attention matrix ... ‖A‖∞ <= C": the L∞ (sup) norm of the entries. The
+#: induced ∞-norm, the linear-algebra convention for the symbol, is reported beside the verdict.
+READINGS = {"E": Reading("‖A‖∞ is the entrywise maximum max_ij |A_ij|",
+                         words="'the L∞-norm of the attention matrix ... satisfies ‖A‖∞ <= C'"),
+            "R": Reading("‖A‖∞ is the induced ∞-norm max_i Σ_j |A_ij|, the linear-algebra convention for the "
+                         "symbol; not the paper's words ('L∞-norm'): reported beside the verdict", beside=True)}
 C_GRID = [1.0, 1.5, math.e, math.e**2, 10.0, 1e3]
 #: Largest norm of a searched query/key in the domain "all" (the domain is unbounded; w reaches ~1e6).
 _SEARCH_RADIUS = 1e3
