@@ -15,7 +15,7 @@ from rfkit.estimators import rfa as rfa_est
 from rfkit.theory import lara as theory
 from rfkit.validation import validate
 from rfkit.validation.claims import claims_in, get_claim
-from rfkit.validation.claims.lara import identities
+from rfkit.validation.claims.lara import forms, identities
 
 mp.mp.dps = 50
 
@@ -47,8 +47,8 @@ def run(ids, **kw):
 
 
 def test_identity_module_registers_exactly_its_ids():
-    assert {c.id for c in claims_in(identities)} == REGISTER_IDS
-    assert all(c.kind == "identity" for c in claims_in(identities))
+    assert {c.id for c in claims_in(identities) + claims_in(forms)} == REGISTER_IDS
+    assert all(c.kind == "identity" for c in claims_in(identities) + claims_in(forms))
 
 
 @pytest.mark.parametrize("part", [0, 1, 2])

@@ -17,6 +17,7 @@ from rfkit.theory import lara as theory
 from rfkit.validation import engine
 from rfkit.validation.claims import claims_in
 from rfkit.validation.claims.lara import statistical as st
+from rfkit.validation.claims.lara import variance as va
 from rfkit.validation.claims.lara.inputs import attention_inputs, norm_inputs
 
 
@@ -155,7 +156,7 @@ def test_eval_discrepancies_match_monte_carlo():
     """G.2 (refuted): the exact index-only and mean discrepancies agree with simulation of the estimators.
     Seeded; 2e4 draws of a bounded quantity (|f| <= max|v|): standard error < 0.01, checked at 0.05."""
     q, k, v = _inputs(n=16, d=8)
-    d = st._eval_discrepancies(q[0], k, v)
+    d = va._eval_discrepancies(q[0], k, v)
     mu = st._softmax_rows(q[:1], k, v)[0]
     y_index = ra_est.ra_attention(np.repeat(q[:1], 20_000, 0), k, v, rng=5, eval_mode="index_only")
     assert ((y_index - mu) ** 2).sum(-1).mean() == pytest.approx(d["index_only"]["d3"], rel=0.05)
@@ -169,7 +170,7 @@ def test_eq20_quadrature_matches_monte_carlo():
     """Eq 36 R2 (refuted): the quadrature values of Eq 20 for the balance heuristic and α* agree with a plug-in Monte
     Carlo of the same expectations (2e5 draws per proposal, D = 1; seeded, checked at 5%)."""
     rng = np.random.default_rng(6)
-    q, k, v, means = st._appd_problem(rng, 3, 5, "separated")
+    q, k, v, means = va._appd_problem(rng, 3, 5, "separated")
     v = np.abs(v)
     sol = theory.appd_grid_solution(q, k, v, means)
     props = mis_est.GaussianProposals(means)
@@ -203,7 +204,7 @@ def _run(claim, **kwargs):
     return engine.validate([claim], tier="smoke", progress=False, **kwargs).claims[0]
 
 
-FAST = [st.EQ30_SAMPLER, st.MIXTURE_MOMENTS, st.PROP32, st.EQ1_KERNEL, st.BIASED_RA_BIAS]
+FAST = [st.EQ30_SAMPLER, st.MIXTURE_MOMENTS, st.PROP32, st.EQ1_KERNEL, va.BIASED_RA_BIAS]
 
 
 @pytest.mark.parametrize("claim", FAST, ids=lambda c: c.id)
@@ -215,7 +216,7 @@ def test_fast_claims_run_at_smoke(claim):
 
 @pytest.mark.slow
 def test_every_statistical_claim_runs_at_smoke_without_failing_cells():
-    run = engine.validate(claims_in(st), tier="smoke", progress=False)
+    run = engine.validate(claims_in(st) + claims_in(va), tier="smoke", progress=False)
     failing = [(c.claim.id, o.error) for c in run.claims for o in c.outcomes if o.error]
     assert not failing
 
@@ -263,7 +264,7 @@ def test_planted_weights_not_summing_to_one_are_refuted(monkeypatch):
         return original(*args, **kwargs) + 0.2
 
     monkeypatch.setattr(mis_est, "mis_weights", shifted)
-    assert _run(st.EQ8_MIS_UNBIASED).verdict == "refuted"
+    assert _run(va.EQ8_MIS_UNBIASED).verdict == "refuted"
 
 
 def test_norm_inputs_bound_the_weights():
@@ -297,7 +298,7 @@ def test_optimality_margin_is_zero_where_the_integrand_is_constant():
 
     q, k, v = np.array([-3.0]), np.array([[-3.0], [-3.0]]), np.array([[-5.0], [4.96875]])
     sol = theory.appd_grid_solution(q, k, v, np.full((3, 1), -6.0), step=0.15, margin=8.0)
-    margin, info = st._optimality_margin(sol, st._competitors(np.random.default_rng(0), sol, n_random=2))
+    margin, info = va._optimality_margin(sol, va._competitors(np.random.default_rng(0), sol, n_random=2))
     assert margin == 0.0 and "degenerate" in info
 
 
@@ -306,4 +307,4 @@ def test_planted_suboptimal_weights_are_refuted(monkeypatch):
     from rfkit.theory import lara as theory
 
     monkeypatch.setattr(theory.AppDGridSolution, "alpha_times_g", lambda self: self.g[:, None, :] / self.log_q.shape[1])
-    assert _run(st.OPTIMAL_WEIGHTS).verdict == "refuted"
+    assert _run(va.OPTIMAL_WEIGHTS).verdict == "refuted"

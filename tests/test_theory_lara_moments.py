@@ -296,45 +296,45 @@ def _cell_context(claim_id, **params):
 def test_proposal_quadrature_of_the_register_formulas_has_converged(proposal, monkeypatch):
     # the Gauss-Hermite rules behind the Eq 20 / unnormalised-variance predictions (80 nodes per axis under a Gaussian
     # proposal, 24 per mixture component) agree with finer rules to 1e-7
-    from rfkit.validation.claims.lara import statistical as st
+    from rfkit.validation.claims.lara import variance as va
 
     ctx = _cell_context("lara.derived.unnormalised_mis_variance", weights="balance", proposal=proposal)
-    q, k, v = st._cell_inputs(ctx, ctx.params["N"])
-    lp = st._mis_setup(ctx, q, k)
+    q, k, v = va._cell_inputs(ctx, ctx.params["N"])
+    lp = va._mis_setup(ctx, q, k)
 
     def predictions():
-        aw, f, w = st._proposal_expectations(ctx, q, k, v, lp, "balance")
-        mu = st._softmax_rows(q[:1], k, v)[0]
+        aw, f, w = va._proposal_expectations(ctx, q, k, v, lp, "balance")
+        mu = va._softmax_rows(q[:1], k, v)[0]
         return (theory.unnormalised_mis_variance(aw, f, 1, weights=w),
                 theory.snis_delta_bias_variance(aw, f, mu, 1, w)[1])
 
     coarse = predictions()
-    monkeypatch.setattr(st, "GH_PROPOSAL_NODES", 120)
-    monkeypatch.setattr(st, "GH_MIXTURE_NODES", 40)
+    monkeypatch.setattr(va, "GH_PROPOSAL_NODES", 120)
+    monkeypatch.setattr(va, "GH_MIXTURE_NODES", 40)
     fine = predictions()
     assert coarse == pytest.approx(fine, rel=1e-7)
 
 
 def test_lara_prefix_replicates_match_lara_replicates():
-    from rfkit.validation.claims.lara import statistical as st
+    from rfkit.validation.claims.lara import variance as va
 
     ctx = _cell_context("lara.eq10.lara_consistent", weights="eq9_b1_queries", proposal="eq34")
-    q, k, v = st._cell_inputs(ctx, ctx.params["N"])
-    lp = st._mis_setup(ctx, q, k)
+    q, k, v = va._cell_inputs(ctx, ctx.params["N"])
+    lp = va._mis_setup(ctx, q, k)
     n_c, R, s_max = lp.proposals.n_components, 5, 16
     omega = lp.proposals.draw(R * s_max, np.random.default_rng(0))
-    opts = st._weight_options("eq9_b1_queries")
-    alpha = st._weights(opts.pop("kind"), lp.proposals, q, lp.q_landmarks, omega, **opts)[:3]
+    opts = va._weight_options("eq9_b1_queries")
+    alpha = va._weights(opts.pop("kind"), lp.proposals, q, lp.q_landmarks, omega, **opts)[:3]
     om4, al4 = omega.reshape(n_c, R, s_max, -1), alpha.reshape(3, n_c, R, s_max)
-    for S, y in zip((1, 4, 16), st._lara_prefix_replicates(q[:3], k, v, lp, om4, al4, (1, 4, 16)), strict=True):
-        ref = st._lara_replicates(q[:3], k, v, lp, om4[:, :, :S].reshape(n_c, R * S, -1),
+    for S, y in zip((1, 4, 16), va._lara_prefix_replicates(q[:3], k, v, lp, om4, al4, (1, 4, 16)), strict=True):
+        ref = va._lara_replicates(q[:3], k, v, lp, om4[:, :, :S].reshape(n_c, R * S, -1),
                                   al4[..., :S].reshape(3, n_c, R * S), R)
         np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-14)
 
 
 def test_group_variance_is_unbiased():
-    from rfkit.validation.claims.lara import statistical as st
+    from rfkit.validation.claims.lara import variance as va
 
     # seeded: 200,000 groups of N(0, diag(1, 4)) vectors; trace variance 5, standard error ~0.006
-    y = np.random.default_rng(5).normal(0, [1.0, 2.0], (st.VARIANCE_GROUP * 200_000, 2))
-    assert abs(st._group_variance(y).mean() - 5.0) < 0.05
+    y = np.random.default_rng(5).normal(0, [1.0, 2.0], (va.VARIANCE_GROUP * 200_000, 2))
+    assert abs(va._group_variance(y).mean() - 5.0) < 0.05
