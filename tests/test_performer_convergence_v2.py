@@ -95,3 +95,88 @@ def test_a_search_restart_runs_from_its_search_params():
     point = ev.extra["point"]
     assert point["d"] == 1 and point["l"] == max(conv._M_AXES["smoke"]["l"])
     assert ev.extra["x"] == pytest.approx([1 / v for v in conv._M_AXES["smoke"]["delta"]])
+
+
+# ------------------------------------------------------- common random numbers and pre-asymptotic trends
+
+
+def _ctx(seed: int, replicates: int = 40, m_cap: int = 2**11) -> CellContext:
+    return CellContext(THM4, "E/s", dict(m_cap=m_cap), "quick", replicates, 1e-3, 0.8, 0.25,
+                       np.random.default_rng(seed))
+
+
+def _axis(common: bool, axis: str, values: list, seed: int = 3):
+    base = dict(d=2, l=1.0, delta=0.3, L=8, p=0.9, rows="ball")
+    return conv._measure_axis(_ctx(seed), axis, base, values, conv._thm4_setup("E"), common)
+
+
+def test_the_l_axis_shares_inputs_and_feature_draws_with_common_numbers():
+    # Two equal l values: with common random numbers both curves see the same rows and the same features, so
+    # their errors agree wherever both were recorded (the last curve runs further for its decay test); without,
+    # they are independent draws. A sampler that ignored the shared state would fail the first assertion.
+    for common in (True, False):
+        data = _axis(common, "l", [1.0, 1.0])
+        a, b = data.curves
+        k = min(a.m.size, b.m.size)
+        same = np.array_equal(a.errors[:, :k], b.errors[:, :k])
+        assert same == common
+    # the last curve of the l axis reaches _DECAY_REACH·d features, so its decay is read at m >= 4d
+    last = _axis(True, "l", [0.5, 1.0]).curves[-1]
+    assert last.m[-1] >= conv._DECAY_REACH * 2
+    assert _axis(False, "l", [0.5, 1.0]).curves[-1].m[-1] < conv._DECAY_REACH * 2
+
+
+def test_the_l_axis_of_thm4_e_runs_with_common_numbers_and_r_without():
+    calls = []
+    original = conv._measure_axis
+
+    def spy(ctx, axis, base, values, setup, common=False):
+        calls.append(common)
+        raise RuntimeError("stop")
+
+    claim = get_claim(THM4)
+    for variant, want in (("E/s", True), ("E/t", True), ("R/s", False)):
+        p = next(p for p in claim.cells("quick", variant) if p["axis"] == "l")
+        ctx = CellContext(THM4, variant, dict(p), "quick", 10, 1e-3, 0.8, 0.25, np.random.default_rng(0))
+        conv._measure_axis = spy
+        try:
+            with pytest.raises(RuntimeError):
+                conv._thm4_cell(ctx)
+        finally:
+            conv._measure_axis = original
+        assert calls[-1] is want, variant
+
+
+def test_the_length_axis_of_thm4_is_nested_with_common_numbers():
+    # Nested lengths: the shorter lengths are leading blocks of one input set under shared features, so under
+    # (E) the error of every redraw can only grow with L (independent input sets would cross).
+    data = _axis(True, "L", [2, 4, 8, 16])
+    errs = [c.errors for c in data.curves]
+    assert all((errs[i] <= errs[i + 1] + 1e-15).all() for i in range(3))
+    independent = _axis(False, "L", [2, 4, 8, 16])
+    k = min(c.m.size for c in independent.curves)
+    assert not all((independent.curves[i].errors[:, :k] <= independent.curves[i + 1].errors[:, :k] + 1e-15).all()
+                   for i in range(3))
+
+
+def _bent(y: np.ndarray, rel_se: float = 0.02):
+    x = np.array([0.5, 0.7, 1.0, 1.4, 2.0])
+    data = conv._AxisData("l", x, y, y * (1 - rel_se), y * (1 + rel_se), np.ones(5), ())
+    return conv._trend(data, "low", x=x, divisor=np.ones(5), predicted=0.0, alternative="greater",
+                       test=dict(alpha=1e-3, tolerance=0.25), label="m* at the low end of l",
+                       decides="decided by XYZ")
+
+
+def test_a_bent_undecided_trend_is_flagged_pre_asymptotic_with_what_decides_it():
+    # m* bends (local slope 2 -> 0) with 2% errors: the lack of fit is the bend; the cell stays undecided for power
+    # and its flag names the local slopes and what decides it.
+    x = np.array([0.5, 0.7, 1.0, 1.4, 2.0])
+    bent = _bent(10 * np.minimum(x / 0.5, 2.2) ** 2 * np.array([1.0, 1.0, 1.0, 0.9, 1.1]))
+    assert bent.flags and bent.flags[0].startswith("pre-asymptotic") and "decided by XYZ" in bent.flags[0]
+    assert bent.p_value == 1.0
+    # a straight trend within its errors is not flagged (and is decided: slope 2 >> -tolerance)
+    straight = _bent(10 * (x / 0.5) ** 2)
+    assert not straight.flags and straight.upper <= 0.25
+    # a bent trend that is decided anyway (upper <= tolerance) keeps its verdict: no flag
+    gentle = _bent(10 * (x / 0.5) ** 3 * np.array([1.0, 1.0, 1.05, 1.0, 1.0]), rel_se=0.02)
+    assert gentle.upper <= 0.25 and not gentle.flags

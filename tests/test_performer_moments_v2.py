@@ -34,7 +34,8 @@ def test_exact_route_reaches_the_degenerate_pairs(claim):
     """x = 0, x = y (angle 0, equal norms), x = -y (angle π, equal norms) and the largest norm are exact-route cells."""
     cells = claim.cells("quick", claim.variants[0])
     exact = [c for c in cells if c.get("route", "exact") == "exact"]
-    pairs = {(c["norm_x"], c["norm_y"], c["angle"]) for c in exact}
+    assert all(common._is_sweep(c) for c in exact)  # one cell sweeps every pair of its tuples
+    pairs = {(nx, ny, a) for c in exact for nx in c["norm_x"] for ny in c["norm_y"] for a in c["angle"]}
     for pair in [(0.0, 0.0, 0.0), (1.0, 1.0, 0.0), (1.0, 1.0, math.pi), (3.0, 3.0, math.pi), (3.0, 0.0, 0.0)]:
         assert pair in pairs, pair
     assert any(c["d"] == 1 for c in exact)
@@ -50,7 +51,7 @@ def test_routes_keep_meaningful_combinations():
             table = moments.UNBIASED_PAIRS if "unbiased" in claim.id or "prf" in claim.id else moments.MSE_PAIRS
             assert (cell["norm_x"], cell["norm_y"], cell["angle"]) in table.values()
             cap = common.MC_CAP_UNBIASED if table is moments.UNBIASED_PAIRS else common.MC_CAP_MSE
-            assert moments._spread(cell, kind) <= cap[kind] + 1e-12
+            assert common._spread(cell, kind) <= cap[kind] + 1e-12
             assert cell["d"] > 1 or cell["angle"] in (0.0, math.pi)
     series = [c for c in moments.PRF_IDENTITY.cells("quick", "default") if c["route"] == "series"]
     assert len(series) == 1
@@ -147,5 +148,23 @@ def test_planted_wrong_power_at_large_z_is_refuted_by_the_exact_route(monkeypatc
     monkeypatch.setattr(theory, "term_raw_moment", wrong)
     result = _run(moments.SINGLE_TERM_MOMENTS)
     assert result.verdict == "refuted"
-    params = result.witness["params"]
-    assert params["route"] == "exact" and moments._spread(params, "positive") > moments.MC_CAP_POWER
+    assert result.witness["params"]["route"] == "exact"
+    nx, ny, angle = result.witness["extra"]["worst_pair"]
+    assert common._spread(dict(norm_x=nx, norm_y=ny, angle=angle), "positive") > moments.MC_CAP_POWER
+
+
+def test_witness_names_the_one_wrong_pair_of_the_sweep(monkeypatch):
+    """Eq 8 wrong at one pair of the smoke sweep only (‖x‖ = 0.5, ‖y‖ = 3, angle 2π/3): the exact cell that sweeps
+    it is the witness and its extra names that pair."""
+    true = theory.lemma2_mse
+
+    def planted(kind, x, y, m, **kw):
+        hit = math.isclose(float(x @ x), 0.25) and math.isclose(float(y @ y), 9.0) and \
+            math.isclose(float(x @ y), -0.75)
+        return true(kind, x, y, m, **kw) * (1.5 if hit else 1.0)
+
+    monkeypatch.setattr(theory, "lemma2_mse", planted)
+    result = _run(moments.MSE_POS)
+    assert result.verdict == "refuted"
+    assert result.witness["params"]["route"] == "exact"
+    assert result.witness["extra"]["worst_pair"] == pytest.approx([0.5, 3.0, 2 * math.pi / 3])

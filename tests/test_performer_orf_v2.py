@@ -128,6 +128,7 @@ def test_planted_feature_map_wrong_beyond_the_monte_carlo_pairs_is_refuted():
     result = _run_with(orf.ORF_UNBIASED, {"feature_map.positive": _positive_wrong_beyond(1.0)})
     assert result.verdict == "refuted"
     assert result.witness["params"]["route"] == "exact"
+    assert max(result.witness["extra"]["worst_pair"][:2]) > 1.0  # the sweep's cell names a pair the bug reaches
 
 
 def _sampler_with(transform):

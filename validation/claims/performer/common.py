@@ -71,37 +71,65 @@ def _m_rule_ok(rules: dict, name: str, d: int, upper: int | None = None) -> bool
     return admissible(value) and value not in {v for v in earlier if admissible(v)}
 
 
-#: The ``(norms, angles)`` an exact part sweeps, by the value of its grid axis ``sweep``: subsets of the
-#: register's ``G_norm × G_angle`` (``register``: the whole of it).
+#: The ``(norms, angles)`` an exact route sweeps: subsets of the register's ``G_norm × G_angle`` (``register``: the
+#: whole of it).
 SWEEPS = {"coarse": ((0.0, 0.5, 3.0), (0.0, 2 * PI / 3, PI)),
           "medium": ((0.0, 0.25, 1.0, 2.0, 3.0), (0.0, PI / 3, 2 * PI / 3, 0.9 * PI, PI)),
           "register": (G_NORM, G_ANGLE)}
+#: The pair axes of a cell: ``‖x‖``, ``‖y‖`` and the angle between ``x`` and ``y``.
+PAIR_AXES = ("norm_x", "norm_y", "angle")
 
 
-def _grid_pairs(ctx: CellContext, norms=None):
-    """Every ``(‖x‖, ‖y‖, angle)`` of the cell's sweep (grid axis ``sweep``, a key of :data:`SWEEPS`) placed in a
-    random plane of ``R^d`` (input I2); ``d = 1`` keeps the angles 0 and π. ``norms`` overrides its norms."""
-    d = ctx.params["d"]
-    sweep_norms, angles = SWEEPS[ctx.params["sweep"]]
-    for nx in norms or sweep_norms:
-        for ny in norms or sweep_norms:
-            for angle in angles:
-                if d == 1 and angle not in (0.0, PI):
+def _sweep_axes(sweep: str, table: dict | None = None, names=()) -> dict:
+    """Grid lists ``norm_x``, ``norm_y``, ``angle``: the exact route's sweep (a key of :data:`SWEEPS`) as one
+    tuple-valued value of each axis (one cell evaluates every pair of its tuples; coverage counts each tuple's
+    values), then the scalar values of the named Monte Carlo pairs ``table[name]`` (each route's ``where`` keeps
+    its own combinations)."""
+    norms, angles = SWEEPS[sweep]
+    pairs = [table[n] for n in names]
+    return dict(norm_x=[tuple(norms), *sorted({nx for nx, _, _ in pairs})],
+                norm_y=[tuple(norms), *sorted({ny for _, ny, _ in pairs})],
+                angle=[tuple(angles), *sorted({a for _, _, a in pairs})])
+
+
+def _is_sweep(p: dict) -> bool:
+    """An exact-route cell: its ``norm_x``, ``norm_y``, ``angle`` are the tuples of a sweep (:func:`_sweep_axes`; lists
+    once a witness went through JSON)."""
+    return all(isinstance(p[a], (tuple, list)) for a in PAIR_AXES)
+
+
+def _named(table: dict, p: dict) -> str | None:
+    """The name of the Monte Carlo pair the cell's scalar ``(norm_x, norm_y, angle)`` is, if any."""
+    for name, value in table.items():
+        if value == tuple(p[a] for a in PAIR_AXES):
+            return name
+    return None
+
+
+def _cell_pair(ctx: CellContext) -> tuple[np.ndarray, np.ndarray]:
+    """A Monte Carlo cell's named pair, placed in a random plane of ``R^d`` (input I2)."""
+    p = ctx.params
+    return controlled_pair(p["norm_x"], p["norm_y"], p["angle"], p["d"], ctx.rng)
+
+
+def _spread(p: dict, kind: str) -> float:
+    """``‖x+y‖²`` (positive, hyperbolic) or ``‖x-y‖²`` (trig) of a Monte Carlo cell's scalar pair."""
+    sign = -1.0 if kind == "trig" else 1.0
+    return p["norm_x"] ** 2 + p["norm_y"] ** 2 + 2 * sign * p["norm_x"] * p["norm_y"] * math.cos(p["angle"])
+
+
+def _sweep_pairs(ctx: CellContext, keep=None):
+    """Every ``(‖x‖, ‖y‖, angle)`` of an exact-route cell's tuples (those ``keep(nx, ny, angle)`` accepts), with
+    ``x, y`` placed in a random plane of ``R^d`` (input I2); ``d = 1`` has the angles 0 and π only."""
+    p = ctx.params
+    d = p["d"]
+    for nx in p["norm_x"]:
+        for ny in p["norm_y"]:
+            for angle in p["angle"]:
+                if d == 1 and angle not in (0.0, PI) or keep is not None and not keep(nx, ny, angle):
                     continue
                 x, y = controlled_pair(nx, ny, angle, d, ctx.rng)
                 yield (nx, ny, angle), x, y
-
-
-def _named_pair(table: dict, ctx: CellContext) -> tuple[np.ndarray, np.ndarray]:
-    nx, ny, angle = table[ctx.params["pair"]]
-    return controlled_pair(nx, ny, angle, ctx.params["d"], ctx.rng)
-
-
-def _pair_spread(table: dict, name: str, kind: str) -> float:
-    """``s = ‖x+y‖²`` (positive, hyperbolic, SMREG) or ``t = ‖x-y‖²`` (trig) of a named pair."""
-    nx, ny, angle = table[name]
-    sign = -1.0 if kind == "trig" else 1.0
-    return nx * nx + ny * ny + 2 * sign * nx * ny * math.cos(angle)
 
 
 def _relative_error(value: float, reference: float) -> float:
@@ -111,15 +139,17 @@ def _relative_error(value: float, reference: float) -> float:
     return abs(value - reference) / abs(reference) if reference != 0 else math.inf
 
 
-def _worst_over_grid(ctx: CellContext, error, norms=None) -> Evidence:
-    """Exact part: the largest ``error(x, y)`` over the cell's sweep at this ``d`` (nan is worst)."""
-    worst, where = 0.0, None
-    for point, x, y in _grid_pairs(ctx, norms):
-        err = error(x, y)
-        if not err < worst:
+def _worst_over_grid(ctx: CellContext, error, keep=None) -> Evidence:
+    """Exact route: the largest ``error(x, y)`` over the pairs of the cell's sweep (:func:`_sweep_pairs`) against
+    0, with the pair that attains it (``worst_pair``) and the number of pairs in ``extra``; nan is worst."""
+    worst, where, n = -math.inf, None, 0
+    for point, x, y in _sweep_pairs(ctx, keep):
+        err = float(error(x, y))
+        err = err if err == err else math.inf
+        n += 1
+        if err >= worst:
             worst, where = err, point
-    return exact_test(worst, 0.0, tolerance=ctx.tolerance, extra=dict(worst_pair=where))
-
+    return exact_test(worst, 0.0, tolerance=ctx.tolerance, extra=dict(worst_pair=where, pairs=n))
 
 
 #: Fewest replicates a sized cell draws.

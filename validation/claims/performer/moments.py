@@ -26,19 +26,23 @@ from rfkit.validation.claims.performer.common import (
     MC_CAP_MSE,
     MC_CAP_UNBIASED,
     PI,
-    SWEEPS,
+    _cell_pair,
     _feature_map,
     _gauss_hermite_mean,
+    _is_sweep,
     _kernel_draws,
+    _named,
     _projections,
     _relative_error,
     _replicates_for,
+    _spread,
     _squared_errors,
+    _sweep_axes,
+    _worst_over_grid,
 )
 from rfkit.validation.domain import Choice, Integers, Range
 from rfkit.validation.harness import (
     as_features,
-    controlled_pair,
     kernel_estimates,
 )
 from rfkit.validation.model import CellContext, Claim, tiers
@@ -57,49 +61,6 @@ def _pair_axes(words: str) -> dict:
         norm_x=Range(f"{words}: ‖x‖ (x = 0 included)", 0.0, math.inf, up_to=(None, 3.0), why=_NORM_WHY),
         norm_y=Range(f"{words}: ‖y‖ (y = 0 included)", 0.0, math.inf, up_to=(None, 3.0), why=_NORM_WHY),
         angle=Range(f"{words}: the angle between x and y (x ∥ y, x = y at equal norms; x = -y at π)", 0.0, PI))
-
-
-def _pair_values(sweep: str, table: dict, names) -> dict:
-    """Grid lists ``norm_x``, ``norm_y``, ``angle``: the exact sweep's values and those of the named Monte Carlo
-    pairs (each route's ``where`` keeps its own combinations)."""
-    norms, angles = SWEEPS[sweep]
-    pairs = [table[n] for n in names]
-    norm_list = sorted(set(norms) | {a for nx, ny, _ in pairs for a in (nx, ny)})
-    return dict(sweep=[sweep], norm_x=norm_list, norm_y=list(norm_list),
-                angle=sorted(set(angles) | {a for _, _, a in pairs}))
-
-
-def _in_sweep(p: dict) -> bool:
-    """An exact-route cell: the pair lies on its sweep (``SWEEPS``), realisable in ``R^d``."""
-    norms, angles = SWEEPS[p["sweep"]]
-    return (p["norm_x"] in norms and p["norm_y"] in norms and p["angle"] in angles
-            and (p["d"] > 1 or p["angle"] in (0.0, PI)))
-
-
-def _named(table: dict, p: dict) -> str | None:
-    """The name of the Monte Carlo pair the cell's ``(norm_x, norm_y, angle)`` is, if any."""
-    for name, value in table.items():
-        if value == (p["norm_x"], p["norm_y"], p["angle"]):
-            return name
-    return None
-
-
-def _cell_pair(ctx: CellContext) -> tuple[np.ndarray, np.ndarray]:
-    p = ctx.params
-    return controlled_pair(p["norm_x"], p["norm_y"], p["angle"], p["d"], ctx.rng)
-
-
-def _spread(p: dict, kind: str) -> float:
-    """``‖x+y‖²`` (positive, hyperbolic) or ``‖x-y‖²`` (trig) of the cell's pair."""
-    sign = -1.0 if kind == "trig" else 1.0
-    return p["norm_x"] ** 2 + p["norm_y"] ** 2 + 2 * sign * p["norm_x"] * p["norm_y"] * math.cos(p["angle"])
-
-
-def _exact_pair(ctx: CellContext, error) -> Evidence:
-    """Exact route: ``error(x, y)`` at the cell's pair against 0 (nan is a violation)."""
-    x, y = _cell_pair(ctx)
-    err = float(error(x, y))
-    return exact_test(err if err == err else math.inf, 0.0, tolerance=ctx.tolerance)
 
 
 # ======================================================================= Sec 2.3: SM and K_gauss
@@ -140,7 +101,7 @@ def _sm_gauss_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     errors = {"i": _log_error_scaling, "ii": _log_error_gauss,
               "iii": lambda x, y: _mse_transfer_error(ctx, x, y, p["kind"], p["projection"], p["m"])}
-    return _exact_pair(ctx, errors[p["part"]])
+    return _worst_over_grid(ctx, errors[p["part"]], keep=_part_iii_pair if p["part"] == "iii" else None)
 
 
 #: ``d`` of the part (iii) cells (the ends of the quick grid): (iii) is algebraic per draw.
@@ -150,13 +111,16 @@ _PART_III_NORMS = (0.0, 0.5, 1.0, 3.0)
 _PART_III_ANGLES = (0.0, 2 * PI / 3, PI)
 
 
+def _part_iii_pair(nx: float, ny: float, angle: float) -> bool:
+    return nx in _PART_III_NORMS and ny in _PART_III_NORMS and angle in _PART_III_ANGLES
+
+
 def _sm_gauss_where(p: dict, variant: str) -> bool:
-    if not _in_sweep(p):
+    if not _is_sweep(p):
         return False
-    if p["part"] != "iii":  # (i), (ii) do not involve an estimator: once per pair (kind, projection, m unused)
+    if p["part"] != "iii":  # (i), (ii) do not involve an estimator: once per d (kind, projection, m unused)
         return p["kind"] == KINDS[0] and p["projection"] == "iid" and p["m"] == 1
-    return (p["d"] in _PART_III_D and p["norm_x"] in _PART_III_NORMS and p["norm_y"] in _PART_III_NORMS
-            and p["angle"] in _PART_III_ANGLES)
+    return p["d"] in _PART_III_D
 
 
 SM_GAUSS_IDENTITY = Claim(
@@ -177,18 +141,19 @@ SM_GAUSS_IDENTITY = Claim(
                    why="(i)-(ii) are float identities at every d; the full tier runs G_d up to 128")),
     tolerance=1e-9, units="relative error (i, ii: log-space difference; iii: gap / c²(MSE + 1e-8·SM²))",
     cell=_sm_gauss_cell,
-    grid=tiers(dict(part=list(GAUSS_PARTS), **_pair_values("medium", {}, []), d=[1, 8, 32], kind=list(KINDS),
+    grid=tiers(dict(part=list(GAUSS_PARTS), **_sweep_axes("medium", {}, []), d=[1, 8, 32], kind=list(KINDS),
                     projection=["iid", "orthogonal"], m=[1, 64]),
-               smoke=dict(**_pair_values("coarse", {}, []), d=[1, 32]),
-               full=dict(**_pair_values("register", {}, []), d=list(G_D))),
+               smoke=dict(**_sweep_axes("coarse", {}, []), d=[1, 32]),
+               full=dict(**_sweep_axes("register", {}, []), d=list(G_D))),
     where=_sm_gauss_where,
     roles=tuple(f"feature_map.{k}" for k in KINDS) + ("orthogonal_projection",), plot_x="d",
-    notes="One pair of the sweep (SWEEPS; I2 in a random plane of R^d, d = 1: angles 0 and π) per cell. (i) and (ii) "
+    notes="Each cell sweeps every pair of its sweep (SWEEPS; I2 in a random plane of R^d, d = 1: angles 0 and π) and "
+          "reports the worst with its pair. (i) and (ii) "
           "in log space at every pair; (iii) the sample MSE of the rescaled estimator against the rescaled sample "
           "MSE on the same 64 draws, for every estimator (trig, positive, hyperbolic; iid and R-ORF; m in "
           f"{{1, 64}}) at the pairs with norms in {_PART_III_NORMS} and angles 0, 2π/3, π (zero vectors, x = y, "
           f"x = -y and the largest norm 3 included) and d in {_PART_III_D}: the identity is algebraic per draw, "
-          "so these cells probe round-off, and all pairs × d would multiply the cells by ~4.",
+          "so these cells probe round-off, and all pairs × d would multiply their work by ~4.",
 )
 
 # ================================================================ unbiasedness (Sec 2.3, Lemma 1)
@@ -220,7 +185,7 @@ def _unbiased_mc(ctx: CellContext, kind: str, x, y, m: int, projection: str, tes
 def _trig_unbiased_cell(ctx: CellContext) -> Evidence:
     if ctx.params["route"] == "exact":  # the mean of one projection (= of every m-term mean) by quadrature
         fmap = _feature_map(ctx, "trig")
-        return _exact_pair(ctx, lambda x, y: _relative_error(_gauss_hermite_mean(fmap, x, y),
+        return _worst_over_grid(ctx, lambda x, y: _relative_error(_gauss_hermite_mean(fmap, x, y),
                                                              math.exp(float(x @ y))))
     x, y = _cell_pair(ctx)
     return _unbiased_mc(ctx, "trig", x, y, ctx.params["m"], ctx.params["projection"])
@@ -232,7 +197,7 @@ def _unbiased_where(kind_of):
     :data:`UNBIASED_PAIRS` inside the cap ``MC_CAP_UNBIASED``, realisable in ``R^d``."""
     def where(p: dict, variant: str) -> bool:
         if p["route"] == "exact":
-            return _in_sweep(p) and p.get("projection", "iid") == "iid" and p["m"] == 1
+            return _is_sweep(p) and p.get("projection", "iid") == "iid" and p["m"] == 1
         return (_named(UNBIASED_PAIRS, p) is not None and _spread(p, kind_of(p)) <= MC_CAP_UNBIASED[kind_of(p)]
                 and (p["d"] > 1 or p["angle"] in (0.0, PI)))
     return where
@@ -261,18 +226,19 @@ TRIG_UNBIASED = Claim(
                 **_unbiased_axes(8)),
     tolerance=0.05, units="relative bias",
     cell=_trig_unbiased_cell,
-    grid=tiers(dict(route=["exact", "mc"], **_pair_values("medium", UNBIASED_PAIRS, ["small", "orthogonal",
+    grid=tiers(dict(route=["exact", "mc"], **_sweep_axes("medium", UNBIASED_PAIRS, ["small", "orthogonal",
                                                                                       "parallel"]),
                     projection=["iid", "orthogonal"], d=[1, 2, 8], m=[1, 4, 16]),
-               smoke=dict(**_pair_values("coarse", UNBIASED_PAIRS, ["small", "parallel"]), d=[1, 8], m=[1, 16]),
-               full=dict(**_pair_values("register", UNBIASED_PAIRS, list(UNBIASED_PAIRS)), d=list(G_D),
+               smoke=dict(**_sweep_axes("coarse", UNBIASED_PAIRS, ["small", "parallel"]), d=[1, 8], m=[1, 16]),
+               full=dict(**_sweep_axes("register", UNBIASED_PAIRS, list(UNBIASED_PAIRS)), d=list(G_D),
                          m=[1, 4, 16, 64])),
     replicates=tiers(100_000, smoke=10_000, full=1_000_000),
     where=_unbiased_where(lambda p: "trig"),
     roles=("feature_map.trig", "orthogonal_projection"), plot_x="angle",
     notes="Route axis: 'exact' is the mean of the implemented feature map over one projection ω ~ N(0, I_d) by "
           "2-D Gauss–Hermite quadrature over its component in span(x, y), at every pair of the sweep (SWEEPS; "
-          "x = 0, x = y, x = -y included), one pair per cell: the mean of every m-term mean, and of R-ORF's whose "
+          "x = 0, x = y, x = -y included), all in one cell per d (the worst pair in extra): the mean of every m-term "
+          "mean, and of R-ORF's whose "
           "rows are marginally N(0, I_d). 'mc' is the Monte Carlo mean of the implementation with m features "
           "(iid, or R-ORF with chi norms: m <= d and B.2 blocks for m > d) against SM with the exact sd (iid "
           f"moments or the R-ORF MSE), on named pairs with ‖x-y‖² <= {MC_CAP_UNBIASED['trig']} (a method limit).",
@@ -298,12 +264,12 @@ def _quadrature_error(ctx: CellContext, kind: str) -> Evidence:
     """Exact route: the implemented feature map's mean over one ω ~ N(0, I_d) (Gauss–Hermite) against SM at the
     cell's pair."""
     fmap = _feature_map(ctx, kind)
-    return _exact_pair(ctx, lambda x, y: _relative_error(_gauss_hermite_mean(fmap, x, y), math.exp(float(x @ y))))
+    return _worst_over_grid(ctx, lambda x, y: _relative_error(_gauss_hermite_mean(fmap, x, y), math.exp(float(x @ y))))
 
 
 def _prf_identity_where(p: dict, variant: str) -> bool:
     if p["route"] == "series":  # deterministic, independent of the integrand, d and the pair: once
-        return p["integrand"] == "exp" and p["d"] == 2 and p["norm_x"] == p["norm_y"] == p["angle"] == 0.0
+        return p["integrand"] == "exp" and p["d"] == 2 and _is_sweep(p)
     return _unbiased_where(lambda q: "positive")(dict(p, m=1), variant)
 
 
@@ -330,16 +296,17 @@ PRF_IDENTITY = Claim(
     tolerance=0.05, units="relative bias (relative error for the series)",
     cell=_prf_identity_cell,
     grid=tiers(dict(route=["exact", "mc", "series"],
-                    **_pair_values("medium", UNBIASED_PAIRS, ["small", "cancel", "unequal", "opposite"]),
+                    **_sweep_axes("medium", UNBIASED_PAIRS, ["small", "cancel", "unequal", "opposite"]),
                     integrand=["exp", "cosh"], d=[1, 2, 16]),
-               smoke=dict(**_pair_values("coarse", UNBIASED_PAIRS, ["cancel", "opposite"]), d=[1, 2, 16]),
-               full=dict(**_pair_values("register", UNBIASED_PAIRS, list(UNBIASED_PAIRS)), d=list(G_D))),
+               smoke=dict(**_sweep_axes("coarse", UNBIASED_PAIRS, ["cancel", "opposite"]), d=[1, 2, 16]),
+               full=dict(**_sweep_axes("register", UNBIASED_PAIRS, list(UNBIASED_PAIRS)), d=list(G_D))),
     replicates=tiers(40_000, smoke=10_000, full=400_000),
     where=_prf_identity_where,
     roles=("feature_map.positive", "feature_map.hyperbolic"), plot_x="angle",
     notes="Route axis: 'exact' is Gauss–Hermite quadrature of the implemented m = 1 positive (exp) and hyperbolic "
           "(cosh) feature maps over ω's component in span(x, y), at every pair of the sweep (SWEEPS; x = 0, x = y, "
-          "x = -y included), one pair per cell; 'mc' the Monte Carlo mean with one ω per replicate (exact sd and "
+          "x = -y included), all in one cell (the worst pair in extra); 'mc' the Monte Carlo mean with one ω per "
+          "replicate (exact sd and "
           f"skewness) on the named pairs of UNBIASED_PAIRS with ‖x+y‖² <= {MC_CAP_UNBIASED['positive']} (a method "
           "limit: Monte Carlo noise grows like e^{‖z‖²}); 'series' (one cell) the Eq 12 series from scipy's "
           f"normal moments at ‖u‖ in {PRF_SERIES_NORMS}: beyond ‖u‖ = 4 scipy's moments of order up to 160 lose "
@@ -348,23 +315,37 @@ PRF_IDENTITY = Claim(
 )
 
 
+def _features(ctx: CellContext, kind: str, x, y, m: int):
+    """Features of ``x``, ``y`` over a batch of 256 draws of ``m`` iid projections."""
+    omega = _projections(ctx, "iid", 256, m, x.size)
+    return as_features(_feature_map(ctx, kind)(np.stack([x, y]), omega))
+
+
+def _nonpositive(f) -> float:
+    """1 if some feature value is ``<= 0`` or not finite in float64, else 0."""
+    ok = bool((f.values > 0).all() and np.isfinite(f.values).all() and np.isfinite(f.log_scale).all())
+    return 0.0 if ok else 1.0
+
+
 def _positivity(ctx: CellContext, kind: str, x, y, m: int) -> Evidence:
     """Every feature value of ``φ(x)``, ``φ(y)`` over a batch of draws is ``> 0`` (and finite) in float64."""
-    omega = _projections(ctx, "iid", 256, m, x.size)
-    f = as_features(_feature_map(ctx, kind)(np.stack([x, y]), omega))
-    dense_ok = bool((f.values > 0).all() and np.isfinite(f.values).all() and np.isfinite(f.log_scale).all())
-    return exact_test(0.0 if dense_ok else 1.0, 0.0, tolerance=ctx.tolerance,
+    f = _features(ctx, kind, x, y, m)
+    return exact_test(_nonpositive(f), 0.0, tolerance=ctx.tolerance,
                       extra=dict(min_value=float(f.values.min()), checked=int(f.values.size)))
 
 
 def _prf_estimators_cell(ctx: CellContext) -> Evidence:
     kind, m = ctx.params["kind"], ctx.params["m"]
-    x, y = _cell_pair(ctx)
     if ctx.params["route"] == "exact":
         fmap = _feature_map(ctx, kind)
-        bias = exact_test(_relative_error(_gauss_hermite_mean(fmap, x, y), math.exp(float(x @ y))), 0.0,
-                          tolerance=ctx.tolerance)
-        return combine([bias, _positivity(ctx, kind, x, y, m)])
+        parts = {"bias": _worst_over_grid(ctx, lambda x, y: _relative_error(_gauss_hermite_mean(fmap, x, y),
+                                                                            math.exp(float(x @ y)))),
+                 "positivity": _worst_over_grid(ctx, lambda x, y: _nonpositive(_features(ctx, kind, x, y, m)))}
+        worst = max(parts.values(), key=lambda e: e.effect if e.effect == e.effect else math.inf)
+        return combine(list(parts.values()), extra=dict(worst_pair=worst.extra["worst_pair"],
+                                                        **{f"{k}_worst_pair": e.extra["worst_pair"]
+                                                           for k, e in parts.items()}))
+    x, y = _cell_pair(ctx)
     return combine([_unbiased_mc(ctx, kind, x, y, m, "iid", test=ctx.sub_test(2)), _positivity(ctx, kind, x, y, m)])
 
 
@@ -377,17 +358,18 @@ PRF_ESTIMATORS = Claim(
                 **_unbiased_axes(16, m_up_to=64)),
     tolerance=0.05, units="relative bias (positivity: indicator, 1 = some feature <= 0)",
     cell=_prf_estimators_cell,
-    grid=tiers(dict(route=["exact", "mc"], **_pair_values("medium", UNBIASED_PAIRS, ["small", "cancel", "opposite"]),
+    grid=tiers(dict(route=["exact", "mc"], **_sweep_axes("medium", UNBIASED_PAIRS, ["small", "cancel", "opposite"]),
                     kind=["positive", "hyperbolic"], d=[1, 2, 16], m=[1, 4, 64]),
-               smoke=dict(**_pair_values("coarse", UNBIASED_PAIRS, ["cancel", "opposite"]), m=[1, 64]),
-               full=dict(**_pair_values("register", UNBIASED_PAIRS, list(UNBIASED_PAIRS)), d=list(G_D))),
+               smoke=dict(**_sweep_axes("coarse", UNBIASED_PAIRS, ["cancel", "opposite"]), m=[1, 64]),
+               full=dict(**_sweep_axes("register", UNBIASED_PAIRS, list(UNBIASED_PAIRS)), d=list(G_D))),
     replicates=tiers(40_000, smoke=10_000, full=400_000),
     where=_unbiased_where(lambda p: p["kind"]),
     roles=("feature_map.positive", "feature_map.hyperbolic"), plot_x="angle",
     notes="Route axis: 'exact' is the implemented feature map's mean over one ω (Gauss–Hermite over its component "
           "in span(x, y)) against SM, with the positivity check (every feature of 256 draws > 0 and finite in "
-          "float64), at every pair of the sweep (SWEEPS; x = 0, x = y, x = -y included), one pair per cell, m = 1 "
-          "(an m-term mean has the mean of one term); 'mc' the Monte Carlo mean with m features (exact sd and "
+          "float64), at every pair of the sweep (SWEEPS; x = 0, x = y, x = -y included), all in one cell "
+          "(the worst pair in extra), m = 1 (an m-term mean has the mean of one term); 'mc' the Monte Carlo mean "
+          "with m features (exact sd and "
           f"skewness) and positivity, on named pairs of UNBIASED_PAIRS with ‖x+y‖² <= {MC_CAP_UNBIASED['positive']} "
           "(a method limit).",
 )
@@ -413,12 +395,12 @@ def _mse_where(kind_of):
     exactly)."""
     def where(p: dict, variant: str) -> bool:
         if p["route"] == "exact":
-            return _in_sweep(p)
+            return _is_sweep(p)
+        if _named(MSE_PAIRS, p) is None:
+            return False
         kind = kind_of(p)
-        spread = _spread(p, kind)
         cap = (MC_CAP_MSE if p["m"] >= 4 else MC_CAP_MSE_FEW)[kind]
-        return (_named(MSE_PAIRS, p) is not None and 0 < spread <= cap
-                and (p["d"] > 1 or p["angle"] in (0.0, PI)))
+        return 0 < _spread(p, kind) <= cap and (p["d"] > 1 or p["angle"] in (0.0, PI))
     return where
 
 
@@ -435,7 +417,7 @@ def _lemma2_cell(kind: str):
     def cell(ctx: CellContext) -> Evidence:
         m = ctx.params["m"]
         if ctx.params["route"] == "exact":
-            return _exact_pair(ctx, lambda x, y: _relative_error(
+            return _worst_over_grid(ctx, lambda x, y: _relative_error(
                 theory.lemma2_mse(kind, x, y, m), theory.mean_central_moment(kind, x, y, m, 2)))
         x, y = _cell_pair(ctx)
         pred = theory.lemma2_mse(kind, x, y, m)
@@ -457,9 +439,9 @@ def _mse_axes(d_up_to: int = 3) -> dict:
 
 def _mse_grid(mc_pairs: list[str], quick: dict, **extra) -> dict:
     """``route`` (exact sweep / Monte Carlo pairs) × the pair axes × ``d``, ``m`` (and ``extra``) per tier."""
-    return tiers(dict(route=["exact", "mc"], **_pair_values("medium", MSE_PAIRS, mc_pairs), **quick, **extra),
-                 smoke=dict(**_pair_values("coarse", MSE_PAIRS, mc_pairs[:1]), d=[1, 3], m=[1, 16]),
-                 full=dict(**_pair_values("register", MSE_PAIRS, list(MSE_PAIRS)), d=list(G_D), m=list(G_M)))
+    return tiers(dict(route=["exact", "mc"], **_sweep_axes("medium", MSE_PAIRS, mc_pairs), **quick, **extra),
+                 smoke=dict(**_sweep_axes("coarse", MSE_PAIRS, mc_pairs[:1]), d=[1, 3], m=[1, 16]),
+                 full=dict(**_sweep_axes("register", MSE_PAIRS, list(MSE_PAIRS)), d=list(G_D), m=list(G_M)))
 
 
 _LEMMA2_SOURCES = {"trig": "Lemma 2, Eq 8 (line 1); proof F.2, Eqs 13-15",
@@ -476,8 +458,9 @@ _LEMMA2_STATEMENTS = {
 _LEMMA2_MC_PAIRS = {"trig": ["small", "cancel", "orthogonal", "far"], "positive": ["small", "tiny", "cancel", "far"],
                     "hyperbolic": ["small", "tiny", "cancel", "far"]}
 _MSE_NOTES = ("Route axis: 'exact' evaluates Eq 8 against an independent mpmath second central moment of the m-term "
-              "mean at every pair of the sweep (SWEEPS: coarse/medium/register = G_norm × G_angle), one pair per "
-              "cell, covering all x, y (zero vectors, x = y, x = -y included); 'mc' is the sample MSE of the "
+              "mean at every pair of the sweep (SWEEPS: coarse/medium/register = G_norm × G_angle), all in one "
+              "cell (the worst pair in extra), covering all x, y (zero vectors, x = y, x = -y included); 'mc' is the "
+              "sample MSE of the "
               "implementation (exact sd and skewness of a squared error from central moments up to order 6) on "
               "the named pairs of MSE_PAIRS inside the caps MC_CAP_MSE ({mse}; {few} for m < 4): beyond them the "
               "squared errors are too skewed for a decisive test (a method limit; the exact route covers the "
@@ -507,7 +490,7 @@ MSE_HYP = _lemma2_claim("hyperbolic", "mse_hyp")
 def _relative_mse_cell(ctx: CellContext) -> Evidence:
     kind, m = ctx.params["kind"], ctx.params["m"]
     if ctx.params["route"] == "exact":
-        return _exact_pair(ctx, lambda x, y: _relative_error(
+        return _worst_over_grid(ctx, lambda x, y: _relative_error(
             theory.relative_mse(kind, x, y, m) * math.exp(2 * float(x @ y)),
             theory.mean_central_moment(kind, x, y, m, 2)))
     x, y = _cell_pair(ctx)
@@ -646,7 +629,7 @@ def _exact_moment_error(ctx: CellContext, kind: str, x, y) -> float:
 def _single_term_cell(ctx: CellContext) -> Evidence:
     kind, moment = ctx.params["kind"], ctx.params["moment"]
     if ctx.params["route"] == "exact":
-        return _exact_pair(ctx, lambda x, y: _exact_moment_error(ctx, kind, x, y))
+        return _worst_over_grid(ctx, lambda x, y: _exact_moment_error(ctx, kind, x, y))
     x, y = _cell_pair(ctx)
     if moment == "mean4":  # fourth central moment of the m-term mean: κ4/m³ + 3σ⁴/m²
         m, power = ctx.params["m"], 4
@@ -673,7 +656,7 @@ def _single_term_where(p: dict, variant: str) -> bool:
     if p["moment"] == "power" and p["m"] != 1 or p["moment"] == "mean4" and p["k"] != 4:
         return False
     if p["route"] == "exact":
-        return _in_sweep(p) and p["d"] <= 2
+        return _is_sweep(p) and p["d"] <= 2
     if _named(MOMENT_PAIRS, p) is None or p["d"] == 1:
         return False
     spread = _spread(p, p["kind"])
@@ -708,10 +691,10 @@ SINGLE_TERM_MOMENTS = Claim(
     units="exact route: relative error of E T^k or E(T̄ - SM)⁴ (scale floored at 1e-8·max|T|^k for trig, "
           "1e-8·SM^k otherwise); Monte Carlo: error relative to the RMS of T^k (k = 1..4) or to μ₄ (m-term mean)",
     cell=_single_term_cell,
-    grid=tiers(dict(route=["exact", "mc"], **_pair_values("medium", MOMENT_PAIRS, ["tiny", "spread"]),
+    grid=tiers(dict(route=["exact", "mc"], **_sweep_axes("medium", MOMENT_PAIRS, ["tiny", "spread"]),
                     kind=list(KINDS), moment=["power", "mean4"], k=[1, 2, 3, 4], d=[1, 2, 8], m=[1, 4, 16]),
-               smoke=dict(**_pair_values("coarse", MOMENT_PAIRS, ["tiny", "spread"]), m=[1, 16]),
-               full=dict(**_pair_values("register", MOMENT_PAIRS, list(MOMENT_PAIRS)), d=list(G_D),
+               smoke=dict(**_sweep_axes("coarse", MOMENT_PAIRS, ["tiny", "spread"]), m=[1, 16]),
+               full=dict(**_sweep_axes("register", MOMENT_PAIRS, list(MOMENT_PAIRS)), d=list(G_D),
                          m=[1, 4, 16, 64, 256])),
     replicates=tiers(80_000, full=1_000_000),
     where=_single_term_where,
@@ -720,8 +703,9 @@ SINGLE_TERM_MOMENTS = Claim(
           "term computed by quadrature over ω's component in span(x, y), independently of rfkit.theory "
           "(_exact_term_moment: positive/hyperbolic (T - c)^k expanded into exponentials e^{rωᵀz}, each "
           "recentred at its peak rz through a Gauss–Hermite mixture rule, in log space; trig a trapezoid rule "
-          "along Δ), at every pair of the sweep (SWEEPS; x = 0, x = y, x = -y and ‖x‖ = ‖y‖ = 3 included), one "
-          "pair per cell, d in {1, 2}; the m-term fourth central moment from the quadrature's μ₂, μ₄ by "
+          "along Δ), at every pair of the sweep (SWEEPS; x = 0, x = y, x = -y and ‖x‖ = ‖y‖ = 3 included), all in "
+          "one cell (the worst pair in extra), d in {1, 2}; the m-term fourth central moment from the quadrature's "
+          "μ₂, μ₄ by "
           "expanding E(Σ(T_i - μ))⁴. Checked against mpmath in tests. 'mc' is the Monte Carlo mean of T^k or "
           "(T̄ - SM)⁴ of the implementation (exact sd and skewness from moments of order 2k and 3k) on named "
           f"pairs of MOMENT_PAIRS: positive/hyperbolic with ‖x+y‖² <= {MC_CAP_POWER} (T⁴ is log-normal with "

@@ -28,25 +28,28 @@ from rfkit.validation.claims.performer.common import (
     MC_CAP_MSE,
     MC_CAP_UNBIASED,
     PI,
-    SWEEPS,
     _angle_between,
     _angular_kernel,
     _axis_pair,
+    _cell_pair,
     _chunk,
     _feature_map,
     _gauss_hermite_mean,
     _generalized_estimates,
-    _grid_pairs,
+    _is_sweep,
     _kernel_draws,
     _m_rule_ok,
-    _pair_spread,
+    _named,
     _projections,
     _relative_error,
     _relu_kernel,
     _span_basis,
+    _spread,
     _squared_errors,
+    _sweep_axes,
+    _sweep_pairs,
+    _worst_over_grid,
 )
-from rfkit.validation.claims.performer.moments import _cell_pair, _exact_pair, _in_sweep, _named, _pair_values
 from rfkit.validation.domain import Choice, Integers, Range
 from rfkit.validation.harness import (
     chunks,
@@ -75,11 +78,11 @@ def _thm2_cell(ctx: CellContext) -> Evidence:
     d = ctx.params["d"]
     m = M_RULES[ctx.params["m_rule"]](d)
     worst, where = math.inf, None
-    for point, x, y in _grid_pairs(ctx):
+    for point, x, y in _sweep_pairs(ctx):
         margin = _thm2_margin(x, y, m)
         if not margin > worst:
             worst, where = margin, point
-    blocks = {f"m={k * d}": min(_thm2_margin(x, y, k * d) for _, x, y in _grid_pairs(ctx)) for k in (2, 4)}
+    blocks = {f"m={k * d}": min(_thm2_margin(x, y, k * d) for _, x, y in _sweep_pairs(ctx)) for k in (2, 4)}
     return margin_evidence(worst, tolerance=ctx.tolerance,
                            extra=dict(m=m, worst_pair=where, block_construction_outside_hypothesis=blocks))
 
@@ -121,16 +124,17 @@ THM2_ORF_MSE = Claim(
     searched=("norm_x", "norm_y", "angle"),
     tolerance=1e-9, units="margin (bound - MSE_ort) relative to MSE_iid",
     cell=_thm2_cell, search=_thm2_search, universal=True,
-    grid=tiers(dict(sweep=["medium"], d=[1, 2, 3, 8, 64], m_rule=list(M_RULES)),
-               smoke=dict(sweep=["coarse"], d=[1, 2, 4, 64], m_rule=["1", "2", "d"]),
-               full=dict(sweep=["register"], d=list(THM2_DIMENSIONS))),
+    grid=tiers(dict(**_sweep_axes("medium"), d=[1, 2, 3, 8, 64], m_rule=list(M_RULES)),
+               smoke=dict(**_sweep_axes("coarse"), d=[1, 2, 4, 64], m_rule=["1", "2", "d"]),
+               full=dict(**_sweep_axes("register"), d=list(THM2_DIMENSIONS))),
     restarts=tiers(4, smoke=1, full=30),
     search_params=tiers(dict(norm_max=3.0, d_max=64, maxiter=200)),
     where=lambda p, v: _m_rule_ok(M_RULES, p["m_rule"], p["d"], upper=p["d"]), plot_x="d",
     notes="SM^ort+_m: R-ORF (Haar frame, independent chi(d) norms, rows marginally N(0, I_d)). MSE_ort in closed form "
           "(performer.derived.orf_pos_mse checks it: by quadrature of its definition for s = ‖x+y‖² up to 36, and "
           "the implementation by Monte Carlo where decidable): MSE_iid + ((m-1)/m) Λ² (₁F₁(d; d/2; s/2) - e^s). "
-          "Each cell sweeps the grid's G_norm × G_angle subset (grid axis sweep) in a random plane of R^d; an "
+          "Each cell sweeps the grid's G_norm × G_angle subset (its tuple-valued norm_x, norm_y, angle) in a random "
+          "plane of R^d; an "
           "adversarial search over (‖x‖, ‖y‖, angle, d, m) covers x, y. The register's Monte Carlo of MSE_iid - "
           "MSE_ort is replaced by the closed forms (exp features' squared errors are too skewed beyond s ~ 0.5). "
           "Block ORF with m in {2d, 4d} (outside the hypothesis) is recorded in each cell's extra.",
@@ -328,7 +332,7 @@ def _orf_cell(rules: dict, marginal_rows):
         if estimator == "law":
             return _row_laws(ctx, law, m, marginal_rows(m, d))
         if p["route"] == "exact":
-            return _exact_pair(ctx, functools.partial(_row_mean_error, ctx, estimator, law))
+            return _worst_over_grid(ctx, functools.partial(_row_mean_error, ctx, estimator, law))
         pair = (p["norm_x"], p["norm_y"], p["angle"])
         x, y = _axis_pair(*pair, d) if p["placement"] == "axis" else _cell_pair(ctx)
         ev = _orf_estimate_test(ctx, estimator, x, y, m)
@@ -341,7 +345,7 @@ def _orf_cell(rules: dict, marginal_rows):
 
 def _orf_where(rules: dict, upper: bool, exact_rule: str, law_rule: str, large_d_rules: tuple = ()):
     """Which grid points are cells: m from ``rules`` (at most d if ``upper``); ``law`` on the ``mc`` route at
-    the first sweep pair (they do not depend on inputs), N(0, I_d) at every (d, m), the other laws D at m =
+    the sweep's point (they do not depend on inputs), N(0, I_d) at every (d, m), the other laws D at m =
     ``law_rule`` (the directions are the same Haar frames for every D, the radius is drawn per row independently of
     m); the exact route at every pair of the sweep under each estimator's law (sgn, ReLU: every D), once per d (one
     row: independent of m); the Monte Carlo route of an estimator under its own law at the named pairs (trig:
@@ -351,21 +355,19 @@ def _orf_where(rules: dict, upper: bool, exact_rule: str, law_rule: str, large_d
         if not _m_rule_ok(rules, p["m_rule"], p["d"], upper=p["d"] if upper else None):
             return False
         estimator, law = p["estimator"], p["D"]
-        norms, angles = SWEEPS[p["sweep"]]
         large = p["d"] > p["mc_d_max"]
         if estimator == "law":
-            return (p["route"] == "mc" and p["placement"] == "random"
-                    and (p["norm_x"], p["norm_y"], p["angle"]) == (norms[0], norms[0], angles[0])
+            return (p["route"] == "mc" and p["placement"] == "random" and _is_sweep(p)
                     and (law == "gaussian" or p["m_rule"] == law_rule)
                     and (not large or p["m_rule"] in large_d_rules))
         if law != _NATIVE_LAW.get(estimator, law):
             return False
         if p["route"] == "exact":
-            return p["m_rule"] == exact_rule and p["placement"] == "random" and _in_sweep(p)
+            return p["m_rule"] == exact_rule and p["placement"] == "random" and _is_sweep(p)
         name = _named(ORF_PAIRS, p)
         if large or name is None or (estimator not in _NATIVE_LAW and law != "gaussian"):  # sgn/ReLU: other D exactly
             return False
-        return estimator != "trig" or _pair_spread(ORF_PAIRS, name, "trig") <= MC_CAP_UNBIASED["trig"]
+        return estimator != "trig" or _spread(p, "trig") <= MC_CAP_UNBIASED["trig"]
     return where
 
 
@@ -384,8 +386,9 @@ _ORF_D_WORDS = ("isotropic D: N(0, I_d) (the softmax estimators' law), Ω_reg = 
 _ORF_ESTIMATOR_WORDS = ("the orthogonal samples each have marginal law D (law); every estimator of the form "
                         "Eq 5 (Sec 2.4's list: SM^ort+ positive, trig-ORF, hyp-ORF, SMREG^ort+, f = sgn, f = ReLU)")
 _ORF_NOTES = ("Routes. law (every D): per-row KS tests of the implementation's rows (direction coordinate, "
-              "radius; a fixed radius exactly). exact (every x, y of the sweep G_norm × G_angle subset, grid axis "
-              "sweep): the estimator is the mean of its rows' terms and each row has the law D, so its mean is the "
+              "radius; a fixed radius exactly). exact (every x, y of the sweep G_norm × G_angle subset, all in one "
+              "cell, the worst pair in extra): the estimator is the mean of its rows' terms and each row has the law "
+              "D, so its mean is the "
               "one-row mean, evaluated exactly: the implementation's feature map by 2-D Gauss–Hermite quadrature "
               "over ω's component in span(x, y) (positive, trig, hyperbolic under N(0, I_d)), by Gauss–Jacobi along "
               "z = x + y (SMREG under Ω_reg); f = sgn and ReLU (every D) by Gauss–Legendre on the arcs between the "
@@ -418,10 +421,10 @@ ORF_UNBIASED = Claim(
     cell=_orf_cell(M_RULES, lambda m, d: sorted({0, m // 2, m - 1})),
     grid=tiers(dict(route=["exact", "mc"], estimator=list(ORF_ESTIMATORS), D=list(ORF_LAWS), d=[2, 3, 8, 64],
                     m_rule=["1", "2", "d"], placement=["random", "axis"], mc_d_max=[8],
-                    **_pair_values("coarse", ORF_PAIRS, ["small"])),
+                    **_sweep_axes("coarse", ORF_PAIRS, ["small"])),
                smoke=dict(d=[4], m_rule=["1", "2", "d"], placement=["random"]),
                full=dict(d=[2, 3, 4, 8, 16, 64], m_rule=list(M_RULES), mc_d_max=[64],
-                         **_pair_values("register", ORF_PAIRS, list(ORF_PAIRS)))),
+                         **_sweep_axes("register", ORF_PAIRS, list(ORF_PAIRS)))),
     replicates=tiers(20_000, smoke=8_000, full=200_000),
     where=_orf_where(M_RULES, upper=True, exact_rule="d", law_rule="2", large_d_rules=("1", "2")),
     roles=tuple(f"feature_map.{k}" for k in KINDS) + ("orthogonal_projection",),
@@ -445,9 +448,9 @@ BLOCK_ORF = Claim(
     cell=_orf_cell(BLOCK_RULES, lambda m, d: sorted({0, d, m - 1})),  # rows in the first, second and last block
     grid=tiers(dict(route=["exact", "mc"], estimator=list(ORF_ESTIMATORS), D=list(ORF_LAWS), d=[2, 4],
                     m_rule=list(BLOCK_RULES), placement=["random"], mc_d_max=[2],
-                    **_pair_values("coarse", ORF_PAIRS, ["obtuse"])),
-               smoke=dict(d=[2], m_rule=["d+1", "2d+1", "16d"], **_pair_values("coarse", ORF_PAIRS, ["small"])),
-               full=dict(d=[2, 4, 16, 64], mc_d_max=[64], **_pair_values("register", ORF_PAIRS, list(ORF_PAIRS)))),
+                    **_sweep_axes("coarse", ORF_PAIRS, ["obtuse"])),
+               smoke=dict(d=[2], m_rule=["d+1", "2d+1", "16d"], **_sweep_axes("coarse", ORF_PAIRS, ["small"])),
+               full=dict(d=[2, 4, 16, 64], mc_d_max=[64], **_sweep_axes("register", ORF_PAIRS, list(ORF_PAIRS)))),
     replicates=tiers(20_000, smoke=8_000, full=200_000),
     where=_orf_where(BLOCK_RULES, upper=False, exact_rule="d+1", law_rule="d+1", large_d_rules=tuple(BLOCK_RULES)),
     roles=tuple(f"feature_map.{k}" for k in KINDS) + ("orthogonal_projection",), plot_x="m_rule",
