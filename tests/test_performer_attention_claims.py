@@ -273,3 +273,45 @@ def test_roles_used_by_the_claims_exist():
                     "template_features", "favor_features", "hadamard_projection", "givens_projection",
                     "softmax_attention", "orthogonal_projection", "parallel_prefix_scan"}
     assert functools.reduce(lambda a, c: a and (c.cell is not None), claims_in(claims), True)
+
+
+def test_renormalizer_rows_are_drawn_in_bounded_batches_that_add_up(monkeypatch):
+    # the full tier's L = 256, m = 256 cells would hold ~10 GB of features at once: rows come in batches of at
+    # most RENORMALIZER_BATCH entries, and every row is counted (planted bug: a dropped remainder batch)
+    from rfkit.validation.engine import plan
+
+    seen = []
+    real = claims._nonpositive_counts
+
+    def recording(ctx, names, x0, y, m, rng):
+        seen.append((x0.shape[0], y.shape[1], m))
+        return real(ctx, names, x0, y, m, rng)
+
+    monkeypatch.setattr(claims, "_nonpositive_counts", recording)
+    monkeypatch.setattr(claims, "RENORMALIZER_BATCH", 7 * 33 * 16)  # 7 rows of L = 32, m = 16 per batch
+    spec = next(s for s in plan(get_claim("performer.sec2_3.trig_nonpositive_renormalizer"), tier="quick", seed=0)
+                if s.kind == "grid" and s.params["regime"] == "sphere" and s.params["L"] == 32)
+    ev = spec.claim.cell(dataclasses.replace(spec, budget=100).context())
+    assert len(seen) == 15 and sum(n for n, _, _ in seen) == 100
+    assert max(n * (length + 1) * max(m, 16) for n, length, m in seen) <= claims.RENORMALIZER_BATCH
+    assert ev.n == 6 * 100  # six binomial tests of 100 rows each
+    assert all(round(f * 100, 9) == round(f * 100) for f in ev.extra["frequency"].values())
+
+
+def test_renormalizer_rows_are_sized_by_the_binomial_resolution():
+    # full tier: low-kernel cells draw what half the tolerance needs at the 1% / 99% nulls, not the flat budget
+    from rfkit.validation.engine import plan
+    from rfkit.validation.stats import binomial_test
+
+    spec = next(s for s in plan(get_claim("performer.sec2_3.trig_nonpositive_renormalizer"), tier="full", seed=0)
+                if s.kind == "grid" and s.params["regime"] == "sphere" and s.params["L"] == 64
+                and s.params["m"] == 16 and s.params["d"] == 16)
+    ctx = spec.context()
+    ev = spec.claim.cell(ctx)
+    n = ev.n // 6
+    assert ev.n == 6 * n and 1_000 < n < ctx.replicates
+    # a positive-feature estimator with no D <= 0 in n rows supports at that n (upper <= tolerance / 2)
+    assert binomial_test(0, n, 0.0, alpha=ctx.alpha / 6, tolerance=ctx.tolerance).upper <= ctx.tolerance / 2
+    # and trig at its 98% bound, with 98% of rows D <= 0, too
+    assert binomial_test(round(0.98 * n), n, 0.98, alpha=ctx.alpha / 6, tolerance=ctx.tolerance).upper \
+        <= ctx.tolerance

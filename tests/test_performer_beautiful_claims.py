@@ -276,3 +276,61 @@ def test_smreg_term_mgf_at_z_zero_is_deterministic():
     claim = BY_ID["derived.smreg_term_mgf"]
     ev = claim.cell(_cell_context(claim, dict(pair="opposite", d=1, kappa=1.0, part="single")))
     assert ev.flags == () and ev.upper <= claim.tolerance
+
+
+# ------------------------------------------------------------------- trials sized by the needed resolution
+
+def _full_specs(name):
+    from rfkit.validation.engine import plan
+
+    return [s for s in plan(BY_ID[name], tier="full", seed=0) if s.kind == "grid"]
+
+
+@pytest.mark.parametrize("bound", [0.0, 1e-3, 0.05, 0.3, 0.6, 0.97])
+def test_tail_trials_resolve_half_the_tolerance_and_never_exceed_the_budget(bound):
+    # the binomial tail cells draw what a radius of half the tolerance needs at their level, not a flat budget:
+    # at that n a cell whose frequency sits at its bound must still be able to support (upper <= tolerance)
+    from rfkit.validation.stats import binomial_test
+
+    ctx = _full_specs("lemma4.iid_chernoff")[0].context()
+    n = claims._tail_replicates(ctx, bound)
+    assert 1_000 <= n <= ctx.replicates
+    assert n < ctx.replicates / 5  # the full tier's flat 1e6 is ~10-100x what any cell needs
+    ev = binomial_test(round(bound * n), n, bound, **ctx.test)
+    assert ev.upper <= 0.6 * ctx.tolerance
+    # a violation of twice the tolerance is refuted at that n
+    if bound + 2 * ctx.tolerance <= 1:
+        bad = binomial_test(round((bound + 2 * ctx.tolerance) * n), n, bound, **ctx.test)
+        assert bad.p_value < ctx.alpha
+
+
+def test_tail_trials_keep_the_tier_budget_where_it_is_smaller():
+    from dataclasses import replace
+
+    ctx = _full_specs("lemma4.iid_chernoff")[0].context()
+    assert claims._tail_replicates(replace(ctx, replicates=5_000), 0.5) == 5_000
+
+
+def test_tail_cell_draws_the_sized_number_of_trials():
+    # the exceedance count uses the sized n (planted bug: counting ctx.replicates trials, or drawing them)
+    for spec in _full_specs("thm3.iid_tail")[::37]:
+        ev = spec.claim.cell(spec.context())
+        if ev.method.startswith("exact binomial"):
+            bound = ev.extra["bound_sign"] * math.exp(ev.extra["log_bound"])
+            assert ev.n == claims._tail_replicates(spec.context(), bound) < spec.context().replicates
+            return
+    pytest.fail("no Monte Carlo cell found")
+
+
+def test_sharper_probability_cells_draw_what_the_worst_indicator_difference_needs():
+    from rfkit.validation.stats import required_replicates
+
+    spec = next(s for s in _full_specs("thm3.ort_sharper") if s.variant == "probability_level"
+                and s.params["family"] == "smreg" and s.params["d"] == 2)
+    ctx = spec.context()
+    need = math.ceil(required_replicates(math.sqrt(0.5), alpha=ctx.alpha, tolerance=ctx.tolerance, power=ctx.power,
+                                         alternative="less"))
+    assert need < ctx.replicates
+    ev = spec.claim.cell(ctx)
+    assert ev.n == need
+    assert ev.resolution <= ctx.tolerance

@@ -74,7 +74,7 @@ from rfkit.validation.harness import (
 )
 from rfkit.validation.model import CellContext, Claim, per_tier, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, mean_test
+from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, mean_test, required_replicates
 from rfkit.validation.timing import (
     count_slope_test,
     geometric_sizes,
@@ -770,20 +770,38 @@ def _nonpositive_counts(ctx: CellContext, names, x0: np.ndarray, y: np.ndarray, 
     return counts
 
 
+#: Largest ``replicates × (L + 1) × max(m, d)`` of one batch of renormaliser rows (~130 MB per float64 array): the
+#: full tier's L = 256, m = 256 cells would otherwise hold ~10 GB of features per estimator at once.
+RENORMALIZER_BATCH = 2**24
+
+
 def _renormalizer_cell(ctx: CellContext):
     p = ctx.params
     low = p["regime"] in LOW_KERNEL_REGIMES
-    n = ctx.replicates if low else ctx.replicates // 3  # bounds on 0 need fewer trials than bounds near 1
-    x0, y = _regime_inputs(ctx.rng, p["regime"], p["scale"], n, p["L"], p["d"])
-    counts = _nonpositive_counts(ctx, RENORMALIZER_ESTIMATORS, x0, y, p["m"], ctx.rng)
     tested = list(POSITIVE_FAMILY) + (["trig", "trig_orf"] if low else [])
     test = dict(ctx.test, alpha=ctx.alpha / len(tested))
+    n = ctx.replicates if low else ctx.replicates // 3  # bounds on 0 need fewer trials than bounds near 1
+    # never more rows than a radius of half the tolerance needs at the binomial nulls (0 + tol for the positive
+    # features, 1 - TRIG_INSTABILITY + tol for trig: the same variance), at the test's level (outcome-free)
+    nulls = [ctx.tolerance] + ([1.0 - TRIG_INSTABILITY + ctx.tolerance] if low else [])
+    sd = max(math.sqrt(q * (1 - q)) for q in nulls)
+    need = required_replicates(sd, alpha=test["alpha"], tolerance=ctx.tolerance, power=ctx.power,
+                               alternative="greater")
+    n = int(min(n, max(math.ceil(need), 1_000)))
+    counts = dict.fromkeys(RENORMALIZER_ESTIMATORS, 0)
+    log_row_sums = []
+    # batches of independent rows (one batch, the whole sample, wherever it fits in RENORMALIZER_BATCH): counts add
+    for size in chunks(n, max(1, RENORMALIZER_BATCH // ((p["L"] + 1) * max(p["m"], p["d"])))):
+        x0, y = _regime_inputs(ctx.rng, p["regime"], p["scale"], size, p["L"], p["d"])
+        for name, c in _nonpositive_counts(ctx, RENORMALIZER_ESTIMATORS, x0, y, p["m"], ctx.rng).items():
+            counts[name] += c
+        log_row_sums.append(special.logsumexp(np.einsum("nd,njd->nj", x0, y), axis=-1))
+        del x0, y
     parts = [binomial_test(counts[name], n, 0.0, **test) for name in POSITIVE_FAMILY]
     if low:  # P(D̂ <= 0) >= TRIG_INSTABILITY  <=>  P(D̂ > 0) <= 1 - TRIG_INSTABILITY
         parts += [binomial_test(n - counts[name], n, 1.0 - TRIG_INSTABILITY, **test) for name in ("trig", "trig_orf")]
-    log_row_sum = special.logsumexp(np.einsum("nd,njd->nj", x0, y), axis=-1)
     return combine(parts, extra=dict(frequency={name: c / n for name, c in counts.items()}, tested=tested,
-                                     median_log_exact_row_sum=float(np.median(log_row_sum))))
+                                     median_log_exact_row_sum=float(np.median(np.concatenate(log_row_sums)))))
 
 
 #: Iterations of each restart of the positive-feature search (more restarts at the full tier).
