@@ -28,3 +28,11 @@ def test_two_commands_are_marked():
     for marker in ("ci:main", "ci:test"):
         block = text.split(f"<!-- {marker} -->", 1)[1].split(f"<!-- /{marker} -->", 1)[0]
         assert block.count("```") == 2 and len(block.strip().splitlines()) == 3
+
+
+def test_plan_section_sums_each_paper_and_marks_lower_bounds():
+    from rfkit.validation.readme import plan_section
+
+    rows = [dict(id="a.x", paper="a", tier="full", cells=10, restarts=2, seconds=3600.0, lower_bound=False),
+            dict(id="a.y", paper="a", tier="full", cells=5, restarts=0, seconds=1800.0, lower_bound=True)]
+    assert "| a | 15 | 2 | ≥ 1.5 h | 1 |" in plan_section(rows)

@@ -183,6 +183,24 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _cmd_plan(args) -> int:
+    from rfkit.validation.plan import estimate, plan_table
+
+    claims = _claims_for(args)
+    if not claims:
+        raise UsageError("no claims selected")
+    if args.sample < 0 or not args.cap > 0:
+        raise UsageError(f"--sample must be >= 0 and --cap > 0, got {args.sample} and {args.cap}")
+
+    def progress(row):
+        if args.sample and not args.json:
+            print(f"  {row['id']}: {row['sampled']} cell(s) timed", file=sys.stderr, flush=True)
+
+    rows = estimate(claims, tier=args.tier, seed=args.seed, sample=args.sample, cap=args.cap, progress=progress)
+    print(json.dumps(rows, indent=1) if args.json else plan_table(rows))
+    return 0
+
+
 def _cmd_reproduce(args) -> int:
     from rfkit.validation.reproductions import all_reproductions, get_reproduction, parse_options
 
@@ -252,6 +270,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-figures", action="store_true", help="skip the per-claim figures")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
     p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("plan", help="cells per claim at a tier and, with --sample, its estimated time")
+    p.add_argument("--paper", help="only this paper's claims")
+    p.add_argument("--claim", nargs="+", action="extend", metavar="ID", help="only these claims (repeatable)")
+    p.add_argument("--tier", choices=TIERS, default="full", help="tier to plan (default full)")
+    p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    p.add_argument("--sample", type=int, default=0, metavar="K",
+                   help="time K grid cells (and up to 2 search restarts) per claim and extrapolate (default 0)")
+    p.add_argument("--cap", type=float, default=60.0, metavar="S",
+                   help="seconds of sampling per claim; a cell past it makes the estimate a lower bound")
+    p.add_argument("--json", action="store_true", help="one JSON list of rows")
+    p.set_defaults(func=_cmd_plan)
 
     p = sub.add_parser("reproduce", help="reproduce a paper's figure (PNG + netCDF)")
     p.add_argument("id", nargs="?", help="figure id, e.g. performer.fig2 (omit or --list to list them)")

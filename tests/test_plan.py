@@ -1,0 +1,52 @@
+"""rfkit plan: cells per tier and a sampled estimate of the time, with a cap that makes it a lower bound."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from rfkit.validation.model import Claim
+from rfkit.validation.plan import estimate, plan_table
+from rfkit.validation.stats import exact_test
+
+
+def _sleepy(seconds):
+    def cell(ctx):
+        time.sleep(seconds * ctx.params["z"])
+        return exact_test(np.zeros(1), 0.0, tolerance=ctx.tolerance)
+
+    return Claim(id="core.toy.sleepy", source="test", statement="0 = 0", kind="identity", tolerance=0.1,
+                 cell=cell, grid={"smoke": dict(z=[1.0] * 1 + [1.0, 1.0, 1.0]), "quick": dict(z=[1.0] * 4)})
+
+
+def test_the_estimate_extrapolates_the_sampled_cells_to_the_plan():
+    [row] = estimate([_sleepy(0.02)], tier="quick", sample=2)
+    assert row["cells"] == 4 and row["sampled"] == 2 and not row["lower_bound"]
+    assert 0.08 <= row["seconds"] < 0.5  # 4 cells of ~0.02 s (sleep is a floor; loaded machines add to it)
+    assert "core: 4 cells, 0 restarts" in plan_table([row])
+
+
+def test_a_cell_past_the_cap_is_stopped_and_the_estimate_is_a_lower_bound():
+    t0 = time.perf_counter()
+    [row] = estimate([_sleepy(30.0)], tier="quick", sample=3, cap=1.0)
+    assert time.perf_counter() - t0 < 10 and row["lower_bound"] and row["sampled"] == 1
+    assert "≥" in plan_table([row])
+
+
+def test_without_sampling_the_plan_only_counts():
+    [row] = estimate([_sleepy(30.0)], tier="quick")
+    assert row["seconds"] is None and row["cells"] == 4
+    with pytest.raises(ValueError):
+        estimate([_sleepy(0.0)], tier="quick", sample=-1)
+
+
+def test_cli_plan_lists_cells_and_rejects_bad_options():
+    run = [sys.executable, "-m", "rfkit.validation", "plan", "--tier", "smoke", "--claim", "core.ess.range"]
+    out = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "core.ess.range" in out and "core:" in out
+    bad = subprocess.run(run + ["--sample", "-1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--sample" in bad.stderr

@@ -1,0 +1,129 @@
+"""How big a tier is, and how long it will take: the plan of each claim and a sampled estimate of its time.
+
+``rfkit plan --tier full --paper performer --sample 4`` builds every cell of the tier (as
+:func:`~rfkit.validation.engine.validate` would), runs ``sample`` grid cells per claim spread over its plan
+(one at random from each of ``sample`` equal strata of the plan's order) and up to two search restarts, and
+extrapolates: ``seconds = mean(sampled grid cells) × grid cells + mean(sampled restarts) × restarts``. A cell
+that runs past the claim's ``cap`` is stopped and counted with the time it ran, so that claim's estimate is a
+lower bound (``lower_bound``). Estimates are single-process wall time on this machine under its current load;
+the spread of the sampled cells (``min``, ``max``) says how far to trust them (claims mixing instant exact cells
+with slow Monte Carlo cells vary most).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterable
+
+import numpy as np
+
+from rfkit.validation.engine import plan, run_cell
+from rfkit.validation.model import Claim
+
+__all__ = ["estimate", "plan_table"]
+
+
+class _PastCap(BaseException):
+    """Raised in a cell that ran past the claim's sampling cap (a BaseException: checks cannot swallow it)."""
+
+
+def _alarm(*_):
+    raise _PastCap()
+
+
+def _sampled(specs: list, k: int, rng: random.Random) -> list:
+    """One spec at random from each of ``k`` equal strata of ``specs`` (all of them when fewer)."""
+    n = len(specs)
+    k = min(k, n)
+    return [specs[rng.randrange(j * n // k, (j + 1) * n // k)] for j in range(k)]
+
+
+def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int = 0, cap: float = 60.0,
+             progress=None) -> list[dict]:
+    """One row per claim: its cells and restarts at ``tier`` and, with ``sample > 0``, the estimated seconds.
+
+    ``cap`` bounds the seconds spent sampling one claim (enforced with ``SIGALRM`` in the main thread of a
+    POSIX process; elsewhere cells run to their end). ``progress(row)`` is called after each claim.
+    """
+    if sample < 0 or not cap > 0:
+        raise ValueError(f"sample must be >= 0 and cap > 0, got sample={sample}, cap={cap}")
+    timed = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    rows = []
+    for claim in claims:
+        specs = plan(claim, tier=tier, seed=seed)
+        grid = [s for s in specs if s.kind == "grid"]
+        search = [s for s in specs if s.kind == "search"]
+        row = dict(id=claim.id, paper=claim.paper, tier=tier, cells=len(grid), restarts=len(search),
+                   replicates=claim.n_replicates(tier), seconds=None, lower_bound=False, sampled=0,
+                   min=None, max=None, errors=[])
+        if sample and specs:
+            rng = random.Random(f"{claim.id}/{seed}")
+            start, seconds, times = time.perf_counter(), 0.0, []
+            for group, k in ((grid, sample), (search, min(2, sample))):
+                took = []
+                for spec in _sampled(group, k, rng):
+                    left = cap - (time.perf_counter() - start)
+                    if left <= 0 and (took or times):
+                        break
+                    previous = signal.signal(signal.SIGALRM, _alarm) if timed else None
+                    if timed:
+                        signal.setitimer(signal.ITIMER_REAL, max(left, 1.0))
+                    t0 = time.perf_counter()
+                    try:
+                        outcome = run_cell(spec)
+                        if outcome.error:
+                            row["errors"].append(outcome.error)
+                    except _PastCap:
+                        row["lower_bound"] = True
+                    finally:
+                        if timed:
+                            signal.setitimer(signal.ITIMER_REAL, 0)
+                            signal.signal(signal.SIGALRM, previous)
+                    took.append(time.perf_counter() - t0)
+                    if row["lower_bound"]:
+                        break
+                if took:
+                    seconds += float(np.mean(took)) * len(group)
+                elif group:
+                    row["lower_bound"] = True  # no time left to sample this group: it counts as 0 s
+                times += took
+                if row["lower_bound"]:
+                    break
+            row.update(seconds=seconds, sampled=len(times), min=min(times), max=max(times))
+        rows.append(row)
+        if progress is not None:
+            progress(row)
+    return rows
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
+
+
+def plan_table(rows: list[dict]) -> str:
+    """A text table of :func:`estimate`'s rows (longest first when timed) and the total per paper."""
+    timed = any(r["seconds"] is not None for r in rows)
+    order = sorted(rows, key=lambda r: -(r["seconds"] or 0)) if timed else rows
+    lines = [f"{'claim':50} {'cells':>8} {'restarts':>8}" + (f" {'estimate':>12}  sampled [min, max] s" if timed
+                                                             else "")]
+    for r in order:
+        line = f"{r['id']:50} {r['cells']:8d} {r['restarts']:8d}"
+        if r["seconds"] is not None:
+            line += (f" {'≥' if r['lower_bound'] else ' '}{_duration(r['seconds']):>11}  {r['sampled']} "
+                     f"[{r['min']:.3g}, {r['max']:.3g}]")
+        lines.append(line)
+    lines.append("")
+    for paper in dict.fromkeys(r["paper"] for r in rows):
+        mine = [r for r in rows if r["paper"] == paper]
+        total = f"{paper}: {sum(r['cells'] for r in mine)} cells, {sum(r['restarts'] for r in mine)} restarts"
+        if timed:
+            bound = sum(r["lower_bound"] for r in mine)
+            total += (f", {'≥ ' if bound else ''}{_duration(sum(r['seconds'] or 0 for r in mine))} single-process"
+                      + (f" ({bound} claim(s) a lower bound)" if bound else ""))
+        lines.append(total)
+    return "\n".join(lines)
