@@ -29,15 +29,10 @@ REGISTER_IDS = {
     "lara.derived.query_cancellation", "lara.derived.rank_bound", "lara.derived.rfa_softmax_form",
     "lara.derived.lara_softmax_form", "lara.derived.gaussian_density_ratio", "lara.derived.hyperbolic_symmetry",
 }
-#: Reading-dependent verdicts at smoke, seed 0 (every other claim: supported); see the report for each reason.
-READINGS = {
-    "lara.eq9.weights_sum_to_one": {"A": "supported", "B": "refuted"},
-    "lara.g3_2.optimal_weights_sum_to_one": {"A": "supported", "B": "refuted", "C": "refuted"},
-    "lara.eq35.landmark_aggregation": {"printed_C": "refuted", "printed_M": "refuted",
-                                       "landmark_attention": "supported"},
-    "lara.sec4_3.rfa_special_case": {"K1": "supported", "K2": "refuted"},
-    "lara.alg3.lara_algorithm": {"P1": "supported", "P2": "refuted"},
-}
+#: The identities refuted at smoke (the printed Eq 35: both readings of its normaliser fail). The others are supported
+#: or, where the smoke grid stops short of the declared domain, "not covered" or split between admitted readings;
+#: the readings' verdicts are pinned at the quick tier in tests/test_lara_identities_v2.py and test_lara_forms_v2.py.
+REFUTED_AT_SMOKE = {"lara.eq35.landmark_aggregation"}
 
 
 def run(ids, **kw):
@@ -57,11 +52,8 @@ def test_smoke_runs_without_failing_cells(part):
     result = run(ids[part::3])
     assert not result.failed, [o.error for c in result.claims for o in c.outcomes if o.error]
     for c in result.claims:
-        if c.claim.id in READINGS:
-            assert c.verdict == "inconclusive", (c.claim.id, c.reason)
-            assert {k: v.verdict for k, v in c.variants.items()} == READINGS[c.claim.id]
-        else:
-            assert c.verdict == "supported", (c.claim.id, c.reason)
+        assert (c.verdict == "refuted") == (c.claim.id in REFUTED_AT_SMOKE), (c.claim.id, c.reason)
+        assert c.verdict != "inconclusive" or c.cause in ("coverage", "reading"), (c.claim.id, c.reason)
 
 
 # ------------------------------------------------------------------------------------- planted bugs

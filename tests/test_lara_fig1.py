@@ -46,8 +46,16 @@ def test_run_fig1_writes_png_and_netcdf(tmp_path):
     assert paths["png"].exists() and paths["png"].stat().st_size > 0
     ds = xr.open_dataset(paths["netcdf"])
     assert set(ds.data_vars) == {"RFA", "LARA", "RA"}
-    assert ds["RFA"].shape == (1, 2, 2)
-    assert get_reproduction("lara.fig1").options["lengths"] == [196]
+    assert ds["RFA"].shape == (1, 2, 2, 2) and list(ds["mode"].values) == ["train", "eval"]
+    assert ds["RA"].shape == (1, 2, 2)
+    options = get_reproduction("lara.fig1").options
+    assert options["lengths"] == [196] and options["d"] == 64 and options["mode"] == "both"
+
+
+def test_run_fig1_one_mode(tmp_path):
+    paths = run_fig1(tmp_path, lengths=[16], samples=[2, 4], heads=2, d=8, mode="eval")
+    ds = xr.open_dataset(paths["netcdf"])
+    assert list(ds["mode"].values) == ["eval"] and ds["LARA"].shape == (1, 1, 2, 2)
 
 
 @pytest.mark.slow

@@ -204,7 +204,7 @@ def _run(claim, **kwargs):
     return engine.validate([claim], tier="smoke", progress=False, **kwargs).claims[0]
 
 
-FAST = [st.EQ30_SAMPLER, st.MIXTURE_MOMENTS, st.PROP32, st.EQ1_KERNEL, va.BIASED_RA_BIAS]
+FAST = [st.EQ30_SAMPLER, st.MIXTURE_MOMENTS, st.PROP32, st.EQ1_KERNEL]
 
 
 @pytest.mark.parametrize("claim", FAST, ids=lambda c: c.id)

@@ -16,7 +16,8 @@ from rfkit.estimators import ra as ra_est
 from rfkit.estimators import rfa as rfa_est
 from rfkit.estimators import softmax_attention
 from rfkit.theory import lara as theory
-from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.domain import Choice, Integers, Range, Reading
+from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.stats import Evidence, combine, exact_test, sequential_mean
 
 from .identities import (
@@ -41,6 +42,18 @@ from .identities import (
     _weights_for,
 )
 from .inputs import attention_inputs, norm_inputs, unit_vectors
+
+_PROPOSALS = Choice("any proposals q_c (the paper's families: the Eq 32 mixture, Eq 33, Eq 34, Eq 35 under each "
+                    "reading of its printed form, the standard N(0, I))", PROPOSAL_AXIS)
+_WEIGHTS = Choice("any weighting functions α_nc (balance heuristic, Eq 9, Eq 37, constant)",
+                  ("balance", "eq9", "eq37", "constant"))
+_C_IDENTITY = Integers("any number of proposals C", 1, math.inf, up_to=4,
+                       why="an exact identity term by term over c: nothing changes beyond C = 1 (one term) and "
+                           "C > 1 (a sum)")
+_OMEGA_POINTS = Choice("any ω: draws from N(0, I), draws from p_n, points at distance 50 (the search: any radius "
+                       "up to 50)", ("standard", "target", "far"))
+_NORMS = Range("any q_n, k_m: their norm", 0.0, math.inf, up_to=(None, 8.0),
+               why="log-space evaluation; norm 8 puts exponents ~ 64 and the search explores norms up to 8")
 
 # ================================================================= App D: the D = 1 linear system
 
@@ -87,22 +100,27 @@ def _appd_cell(ctx: CellContext) -> Evidence:
 
 
 APPD_D1 = Claim(
-    id="lara.appd.d1_linear_system", paper="lara", source="App D (the simplified case D = 1)",
+    id="lara.appd.d1_linear_system", source="App D (the simplified case D = 1)",
     statement="For D = 1 and every c' = 1..C: Σ_c r_ncD ∫ q_c'(ω)q_c(ω)/Σ_c'' q_c''(ω) dω = ∫ q_c'(ω)p_n(ω)(f_n,D(ω) - "
               "μ_n,D)/Σ_c'' q_c''(ω) dω, with r_nc(ω) = p_n(f - μ)r_ncD/(p_n²(f - μ)²): solving this system gives "
               "the optimal weights α* of Eq 27, which satisfy the stationarity conditions Eq 23 with the λ of Eq 26.",
     kind="identity",
-    hypotheses="D = D_v = 1; Gaussian proposals N(μ_c, 1) overlapping, separated, or with one far from p_n; M keys "
-               "and the query in [-a, a], values in [-5, 5]; integrals by the trapezoid rule on one grid",
+    domain=dict(
+        C=Integers("every c' = 1..C (any number of proposals C)", 1, math.inf, points=(1, 2), up_to=6,
+                   why="the system is one C×C solve whatever C; C = 1 is its degenerate end, C = 2 the first coupling"),
+        M=Integers("p_n of M keys (any M)", 1, math.inf, up_to=20,
+                   why="M enters only through p_n's mixture; 20 components are already multimodal")),
     tolerance=IDENTITY_TOL,
     units="fixed point max_c|∫α*_c g - r_c| / max_c ∫(|BH_c g| + q_c(|r_c| + Σ BH|r|)); Eq 23 spread across c and "
           "Eq 26 error / (2g²/Σq + 2|g| max|r|)",
     cell=_appd_cell,
-    grid={"smoke": dict(C=[2, 4], M=[5], magnitude=[1.0], placement=["overlapping", "far"]),
-          "quick": dict(C=[2, 3, 6], M=[1, 5, 20], magnitude=[0.5, 3.0], placement=["overlapping", "separated", "far"]),
-          "full": dict(C=[2, 3, 4, 6], M=[1, 2, 5, 20], magnitude=[0.5, 1.5, 3.0],
-                       placement=["overlapping", "separated", "far"])},
+    grid=tiers(dict(C=[1, 2, 3, 6], M=[1, 5, 20], magnitude=[0.5, 3.0], placement=["overlapping", "separated", "far"]),
+               smoke=dict(C=[2, 4], M=[5], magnitude=[1.0], placement=["overlapping", "far"]),
+               full=dict(C=[1, 2, 3, 4, 6], M=[1, 2, 5, 20], magnitude=[0.5, 1.5, 3.0])),
     roles=("appd_d1_solution",), plot_x="C",
+    notes="D = D_v = 1; Gaussian proposals N(μ_c, 1) overlapping, separated, or with one far from p_n (extra grid "
+          "axis placement); M keys and the query in [-a, a] (extra axis magnitude), values in [-5, 5]; integrals by "
+          "the trapezoid rule on one grid.",
 )
 
 
@@ -124,22 +142,20 @@ def _eq10_cell(ctx: CellContext) -> Evidence:
 
 
 EQ10_NORMALISER_FREE = Claim(
-    id="lara.eq10.normaliser_free", paper="lara", source="§4.2 (display of p_n = p̃_n/Z_p; Eq 10)",
+    id="lara.eq10.normaliser_free", source="§4.2 (display of p_n = p̃_n/Z_p; Eq 10)",
     statement="p_n(ω) = N(ω;0,I)ξ(q_n,ω)ᵀΣ_m ξ(k_m,ω)/Σ_m' exp(q_n·k_m') =: p̃_n(ω)/Z_p; in the self-normalised MIS "
               "estimate the quadratic-cost Z_p cancels, so Eq 10 uses only p̃_n.",
     kind="identity",
-    hypotheses="positive map; every proposal family (Eq 32-35 readings, standard) and weight family (balance, eq9, "
-               "eq37, constant), evaluated once and shared by both sides with the same draws",
+    domain=dict(proposal=_PROPOSALS, weights=_WEIGHTS, C=_C_IDENTITY),
     tolerance=IDENTITY_TOL, units="error / (max|v| Σ|a|/|Σa|), a = α p̃/q (signed)",
     cell=_eq10_cell,
-    grid={"smoke": dict(proposal=["eq32", "eq34", "eq35_landmark_attention"], weights=["balance", "eq9"], C=[4],
-                        d=[8], N=[16]),
-          "quick": dict(proposal=list(PROPOSAL_AXIS), weights=["balance", "eq9", "eq37", "constant"], C=[1, 4],
-                        d=[8], N=[16]),
-          "full": dict(proposal=list(PROPOSAL_AXIS), weights=["balance", "eq9", "eq37", "constant"], C=[1, 4, 49],
-                       d=[8, 64], N=[16, 196])},
+    grid=tiers(dict(proposal=list(PROPOSAL_AXIS), weights=["balance", "eq9", "eq37", "constant"], C=[1, 4], d=[8],
+                    N=[16]),
+               smoke=dict(proposal=["eq32", "eq34", "eq35_landmark_attention"], weights=["balance", "eq9"], C=[4]),
+               full=dict(C=[1, 4, 49], d=[8, 64], N=[16, 196])),
     where=lambda p, v: p["C"] <= p["N"],
     roles=("mis_attention", "lara_attention", "mis_weights"), plot_x="C",
+    notes="Positive map; proposals and weights evaluated once and shared by both sides with the same draws.",
 )
 
 
@@ -162,6 +178,10 @@ def _structured_keys(ctx: CellContext, M: int, d: int) -> np.ndarray:
         k = ctx.rng.standard_normal((M, d))
     k = k / np.sqrt(np.mean(np.sum(k * k, axis=1)))                 # mean squared norm 1
     return p["scale"] * k
+
+
+#: The words of the statement both printed readings resolve (Eq 35's normaliser).
+_EQ35_PRINTED = "q_c(ω) = N(ω; q̃_c + Σ_c' [exp(k̃_c·k̃_c')/Σ_{c'=1}^M exp(k̃_c·k̃_c')] k̃_c, I) (the printed Eq 35)"
 
 
 def _eq35_means(ctx: CellContext, ql, k, C: int) -> np.ndarray:
@@ -213,29 +233,40 @@ def _eq35_report(ctx: CellContext, ql, k, C: int, mu) -> dict:
 
 
 EQ35_AGGREGATION = Claim(
-    id="lara.eq35.landmark_aggregation", paper="lara", source="G.3.1 Eq 35 and the paragraph after it; §5.2",
+    id="lara.eq35.landmark_aggregation", source="G.3.1 Eq 35 and the paragraph after it; §5.2",
     statement="q_c(ω) = N(ω; q̃_c + Σ_c' [exp(k̃_c·k̃_c')/Σ_{c'=1}^M exp(k̃_c·k̃_c')] k̃_c, I) bridges Eq 33 and Eq 34: an "
               "attention-like aggregation over key landmarks that computes correlations between key vectors, collects "
               "global information while still favouring local segments, and costs O(C²).",
     kind="identity",
-    hypotheses="key landmarks are segment means (T = M/C keys per segment); random, smooth (G-smooth) and clustered "
-               "keys; landmark norms small (flat softmax) to large (peaked)",
+    domain=dict(C=Integers("C key landmarks k̃_c (segments)", 1, math.inf, points=(1, 2), up_to=49,
+                           why="the §5.2 image setting's largest C (49 landmarks); the aggregation's structure does "
+                               "not change beyond C = 2 (the first other segment); C = 1 has no other segment")),
     tolerance=1.0,
     units="violation in units of each part's threshold: (a) global information — share of segments whose mean "
           "ignores every other segment's keys, threshold 0.5; (d) O(C²) from landmarks only — relative change of μ "
           "when keys change with their segment means fixed, threshold 1e-9",
     cell=_eq35_cell,
-    grid={"smoke": dict(C=[4], d=[8], T=[4], structure=["random", "smooth"], scale=[1.0]),
-          "quick": dict(C=[2, 16, 49], d=[64], T=[1, 4], structure=["random", "smooth", "clustered"],
-                        scale=[0.5, 4.0]),
-          "full": dict(C=[1, 2, 4, 16, 49, 196], d=[8, 64], T=[1, 4, 16], structure=["random", "smooth", "clustered"],
-                       scale=[0.25, 1.0, 4.0, 8.0])},
-    variants=lara_est.EQ35_READINGS,
-    variant_notes={"printed_C": "the printed formula, normaliser over the C key landmarks (the bracket is then 1)",
-                   "printed_M": "the printed formula, M-term normaliser over the individual keys",
-                   "landmark_attention": "μ_c = q̃_c + Σ_c' softmax_c'(k̃_c·k̃_c') k̃_c' (the verbal description)"},
+    grid=tiers(dict(C=[1, 2, 16, 49], d=[64], T=[1, 4], structure=["random", "smooth", "clustered"], scale=[0.5, 4.0]),
+               smoke=dict(C=[4], d=[8], T=[4], structure=["random", "smooth"], scale=[1.0]),
+               full=dict(C=[1, 2, 4, 16, 49, 196], d=[8, 64], T=[1, 4, 16], scale=[0.25, 1.0, 4.0, 8.0])),
+    readings={
+        "printed_C": Reading("the printed formula with its normaliser over the C key landmarks (the upper limit M "
+                             "read as C, since the summand indexes landmarks k̃_c'): the bracket then sums to 1 and "
+                             "μ_c = q̃_c + k̃_c", words=_EQ35_PRINTED),
+        "printed_M": Reading("the printed formula with its M-term normaliser (the upper limit M kept: a sum over the "
+                             "individual keys k_m)", words=_EQ35_PRINTED),
+        "landmark_attention": Reading("μ_c = q̃_c + Σ_c' softmax_c'(k̃_c·k̃_c') k̃_c' (normaliser over C, summand "
+                                      "k̃_c'): the intended aggregation the paragraph after Eq 35 describes, not the "
+                                      "printed formula", beside=True),
+    },
     roles=("proposal_means",), plot_x="C",
-    notes="(b) the local aggregation weight, (c) the distances to the Eq 33/34 means relative to their gap are "
+    notes="Key landmarks are segment means (T = M/C keys per segment, extra grid axis); random, smooth (G-smooth) "
+          "and clustered keys (extra axis structure); landmark norms small (flat softmax) to large (peaked; extra "
+          "axis scale). The statement's formula is the printed Eq 35, whose normaliser runs c' = 1..M over landmarks "
+          "k̃_c' (only C exist) and whose summand is k̃_c: its two readings decide; the verbal description's "
+          "landmark attention is reported beside. At C = 1 there is no other segment: part (a) is vacuous there "
+          "(scored 0). "
+          "(b) the local aggregation weight, (c) the distances to the Eq 33/34 means relative to their gap are "
           "reported in each cell; the paper does not quantify 'favouring' or 'bridging'. (d)'s cost is measured by "
           "lara.g3_1.proposal_costs; here its premise (μ depends on the landmarks only) is checked.",
 )
@@ -260,42 +291,44 @@ def _lara_forms_cell(ctx: CellContext, left: str, right: str) -> Evidence:
 
 
 EQ28_REWRITE = Claim(
-    id="lara.eq28.rfa_like_rewrite", paper="lara", source="§4.3; App E (Eq 28)",
+    id="lara.eq28.rfa_like_rewrite", source="§4.3; App E (Eq 28)",
     statement="LARA(q_n, K, V) = Σ_c α'_nc(ω_c)ξ(q_n,ω_c)ᵀΣ_m ξ(k_m,ω_c)v_mᵀ / Σ_c α'_nc(ω_c)ξ(q_n,ω_c)ᵀΣ_m ξ(k_m,ω_c) "
               "with α'_nc(ω_c) := α_nc(ω_c)N(ω_c; 0, I)/q_c(ω_c) and ω_c ~ q_c.",
     kind="identity",
-    hypotheses="positive map; any proposals (every family and Eq 35 reading) and weights (balance, eq9, eq37, "
-               "constant; signed arithmetic); training (ω_c ~ q_c) and evaluation (ω_c = μ_c) modes",
+    domain=dict(proposal=_PROPOSALS, weights=_WEIGHTS, C=_C_IDENTITY),
     tolerance=IDENTITY_TOL, units="error / (max|v| Σ|a|/|Σa|), a = α p̃/q (signed)",
     cell=lambda ctx: _lara_forms_cell(ctx, "eq28", "eq10"),
-    grid={"smoke": dict(proposal=["eq32", "eq34"], weights=["balance", "eq9"], C=[4], d=[8], N=[16],
-                        mode=["train", "eval"]),
-          "quick": dict(proposal=list(PROPOSAL_AXIS), weights=["balance", "eq9", "eq37", "constant"], C=[1, 4],
-                        d=[1, 64], N=[16], mode=["train", "eval"]),
-          "full": dict(proposal=list(PROPOSAL_AXIS), weights=["balance", "eq9", "eq37", "constant"],
-                       C=[1, 4, 49, 196], d=[1, 8, 64], N=[16, 196, 784], mode=["train", "eval"])},
+    grid=tiers(dict(proposal=list(PROPOSAL_AXIS), weights=["balance", "eq9", "eq37", "constant"], C=[1, 4], d=[1, 64],
+                    N=[16], mode=["train", "eval"]),
+               smoke=dict(proposal=["eq32", "eq34"], weights=["balance", "eq9"], C=[4], d=[8]),
+               full=dict(C=[1, 4, 49, 196], d=[1, 8, 64], N=[16, 196, 784])),
     where=lambda p, v: p["C"] <= p["N"] and (p["d"] > 1 or p["weights"] in ("balance", "eq9")),
     roles=("lara_attention", "mis_weights"), plot_x="C",
+    notes="Positive map; signed arithmetic for signed weights. Extra grid axis mode: training (ω_c ~ q_c, the "
+          "statement) and evaluation (ω_c = μ_c, beyond it).",
 )
 
 LARA_SOFTMAX_FORM = Claim(
-    id="lara.derived.lara_softmax_form", paper="lara", source="register: derived prediction (from Eq 10, App E)",
+    id="lara.derived.lara_softmax_form", source="register: derived prediction (from Eq 10, App E)",
     statement="For the positive map, Gaussian proposals N(μ_c, I) and α_nc > 0: LARA(q_n) = Σ_c softmax_c(log α_nc + "
               "ω_c·(q_n - μ_c) + ‖μ_c‖²/2 + log Den_c) f(ω_c), Den_c = Σ_m exp(ω_c·k_m - ‖k_m‖²/2); with signed α, "
               "y_n = Σ_c a_nc f(ω_c)/Σ_c a_nc, a_nc = α_nc exp(ω_c·(q_n - μ_c) + ‖μ_c‖²/2 + log Den_c).",
     kind="identity",
-    hypotheses="positive map; Gaussian proposal families (Eq 33-35 readings, standard); positive weights (balance, "
-               "constant) and signed ones (eq9, eq37); shared draws; against Eq 10 with explicit p̃_n",
+    domain=dict(
+        proposal=Choice("Gaussian proposals N(μ_c, I) (the paper's Eq 33, Eq 34, Eq 35 under each reading, the "
+                        "standard N(0, I))", GAUSSIAN_PROPOSALS),
+        weights=Choice("α_nc > 0 (balance heuristic, constant) and signed α (Eq 9, Eq 37)",
+                       ("balance", "eq9", "eq37", "constant")),
+        C=_C_IDENTITY),
     tolerance=IDENTITY_TOL, units="error / (max|v| Σ|a|/|Σa|)",
     cell=lambda ctx: _lara_forms_cell(ctx, "softmax", "eq10"),
-    grid={"smoke": dict(proposal=["eq34", "eq33"], weights=["balance", "eq9"], C=[4], d=[8], N=[16],
-                        logit_std=[1.0]),
-          "quick": dict(proposal=list(GAUSSIAN_PROPOSALS), weights=["balance", "eq9", "eq37", "constant"], C=[1, 4],
-                        d=[64], N=[16], logit_std=[0.5, 4.0]),
-          "full": dict(proposal=list(GAUSSIAN_PROPOSALS), weights=["balance", "eq9", "eq37", "constant"],
-                       C=[1, 4, 49], d=[8, 64], N=[16, 196], logit_std=[0.25, 1.0, 4.0])},
+    grid=tiers(dict(proposal=list(GAUSSIAN_PROPOSALS), weights=["balance", "eq9", "eq37", "constant"], C=[1, 4],
+                    d=[64], N=[16], logit_std=[0.5, 4.0]),
+               smoke=dict(proposal=["eq34", "eq33"], weights=["balance", "eq9"], C=[4], d=[8], logit_std=[1.0]),
+               full=dict(C=[1, 4, 49], d=[8, 64], N=[16, 196], logit_std=[0.25, 1.0, 4.0])),
     where=lambda p, v: p["C"] <= p["N"],
     roles=("lara_attention", "mis_weights"), plot_x="C",
+    notes="Positive map; shared draws; against Eq 10 with explicit p̃_n.",
 )
 
 
@@ -315,20 +348,32 @@ def _rfa_special_cell(ctx: CellContext) -> Evidence:
     return _exact(_row_error(lara, rfa, _value_scale(v)), ctx)
 
 
+#: The words both readings of the RFA special case resolve.
+_CONSTANT_FUNCTIONS = "every α_nc(·) to a constant function"
+
 RFA_SPECIAL = Claim(
-    id="lara.sec4_3.rfa_special_case", paper="lara", source="§4.3",
+    id="lara.sec4_3.rfa_special_case", source="§4.3",
     statement="Setting every proposal to N(ω; 0, I) and every α_nc(·) to a constant function makes RFA a special case "
               "of LARA.",
     kind="identity",
-    hypotheses="positive map; C = S; the same ω_1..ω_C for both (RFA by its Eq 2 feature form)",
+    domain=dict(C=Integers("C = S proposals (any number of samples)", 1, math.inf, points=(1, 2), up_to=64,
+                           why="term by term over c: C = 1 is one sample, C = 2 the first sum; 64 a typical S")),
     tolerance=IDENTITY_TOL, units="error / max|v|",
     cell=_rfa_special_cell,
-    grid={"smoke": dict(C=[1, 16], d=[8], N=[16], logit_std=[1.0]),
-          "quick": dict(C=[1, 2, 16, 64], d=[1, 64], N=[16], logit_std=[0.5, 2.0]),
-          "full": dict(C=[1, 2, 16, 64], d=[1, 8, 64], N=[16, 196], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0])},
-    variants=("K1", "K2"),
-    variant_notes={"K1": "α_nc ≡ 1/C", "K2": "arbitrary constants κ_nc with Σ_c κ_nc = 1 (random Dirichlet per query)"},
+    grid=tiers(dict(C=[1, 2, 16, 64], d=[1, 64], N=[16], logit_std=[0.5, 2.0]),
+               smoke=dict(C=[1, 16], d=[8], logit_std=[1.0]),
+               full=dict(d=[1, 8, 64], N=[16, 196], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0])),
+    readings={
+        "K1": Reading("some constant functions recover RFA: α_nc ≡ 1/C (the special case named)",
+                      words=_CONSTANT_FUNCTIONS),
+        "K2": Reading("every constant functions recover RFA (the condition as sufficient): arbitrary constants κ_nc "
+                      "with Σ_c κ_nc = 1 (random Dirichlet per query)", words=_CONSTANT_FUNCTIONS),
+    },
     roles=("lara_attention", "rfa_attention"), plot_x="C",
+    notes="Positive map; the same ω_1..ω_C for both (RFA by its Eq 2 feature form). The paper (§4.3: 'RFA is a "
+          "special case of LARA if we set ... all α_nc(·) to constant functions') names no constant: the words admit "
+          "'some constant functions' (K1, the uniform 1/C) and 'any constant functions' (K2; non-uniform constants "
+          "weight the samples unequally, which RFA does not).",
 )
 
 
@@ -344,19 +389,22 @@ def _ra_special_cell(ctx: CellContext) -> Evidence:
 
 
 RA_SPECIAL = Claim(
-    id="lara.sec4_3.ra_special_case", paper="lara", source="§4.3 and footnote 7",
+    id="lara.sec4_3.ra_special_case", source="§4.3 and footnote 7",
     statement="LARA is equivalent to RA if self-normalisation is removed, the weighting functions are α_nc(ω) = δ_nc, "
               "and N proposals are kept, each of the form p_n(ω) (Eq 5).",
     kind="identity",
-    hypotheses="C = N; q_c = p_c; one sample per proposal, shared with RA (S = 1): ω_n = ω_c for c = n",
+    domain=dict(N=Integers("N proposals, one per query (any N)", 1, math.inf, points=(1, 2), up_to=16,
+                           why="the identity holds row by row: N = 1 is one row, N = 2 the first cross terms "
+                               "(killed by δ_nc)")),
     tolerance=IDENTITY_TOL, units="error / max|v|",
     cell=_ra_special_cell,
-    grid={"smoke": dict(N=[2, 16], d=[8], logit_std=[1.0]),
-          "quick": dict(N=[1, 2, 16], d=[1, 64], logit_std=[0.5, 4.0]),
-          "full": dict(N=[1, 2, 16, 196], d=[1, 8, 64], logit_std=[0.25, 1.0, 4.0])},
+    grid=tiers(dict(N=[1, 2, 16], d=[1, 64], logit_std=[0.5, 4.0]),
+               smoke=dict(N=[2, 16], d=[8], logit_std=[1.0]),
+               full=dict(N=[1, 2, 16, 196], d=[1, 8, 64], logit_std=[0.25, 1.0, 4.0])),
     roles=("ra_attention", "mis_attention"), plot_x="N",
-    notes="The register's second check (equal output laws under independent draws) follows from this pathwise "
-          "identity: with q_c = p_c the weight p_n/q_n is identically 1, so both estimators are f_n(ω), ω ~ p_n.",
+    notes="C = N; q_c = p_c; one sample per proposal, shared with RA (S = 1): ω_n = ω_c for c = n. The register's "
+          "second check (equal output laws under independent draws) follows from this pathwise identity: "
+          "with q_c = p_c the weight p_n/q_n is identically 1, so both estimators are f_n(ω), ω ~ p_n.",
 )
 
 
@@ -407,25 +455,32 @@ def _corc1_search(ctx: CellContext) -> Evidence:
 
 
 CORC1_HYPERBOLIC = Claim(
-    id="lara.corc1.hyperbolic_target", paper="lara", source="App C, Corollary C.1 and its proof",
+    id="lara.corc1.hyperbolic_target", source="App C, Corollary C.1 and its proof",
     statement="With ξ(x,ω) = (1/√2)exp(-‖x‖²/2)[exp(ω·x), exp(-ω·x)]ᵀ, RFA also defines an SNIS estimator of E_p[f], f "
               "of the Eq 6 form with this ξ and p(ω) = ½Σ_m π_m(N(ω; q_n + k_m, I) + N(ω; -q_n - k_m, I)); the proof "
               "shows p(ω|m) = ½N(ω; q_n + k_m, I) + ½N(ω; -q_n - k_m, I).",
     kind="identity",
-    hypotheses="q = N(0, I); hyperbolic map; norms up to 6, ω from N(0, I), from p_n and at distance 50; "
-               "G-degenerate inputs. E_p[f] against softmax attention (RA with this map) is reported, not tested: "
-               "the corollary does not state it",
+    domain=dict(
+        d=Integers("any dimension d", 1, math.inf, points=(1, 2), up_to=64,
+                   why="the densities factor over coordinates; d = 1 has no angles, d = 2 the first"),
+        M=Integers("any number of keys M (the mixture over m)", 1, math.inf, points=(1, 2), up_to=32,
+                   why="the mixture is term by term over m: M = 1 one component, M = 2 the first mixture"),
+        norm=Range("any q_n, k_m: their norm", 0.0, math.inf, up_to=(None, 6.0),
+                   why="log-space evaluation; exponents ~ 36 at norm 6, and the search explores norms up to 6"),
+        omega=_OMEGA_POINTS),
     tolerance=IDENTITY_TOL,
     units="log-space error / (1 + ‖ω‖²/2 + ‖q‖² + max‖k‖²); RFA against SNIS: error / max|v|",
     cell=_corc1_cell,
-    grid={"smoke": dict(d=[2, 8], M=[2], norm=[2.0], omega=["standard", "far"], inputs=["norm"]),
-          "quick": dict(d=[1, 2, 64], M=[1, 2, 32], norm=[0.5, 6.0], omega=["standard", "target", "far"],
-                        inputs=["norm", "zero_query", "opposite"]),
-          "full": dict(d=[1, 2, 8, 64], M=[1, 2, 32, 196], norm=[0.5, 2.0, 6.0], omega=["standard", "target", "far"],
-                       inputs=["norm", "zero_query", "zero_keys", "opposite", "identical_keys"])},
+    grid=tiers(dict(d=[1, 2, 64], M=[1, 2, 32], norm=[0.0, 0.5, 6.0], omega=["standard", "target", "far"],
+                    inputs=["norm", "zero_query", "opposite"]),
+               smoke=dict(d=[2, 8], M=[2], norm=[2.0], omega=["standard", "far"], inputs=["norm"]),
+               full=dict(d=[1, 2, 8, 64], M=[1, 2, 32, 196], norm=[0.0, 0.5, 2.0, 6.0],
+                         inputs=["norm", "zero_query", "zero_keys", "opposite", "identical_keys"])),
     where=lambda p, v: p["inputs"] == "norm" or (p["norm"] == 6.0 and p["M"] == 2),
     search=_corc1_search, restarts=RESTARTS, universal=True,
     roles=("rfa_attention", "rfa_snis"), plot_x="norm",
+    notes="q = N(0, I) as the RFA proposal; hyperbolic map; G-degenerate inputs (extra grid axis inputs). E_p[f] "
+          "against softmax attention (RA with this map) is reported, not tested: the corollary does not state it.",
 )
 
 
@@ -444,20 +499,26 @@ def _alg1_cell(ctx: CellContext) -> Evidence:
 
 
 ALG1 = Claim(
-    id="lara.alg1.ra_algorithm", paper="lara", source="G.2 Algorithm 1; G.1",
+    id="lara.alg1.ra_algorithm", source="G.2 Algorithm 1; G.1",
     statement="Algorithm 1 computes RA (per query: π_n; per sample a_ns ~ Categorical(π_n), ε_s ~ N(0, I), ω_ns = K "
               "a_ns + q_n + ε_s, N_ns = ξ(q_n,ω_ns)Σ_m ξ(k_m,ω_ns)v_mᵀ, D_ns = ξ(q_n,ω_ns)Σ_m ξ(k_m,ω_ns); y_n = "
               "(1/S)Σ_s N_ns/D_ns), and its loops can run in parallel.",
     kind="identity",
-    hypotheses="positive map; identical (z, ε); the literal loops (Numba, float64, max-shifted) against the "
-               "vectorised log-space numpy RA with both integrand forms",
+    domain=dict(
+        S=Integers("S samples per query", 1, math.inf, up_to=3,
+                   why="the loop over s computes independent terms averaged by 1/S: S = 1 one term, S >= 2 a sum"),
+        N=Integers("n = 1..N queries (N = M keys)", 1, math.inf, up_to=64,
+                   why="the loop over n is independent per query (each n its own π_n and samples)")),
     tolerance=IDENTITY_TOL, units="error / max|v|",
     cell=_alg1_cell,
-    grid={"smoke": dict(S=[1, 3], N=[5], d=[8], logit_std=[1.0]),
-          "quick": dict(S=[1, 3], N=[1, 5, 64], d=[1, 64], logit_std=[1.0, 4.0]),
-          "full": dict(S=[1, 3], N=[1, 5, 64], d=[1, 8, 64], logit_std=[0.25, 1.0, 4.0])},
+    grid=tiers(dict(S=[1, 3], N=[1, 5, 64], d=[1, 64], logit_std=[1.0, 4.0]),
+               smoke=dict(S=[1, 3], N=[5], d=[8], logit_std=[1.0]),
+               full=dict(d=[1, 8, 64], logit_std=[0.25, 1.0, 4.0])),
     roles=("ra_algorithm1",), plot_x="N",
-    notes="The torch backend (rfkit.gpu) has no RA yet; the loops are the Numba backend, the vectorised path numpy.",
+    notes="Positive map; identical (z, ε); the literal loops (Numba, float64, max-shifted) against the vectorised "
+          "log-space numpy RA with both integrand forms. 'Can run in parallel' is the loops' independence, which the "
+          "per-query, per-sample loop structure makes plain; it is not timed here. The torch backend (rfkit.gpu) "
+          "has no RA yet; the loops are the Numba backend, the vectorised path numpy.",
 )
 
 
@@ -473,18 +534,23 @@ def _alg2_cell(ctx: CellContext) -> Evidence:
 
 
 ALG2 = Claim(
-    id="lara.alg2.rfa_algorithm", paper="lara", source="G.1 Algorithm 2",
+    id="lara.alg2.rfa_algorithm", source="G.1 Algorithm 2",
     statement="Algorithm 2 computes RFA (Eq 2): for s: ω_s ~ N(0, I), N_s = Σ_m ξ(k_m,ω_s)v_mᵀ, D_s = Σ_m ξ(k_m,ω_s); "
               "for n: N = Σ_s ξ(q_n,ω_s)N_s, D = Σ_s ξ(q_n,ω_s)D_s, y_n = N/D; its loops can run in parallel.",
     kind="identity",
-    hypotheses="positive map; the same ω; the literal loops (Numba, float64, max-shifted) against the vectorised "
-               "softmax form and the double sum of Eq 2",
+    domain=dict(
+        S=Integers("s = 1..S samples", 1, math.inf, up_to=256,
+                   why="the loop over s sums independent statistics: S = 1 one term, S >= 2 a sum"),
+        N=Integers("n = 1..N queries (N = M keys)", 1, math.inf, up_to=64,
+                   why="the loop over n is independent per query")),
     tolerance=IDENTITY_TOL, units="error / max|v|",
     cell=_alg2_cell,
-    grid={"smoke": dict(S=[1, 16], N=[5], d=[8], logit_std=[1.0]),
-          "quick": dict(S=[1, 16, 256], N=[1, 5, 64], d=[1, 64], logit_std=[1.0, 4.0]),
-          "full": dict(S=[1, 16, 256], N=[1, 5, 64], d=[1, 8, 64], logit_std=[0.25, 1.0, 4.0])},
+    grid=tiers(dict(S=[1, 16, 256], N=[1, 5, 64], d=[1, 64], logit_std=[1.0, 4.0]),
+               smoke=dict(S=[1, 16], N=[5], d=[8], logit_std=[1.0]),
+               full=dict(d=[1, 8, 64], logit_std=[0.25, 1.0, 4.0])),
     roles=("rfa_algorithm2",), plot_x="S",
+    notes="Positive map; the same ω; the literal loops (Numba, float64, max-shifted) against the vectorised softmax "
+          "form and the double sum of Eq 2. 'Can run in parallel' (independent loop iterations) is not timed here.",
 )
 
 
@@ -507,28 +573,39 @@ def _alg3_cell(ctx: CellContext) -> Evidence:
     return _exact(max(errors.values()), ctx, errors)
 
 
+#: Gaussian proposal families Algorithm 3 is run with (Eq 35 under each reading of its printed form).
+_ALG3_PROPOSALS = ("eq33", "eq34", "eq35_printed_C", "eq35_printed_M", "eq35_landmark_attention")
+
 ALG3 = Claim(
-    id="lara.alg3.lara_algorithm", paper="lara", source="G.3.1 Algorithm 3; §4.2",
+    id="lara.alg3.lara_algorithm", source="G.3.1 Algorithm 3; §4.2",
     statement="Algorithm 3 computes LARA (Eq 10), computing the key-value statistics N_c = Σ_m ξ(k_m,ω_c)v_mᵀ, D_c = "
               "Σ_m ξ(k_m,ω_c) once (ω_c ~ q_c = N(μ_c, I)) and reusing them for every query: α_nc by Eq 9, α'_nc ← "
               "\"α_nc(ω_c) N(ω_c; 0, I/q_c(ω_c)\" (as printed), y_n = Σ_c α'_nc ξ(q_n,ω_c)N_c / "
               "Σ_c α'_nc ξ(q_n,ω_c)D_c.",
     kind="identity",
-    hypotheses="Gaussian proposals (eq34, the eq35 readings, eq33); positive map; Eq 9 weights with β ∈ {1, 2} and "
-               "both rprime_axis readings; the same ω_c",
+    domain=dict(
+        proposal=Choice("ω_c ~ q_c = N(μ_c, I), {μ_c} from 'compute the proposal parameters' (the paper's Gaussian "
+                        "families: Eq 33, Eq 34, Eq 35 under each reading of its printed form)", _ALG3_PROPOSALS),
+        C=Integers("c = 1..C proposals", 1, math.inf, points=(1, 4), up_to=49,
+                   why="the statistics are per c and the sums over c are term by term; 49 the §5.2 landmark count")),
     tolerance=IDENTITY_TOL, units="error / (max|v| Σ|a|/|Σa|)",
     cell=_alg3_cell,
-    grid={"smoke": dict(C=[1, 4], N=[16], d=[8], proposal=["eq34"], beta=[1.0], axis=["queries"]),
-          "quick": dict(C=[1, 4, 49], N=[4, 49], d=[1, 64], proposal=["eq34", "eq35_landmark_attention", "eq33"],
-                        beta=[2.0], axis=["queries", "landmarks"]),
-          "full": dict(C=[1, 4, 49], N=[4, 49, 196], d=[1, 8, 64],
-                       proposal=["eq34", "eq35_printed_C", "eq35_printed_M", "eq35_landmark_attention", "eq33"],
-                       beta=[1.0, 2.0], axis=["queries", "landmarks"])},
-    variants=lara_est.ALG3_READINGS,
-    variant_notes={"P1": "α'_nc = α_nc(ω_c) N(ω_c; 0, I)/q_c(ω_c) (§4.3, App E)",
-                   "P2": "α'_nc = α_nc(ω_c) N(ω_c; 0, q_c(ω_c)^{-1} I), a Gaussian with covariance I/q_c(ω_c)"},
+    grid=tiers(dict(C=[1, 4, 49], N=[4, 49], d=[1, 64], proposal=list(_ALG3_PROPOSALS), beta=[2.0],
+                    axis=["queries", "landmarks"]),
+               smoke=dict(C=[1, 4], N=[16], d=[8], proposal=["eq34"], beta=[1.0], axis=["queries"]),
+               full=dict(N=[4, 49, 196], d=[1, 8, 64], beta=[1.0, 2.0])),
+    readings={
+        "P1": Reading("α'_nc = α_nc(ω_c) N(ω_c; 0, I)/q_c(ω_c): the paper's own definition of α'_nc (§4.3, Eq 28; "
+                      "App E), which the printed line's unbalanced parenthesis garbles"),
+        "P2": Reading("the printed line closed at its end: α'_nc = α_nc(ω_c) N(ω_c; 0, q_c(ω_c)^{-1} I), a Gaussian "
+                      "density with covariance I/q_c(ω_c) (a typo's reading: α'_nc is defined in §4.3)", beside=True),
+    },
     where=lambda p, v: p["C"] <= p["N"],
     roles=("lara_algorithm3",), plot_x="C",
+    notes="Positive map; the same ω_c for the loops and Eq 10; Eq 9 weights (extra grid axes beta, β ∈ {1, 2}, and "
+          "axis, both rprime_axis readings). The symbol α'_nc has one definition in the paper (§4.3: α'_nc(ω_c) := "
+          "α_nc(ω_c)N(ω_c; 0, I)/q_c(ω_c)), so the algorithm's garbled line is read by it (P1) and the other "
+          "completion of the parenthesis (P2) is reported beside the verdict.",
 )
 
 
@@ -565,19 +642,24 @@ def _cancellation_search(ctx: CellContext) -> Evidence:
 
 
 QUERY_CANCELLATION = Claim(
-    id="lara.derived.query_cancellation", paper="lara", source="register: derived prediction (from Eq 6)",
+    id="lara.derived.query_cancellation", source="register: derived prediction (from Eq 6)",
     statement="For the positive map, ξ(q_n, ω) is a common scalar factor of the numerator and denominator of Eq 6, so "
               "f_n(ω) = Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m, independent of n and q_n.",
     kind="identity",
-    hypotheses="positive map; random and extreme ω (N(0, I), p_n, distance 50); norms up to 8",
+    domain=dict(
+        d=Integers("any dimension d", 1, math.inf, points=(1,), up_to=128,
+                   why="ξ is a product over coordinates; 128 a head dimension beyond the paper's 64"),
+        M=Integers("Σ_m over any number of keys M", 1, math.inf, points=(1, 2), up_to=196,
+                   why="M = 1 is one term (f = v_1), M = 2 the first softmax; 196 the paper's image length"),
+        norm=_NORMS, omega=_OMEGA_POINTS),
     tolerance=IDENTITY_TOL, units="error / (max|v| (1 + |ω·q_n| + ‖q_n‖²/2))",
     cell=_cancellation_cell,
-    grid={"smoke": dict(d=[8], M=[16], omega=["standard", "far"], norm=[2.0]),
-          "quick": dict(d=[1, 16, 128], M=[1, 2, 196], omega=["standard", "target", "far"], norm=[0.5, 8.0]),
-          "full": dict(d=[1, 2, 16, 64, 128], M=[1, 2, 196, 784], omega=["standard", "target", "far"],
-                       norm=[0.0, 1.0, 3.0, 8.0])},
+    grid=tiers(dict(d=[1, 16, 128], M=[1, 2, 196], omega=["standard", "target", "far"], norm=[0.0, 0.5, 8.0]),
+               smoke=dict(d=[8], M=[16], omega=["standard", "far"], norm=[2.0]),
+               full=dict(d=[1, 2, 16, 64, 128], M=[1, 2, 196, 784], norm=[0.0, 1.0, 3.0, 8.0])),
     search=_cancellation_search, restarts=RESTARTS, universal=True,
     roles=("integrand",), plot_x="norm",
+    notes="Positive map; the search maximises the error over q, k, ω in R^3 (norms up to 8, ω up to distance 50).",
 )
 
 
@@ -640,23 +722,27 @@ def _rank_search(ctx: CellContext) -> Evidence:
 
 
 RANK_BOUND = Claim(
-    id="lara.derived.rank_bound", paper="lara", source="register: derived prediction (from the softmax forms)",
+    id="lara.derived.rank_bound", source="register: derived prediction (from the softmax forms)",
     statement="For the positive map, RFA's rows are y_n = Σ_s w_ns F_s with Σ_s w_ns = 1 and F_s = f(ω_s) common to "
               "all queries: rank(Y) <= min(S, D_v) and every row lies in the affine hull of {F_s} (S = 1: every row is "
               "f(ω_1)); the same for LARA with S replaced by C·S_c (signed weights); for unnormalised MIS rank(Y) "
               "<= C·S_c.",
     kind="identity",
-    hypotheses="positive map; D_v larger than the number of draws; LARA with eq34 proposals, Eq 9 weights, S_c = 2; "
-               "unnormalised MIS with balance weights",
+    domain=dict(
+        estimator=Choice("RFA, LARA (signed weights), unnormalised MIS", ("rfa", "lara", "mis")),
+        draws=Integers("S draws (RFA) / C proposals with S_c = 2 (LARA, MIS)", 1, math.inf, points=(1,), up_to=8,
+                       why="S = 1 is the stated degenerate case (every row f(ω_1)); the bound's structure is the same "
+                           "for every S below D_v = 32")),
     tolerance=IDENTITY_TOL,
     units="σ_{bound+1}/σ_1 of Y, and the distance of rows to the affine hull (linear span for MIS) of {F} over max|y|",
     cell=_rank_cell,
-    grid={"smoke": dict(estimator=["rfa", "lara", "mis"], draws=[1, 4], d=[8], dv=[32], logit_std=[1.0]),
-          "quick": dict(estimator=["rfa", "lara", "mis"], draws=[1, 2, 8], d=[8, 64], dv=[32], logit_std=[0.5, 4.0]),
-          "full": dict(estimator=["rfa", "lara", "mis"], draws=[1, 2, 8, 16], d=[1, 8, 64], dv=[8, 32, 64],
-                       logit_std=[0.25, 1.0, 4.0])},
+    grid=tiers(dict(estimator=["rfa", "lara", "mis"], draws=[1, 2, 8], d=[8, 64], dv=[32], logit_std=[0.5, 4.0]),
+               smoke=dict(draws=[1, 4], d=[8], logit_std=[1.0]),
+               full=dict(draws=[1, 2, 8, 16], d=[1, 8, 64], dv=[8, 32, 64], logit_std=[0.25, 1.0, 4.0])),
     search=_rank_search, restarts=RESTARTS, universal=True,
     roles=("rfa_attention", "lara_attention", "mis_attention"), plot_x="draws",
+    notes="Positive map; D_v larger than the number of draws at quick (extra axis dv; full adds D_v = 8 below it); "
+          "LARA with eq34 proposals, Eq 9 weights, S_c = 2; unnormalised MIS with balance weights.",
 )
 
 
@@ -670,18 +756,23 @@ def _rfa_softmax_cell(ctx: CellContext) -> Evidence:
 
 
 RFA_SOFTMAX_FORM = Claim(
-    id="lara.derived.rfa_softmax_form", paper="lara", source="register: derived prediction (from Eq 2)",
+    id="lara.derived.rfa_softmax_form", source="register: derived prediction (from Eq 2)",
     statement="For the positive map, RFA(q_n) = Σ_s softmax_s(ω_s·q_n + log Den_s) f(ω_s), Den_s = Σ_m exp(ω_s·k_m - "
               "‖k_m‖²/2).",
     kind="identity",
-    hypotheses="positive map; shared ω; against Eq 2 as linear attention on footnote-3 features (stabilised)",
+    domain=dict(
+        S=Integers("softmax over s = 1..S samples", 1, math.inf, points=(1,), up_to=64,
+                   why="S = 1 is the degenerate softmax (RFA(q_n) = f(ω_1)); the form is term by term beyond it"),
+        N=Integers("any query q_n of N (N = M keys)", 1, math.inf, points=(1,), up_to=64,
+                   why="rows are independent; Den_s sums the M = N keys")),
     tolerance=IDENTITY_TOL, units="error / max|v|",
     cell=_rfa_softmax_cell,
-    grid={"smoke": dict(S=[16], N=[16], d=[8], logit_std=[1.0, 4.0]),
-          "quick": dict(S=[1, 64], N=[1, 64], d=[1, 64], logit_std=[0.25, 4.0], inputs=["gauss", "peaked"]),
-          "full": dict(S=[1, 16, 256], N=[1, 16, 196], d=[1, 8, 64], logit_std=[0.25, 1.0, 4.0],
-                       inputs=["gauss", "peaked", "smooth"])},
+    grid=tiers(dict(S=[1, 64], N=[1, 64], d=[1, 64], logit_std=[0.25, 4.0], inputs=["gauss", "peaked"]),
+               smoke=dict(S=[16], N=[16], d=[8], logit_std=[1.0, 4.0], inputs=["gauss"]),
+               full=dict(S=[1, 16, 256], N=[1, 16, 196], d=[1, 8, 64], logit_std=[0.25, 1.0, 4.0],
+                         inputs=["gauss", "peaked", "smooth"])),
     roles=("rfa_attention",), plot_x="S",
+    notes="Positive map; shared ω; against Eq 2 as linear attention on footnote-3 features (stabilised).",
 )
 
 
@@ -715,17 +806,24 @@ def _density_ratio_search(ctx: CellContext) -> Evidence:
 
 
 GAUSSIAN_RATIO = Claim(
-    id="lara.derived.gaussian_density_ratio", paper="lara", source="register: derived prediction",
+    id="lara.derived.gaussian_density_ratio", source="register: derived prediction",
     statement="N(ω; 0, I)/N(ω; μ, I) = exp(-ω·μ + ‖μ‖²/2) = 1/ξ(μ, ω) for the positive map; for unit-covariance "
               "Gaussian proposals BH_c(ω) = softmax_c(ω·μ_c - ‖μ_c‖²/2).",
     kind="identity",
-    hypotheses="any ω and μ (norms up to 20 for μ and 50 for ω)",
+    domain=dict(
+        norm=Range("any μ: its norm (μ_c uniform in the ball of this radius)", 0.0, math.inf, up_to=(None, 20.0),
+                   why="log-space closed forms; exponents ~ 200 at norm 20, and the search explores up to 8"),
+        radius=Range("any ω: its norm", 0.0, math.inf, up_to=(None, 50.0),
+                     why="exponents ~ 1250 at radius 50, far beyond any draw of N(0, I) or N(μ, I)"),
+        d=Integers("any dimension d", 1, math.inf, points=(1,), up_to=64, why="the densities factor over coordinates"),
+        C=Integers("BH_c over c = 1..C proposals", 1, math.inf, points=(1,), up_to=49,
+                   why="C = 1 is the degenerate softmax (BH = 1); 49 the §5.2 landmark count")),
     tolerance=IDENTITY_TOL, units="error / (1 + ‖ω‖²/2 + ‖μ‖²/2 + |ω·μ|)",
     cell=_density_ratio_cell,
-    grid={"smoke": dict(d=[1, 8], C=[4], norm=[3.0], radius=[1.0, 50.0]),
-          "quick": dict(d=[1, 8, 64], C=[1, 4, 49], norm=[0.0, 3.0, 20.0], radius=[0.0, 5.0, 50.0]),
-          "full": dict(d=[1, 2, 8, 64, 128], C=[1, 4, 49, 196], norm=[0.0, 1.0, 3.0, 20.0],
-                       radius=[0.0, 1.0, 5.0, 50.0])},
+    grid=tiers(dict(d=[1, 8, 64], C=[1, 4, 49], norm=[0.0, 3.0, 20.0], radius=[0.0, 5.0, 50.0]),
+               smoke=dict(d=[1, 8], C=[4], norm=[3.0], radius=[1.0, 50.0]),
+               full=dict(d=[1, 2, 8, 64, 128], C=[1, 4, 49, 196], norm=[0.0, 1.0, 3.0, 20.0],
+                         radius=[0.0, 1.0, 5.0, 50.0])),
     search=_density_ratio_search, restarts=RESTARTS, universal=True,
     plot_x="radius",
 )
@@ -782,26 +880,31 @@ def _symmetry_cell(ctx: CellContext) -> Evidence:
 
 
 HYPERBOLIC_SYMMETRY = Claim(
-    id="lara.derived.hyperbolic_symmetry", paper="lara", source="register: derived prediction (App C)",
+    id="lara.derived.hyperbolic_symmetry", source="register: derived prediction (App C)",
     statement="For the hyperbolic map, f_n^hyp(ω) = Σ_m e^{-‖k_m‖²/2}cosh(ω·(q_n + k_m))v_m / "
               "Σ_m e^{-‖k_m‖²/2}cosh(ω·(q_n + k_m)), which depends on q_n; f_n^hyp(-ω) = f_n^hyp(ω); hence "
               "E_{p_n^hyp}[f_n^hyp] = E_{p_n}[f_n^hyp].",
     kind="identity",
-    hypotheses="hyperbolic map; ω from N(0, s²I), s ∈ {1, 10}; the third statement by Monte Carlo with independent "
-               "draws from Corollary C.1's mixture and from p_n (first query): a sequential betting confidence "
-               "sequence per output coordinate (the difference is bounded by the value range); exact at M = 1",
+    domain=dict(
+        d=Integers("any dimension d", 1, math.inf, points=(1,), up_to=16,
+                   why="the cosh form is a function of the projections ω·(q + k) only; d = 1 is its scalar case"),
+        M=Integers("Σ_m over any number of keys M", 1, math.inf, points=(1,), up_to=16,
+                   why="M = 1 is one term (f = v_1 exactly); the mixtures' structure is the same for every M >= 2")),
     tolerance=1.0,
     units="error in units of each part's threshold: formula and evenness errors / (max|v|(1 + |ω·q| + max|ω·k|)) "
           "over 1e-9; Monte Carlo difference of expectations per output coordinate / max|v| over 0.02",
     cell=_symmetry_cell,
-    grid={"smoke": dict(d=[4], M=[8], spread=[1.0], logit_std=[1.0], monte_carlo=[False, True]),
-          "quick": dict(d=[1, 16], M=[1, 16], spread=[1.0, 10.0], logit_std=[0.5, 2.0], monte_carlo=[False, True]),
-          "full": dict(d=[1, 4, 16, 64], M=[1, 16, 196], spread=[1.0, 10.0], logit_std=[0.25, 1.0, 4.0],
-                       monte_carlo=[False, True])},
+    grid=tiers(dict(d=[1, 16], M=[1, 16], spread=[1.0, 10.0], logit_std=[0.5, 2.0], monte_carlo=[False, True]),
+               smoke=dict(d=[4], M=[8], spread=[1.0], logit_std=[1.0]),
+               full=dict(d=[1, 4, 16, 64], M=[1, 16, 196], logit_std=[0.25, 1.0, 4.0])),
     where=lambda p, v: not p["monte_carlo"] or p["spread"] == 1.0,
     # a budget per output coordinate, sized from the bound |f_d| <= max|v| (sd of a difference <= √2 max|v|):
     # ((z_α + z_β)√2/0.02)² ≈ 1.4e5 at the quick tier's cell level (smoke: 8e4 for its one Monte Carlo cell, where
     # the betting sequence needs about that); sequential cells stop once decided (M = 1 cells are exact)
-    replicates={"smoke": 80_000, "quick": 140_000, "full": 400_000},
+    replicates=tiers(140_000, smoke=80_000, full=400_000),
     roles=("integrand",), plot_x="M",
+    notes="Hyperbolic map; ω from N(0, s²I), s ∈ {1, 10} (extra axis spread); the third statement by Monte Carlo "
+          "(extra axis monte_carlo) with independent draws from Corollary C.1's mixture and from p_n (first query): a "
+          "sequential betting confidence sequence per output coordinate (the difference is bounded by the value "
+          "range); exact at M = 1.",
 )

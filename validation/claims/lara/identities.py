@@ -23,8 +23,10 @@ Design notes
   register's bounds, every angle, ``ω`` up to distance 50, β up to 10), so that a violation confined to a corner
   (``k = -q``, ``z = 0``, large ``‖ω‖``) is found. Identities between two implementations of one estimator on
   shared draws are swept over the register's grids, extremes included (G-degenerate, G-peaked, large norms).
-* **Readings.** Where the register lists readings (Eq 9's argument convention, G.3.2's display, Eq 35's
-  normaliser, Algorithm 3's parenthesis, §4.3's "constant functions") each is a variant with its own verdict.
+* **Readings.** Eq 9's statement writes one argument (``Σ_c α_nc(ω) = 1``, MIS validity after Eq 8): it is
+  decided by the common-argument reading, and the own-sample reading is reported beside. G.3.2's words admit
+  three (the validity of a weighting function; the display's ``Σ_c α*_nc(ω_c)``; its second line as typeset):
+  they decide together. (Eq 35, Algorithm 3 and §4.3's readings are :mod:`.forms`'.)
 * **Budgets.** Cells are small (tens of tokens, a few samples); the ``full`` tier follows the register's sweeps.
 """
 
@@ -41,8 +43,9 @@ from rfkit.estimators import ra as ra_est
 from rfkit.estimators import rfa as rfa_est
 from rfkit.estimators import snis_estimate, softmax_attention
 from rfkit.theory import lara as theory
+from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import condition_scale, controlled_pair, quiet
-from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, required_replicates
 
@@ -55,7 +58,7 @@ IDENTITY_TOL = 1e-9
 #: when they are O(1) almost everywhere: a short polish from the corners suffices).
 SEARCH_ITERATIONS = 120
 #: Search restarts per tier (restart 0 scans the box's corners and centre).
-RESTARTS = {"smoke": 1, "quick": 3, "full": 20}
+RESTARTS = tiers(3, smoke=1, full=20)
 #: Proposal families as one axis (Eq 35's readings spelled out).
 PROPOSAL_AXIS = ("eq32", "eq33", "eq34", "eq35_printed_C", "eq35_printed_M", "eq35_landmark_attention", "standard")
 GAUSSIAN_PROPOSALS = tuple(p for p in PROPOSAL_AXIS if p != "eq32")
@@ -221,22 +224,32 @@ def _eq2_cell(ctx: CellContext) -> Evidence:
     return _exact(max(form_error, kernel_error), ctx, extra)
 
 
+_SUM_WHY = "both sides sum the same finite set of terms in another order; more terms add terms of the same kind"
+
 EQ2_RFA_FORMS = Claim(
-    id="lara.eq2.rfa_forms", paper="lara", source="§2.2 Eq 2; footnote 3",
+    id="lara.eq2.rfa_forms", source="§2.2 Eq 2; footnote 3",
     statement="Σ_mΣ_s ξ(q_n,ω_s)ᵀξ(k_m,ω_s)v_mᵀ / Σ_mΣ_s ξ(q_n,ω_s)ᵀξ(k_m,ω_s) = Σ_s ξ(q_n,ω_s)ᵀΣ_m ξ(k_m,ω_s)v_mᵀ / "
               "Σ_s ξ(q_n,ω_s)ᵀΣ_m ξ(k_m,ω_s) =: RFA(q_n, K, V); and (1/S)Σ_s ξ(x,ω_s)ᵀξ(y,ω_s) = φ(x,w)ᵀφ(y,w) with "
               "φ(x,w) = S^{-1/2}[ξ(x,ω_1), ..., ξ(x,ω_S)].",
     kind="identity",
-    hypotheses="any ξ of App C (positive, trig_sincos, trig_cos_phase, hyperbolic) and any samples ω_1..ω_S; "
-               "G-norm inputs with norms up to 6",
     tolerance=IDENTITY_TOL,
     units="error / condition magnitude (Σ|terms||v| + |out|Σ|terms|)/|Σ terms| (rows); kernel: / (1/S)Σ|ξᵀξ|",
+    domain=dict(
+        feature=Choice("any ξ (App C's randomized mappings)", tuple(rfa_est.XI_MAPS)),
+        S=Integers("any samples ω_1, ..., ω_S", 1, math.inf, points=(1, 2), up_to=64, why=_SUM_WHY),
+        N=Integers("every query q_n", 1, math.inf, up_to=17, why="rows are computed independently"),
+        M=Integers("Σ_m over the keys k_m and values v_m", 1, math.inf, points=(1, 2), up_to=17, why=_SUM_WHY),
+        d=Integers("q_n, k_m, ω_s ∈ R^D", 1, math.inf, up_to=64,
+                   why="D enters only through the features ξ(x, ω), the same in both forms"),
+        norm=Range("any inputs q_n, k_m (G-norm: norms uniform on [0, max], one at the max)", 0.0, math.inf,
+                   up_to=(None, 6.0), why="the register's sweep (norms up to 6); the positive and hyperbolic maps "
+                                          "are compared in log space")),
     cell=_eq2_cell,
-    grid={"smoke": dict(feature=list(rfa_est.XI_MAPS), d=[8], N=[17], M=[17], S=[64], norm=[2.0]),
-          "quick": dict(feature=list(rfa_est.XI_MAPS), d=[1, 8, 64], N=[1, 17], M=[2, 17], S=[1, 64],
-                        norm=[1.0, 6.0]),
-          "full": dict(feature=list(rfa_est.XI_MAPS), d=[1, 8, 64], N=[1, 2, 17, 196], M=[1, 2, 17, 196],
-                       S=[1, 2, 64, 256], norm=[0.5, 2.0, 6.0])},
+    grid=tiers(dict(feature=list(rfa_est.XI_MAPS), d=[1, 8, 64], N=[1, 17], M=[1, 2, 17], S=[1, 2, 64],
+                    norm=[0.0, 6.0]),
+               smoke=dict(d=[1, 64], N=[1, 17], M=[1, 2, 17], S=[1, 2, 64], norm=[0.0, 6.0]),
+               full=dict(d=[1, 8, 64], N=[1, 2, 17, 196], M=[1, 2, 17, 196], S=[1, 2, 64, 256],
+                         norm=[0.0, 0.5, 2.0, 6.0])),
     roles=("rfa_attention", "rf_features"), plot_x="S",
     notes="Rows with near-zero trigonometric renormalisers (|D̂| < 1e-8 Σ|terms|) are counted in the cell's "
           "`near_zero_denominators` and judged on the same condition-scaled error.",
@@ -295,37 +308,45 @@ def _eq3_cell(ctx: CellContext) -> Evidence:
     q, k, v = attention_inputs("gauss", ctx.rng, 1 if d <= 2 else 4, 4 if d <= 2 else 8, d, 3, 1.0)
     mix, f = _eq3_target(p["target"], q, k, v)
     mu = _eq3_proposal_mean(ctx, q, k, mix)
-    omega = mu + ctx.rng.standard_normal((32, d))
+    omega = mu + ctx.rng.standard_normal((p["S"], d))
     log_w = mix.log_density(omega).T - rfa_est.log_normal(omega, mu)
     snis = ctx.impl("snis_estimate", snis_estimate)
     fv = f(omega)
     with_p = np.asarray(snis(fv, log_weights=log_w))
     with_tilde = np.asarray(snis(fv, log_weights=log_w + p["log_z"]))
     errors = dict(cancel_error=_row_error(with_tilde, with_p, _value_scale(v)))
-    if d <= 2 and p["log_z"] > 0:  # the first equality does not involve Z: once per (target, proposal, d)
+    if d <= 2 and p["log_z"] > 0 and p["S"] == 1:  # the first equality involves neither Z nor the samples:
+        # once per (target, proposal, d)
         errors["quadrature_error"] = _eq3_quadrature_error(mix, f, mu, v)
     return _exact(max(errors.values()), ctx, errors)
 
 
+EQ3_PROPOSALS = ("standard", "shift0", "shift6", "eq34")
+
 EQ3_SNIS = Claim(
-    id="lara.eq3.snis_normaliser_cancels", paper="lara", source="§2.3 Eq 3",
+    id="lara.eq3.snis_normaliser_cancels", source="§2.3 Eq 3",
     statement="With p = p̃/Z, E_p[f] = E_q[(p/q)f]/E_q[p/q] ≈ [(1/S)Σ_s (1/Z)(p̃/q)(ω_s)f(ω_s)] / [(1/S)Σ_s (1/Z)"
               "(p̃/q)(ω_s)] = Σ_s (p̃/q)(ω_s)f(ω_s) / Σ_s (p̃/q)(ω_s): the normalising constant Z cancels.",
     kind="identity",
-    hypotheses="p = p̃/Z with Z > 0 (log Z ∈ [-690, 690]); targets p_n (Eq 5) and Corollary C.1's hyperbolic mixture "
-               "with their Eq 6 integrands; proposals N(0, I), N(μ, I) at distance 0-6 from the target's mean, eq34 "
-               "landmark proposals; the same samples in numerator and denominator; the first equality by "
-               "Gauss-Hermite quadrature for D <= 2",
     tolerance=IDENTITY_TOL, units="error / max|v|",
+    domain=dict(
+        log_z=Range("p = p̃/Z with any Z > 0 (log Z)", -math.inf, math.inf, up_to=(-690.0, 690.0),
+                    why="e^{±690} are near float64's limits; Z is a common factor of every term"),
+        target=Choice("p and f (the register's targets: Eq 5's p_n and Corollary C.1's hyperbolic mixture, with "
+                      "their Eq 6 integrands)", ("positive", "hyperbolic")),
+        proposal=Choice("q (N(0, I); N(μ, I) at distance 0 and 6 from the target's mean; eq34 landmark proposals)",
+                        EQ3_PROPOSALS),
+        S=Integers("the same samples ω_1, ..., ω_S in numerator and denominator", 1, math.inf, points=(1,),
+                   up_to=32, why=_SUM_WHY),
+        d=Integers("ω ∈ R^D (the first equality by Gauss-Hermite quadrature for D <= 2)", 1, math.inf,
+                   points=(2,), up_to=64, why="D enters only through the densities and the integrand")),
     cell=_eq3_cell,
-    grid={"smoke": dict(target=["positive", "hyperbolic"], proposal=["standard", "shift3"], d=[1, 8],
-                        log_z=[-690.0, 690.0]),
-          # quadrature cells (D <= 2, log Z > 0) take ~0.1 s each: 200² Gauss-Hermite nodes (see _eq3_quadrature_error)
-          "quick": dict(target=["positive", "hyperbolic"], proposal=["standard", "shift0", "shift6", "eq34"],
-                        d=[1, 2, 64], log_z=[-690.0, 690.0]),
-          "full": dict(target=["positive", "hyperbolic"], proposal=["standard", "shift0", "shift1", "shift3",
-                                                                    "shift6", "eq34"],
-                       d=[1, 2, 8, 64], log_z=[-690.0, -30.0, 0.0, 30.0, 690.0])},
+    # quadrature cells (D <= 2, log Z > 0, S = 1) take ~0.1 s each: 200² Gauss-Hermite nodes (see _eq3_quadrature_error)
+    grid=tiers(dict(target=["positive", "hyperbolic"], proposal=list(EQ3_PROPOSALS), d=[1, 2, 64],
+                    log_z=[-690.0, 690.0], S=[1, 32]),
+               smoke=dict(d=[1, 2, 64]),
+               full=dict(proposal=["standard", "shift0", "shift1", "shift3", "shift6", "eq34"], d=[1, 2, 8, 64],
+                         log_z=[-690.0, -30.0, 0.0, 30.0, 690.0], S=[1, 2, 32, 256])),
     roles=("snis_estimate",), plot_x="log_z",
 )
 
@@ -415,12 +436,23 @@ def _eq4_search(ctx: CellContext) -> Evidence:
     return _search_evidence(ctx, error, _POINTWISE_BOUNDS)
 
 
-_EQ4_GRID = {"smoke": dict(d=[1, 16], M=[2], omega=["standard", "target", "far"], norm=[2.0, 8.0], inputs=["norm"]),
-             "quick": dict(d=[1, 2, 16, 128], M=[1, 2, 196], omega=["standard", "target", "far"], norm=[0.0, 3.0, 8.0],
-                           inputs=["norm", "zero_query", "opposite"]),
-             "full": dict(d=[1, 2, 16, 64, 128], M=[1, 2, 196, 784], omega=["standard", "target", "far"],
-                          norm=[0.0, 1.0, 3.0, 8.0], inputs=["norm", "zero_query", "zero_keys", "opposite",
-                                                             "identical_keys"])}
+DEGENERATE_INPUTS = ("norm", "zero_query", "zero_keys", "opposite", "identical_keys")
+_EQ4_GRID = tiers(dict(d=[1, 2, 16, 128], M=[1, 2, 196], omega=["standard", "target", "far"], norm=[0.0, 3.0, 8.0],
+                       inputs=list(DEGENERATE_INPUTS)),
+                  smoke=dict(d=[1, 2, 128], M=[1, 2, 196], norm=[0.0, 3.0, 8.0]),
+                  full=dict(d=[1, 2, 16, 64, 128], M=[1, 2, 196, 784], norm=[0.0, 1.0, 3.0, 8.0]))
+#: The domain of Eq 4 and Prop 3.1 (positive map, q = N(0, I)): the pointwise identities at any ω and inputs.
+_EQ4_DOMAIN = dict(
+    omega=Choice("for any ω: drawn from q = N(0, I), drawn from p_n, and at distance 50",
+                 ("standard", "target", "far")),
+    d=Integers("ω, q_n, k_m ∈ R^D (Z by Gauss-Hermite quadrature for D <= 2)", 1, math.inf, points=(2,), up_to=128,
+               why="D enters through inner products and norms only; 128 is the register's largest D"),
+    M=Integers("Σ_m over the keys k_m", 1, math.inf, points=(1, 2), up_to=196,
+               why="a log-sum-exp over more keys of the same kind"),
+    norm=Range("any q_n, k_m (G-norm: norms uniform on [0, max], one at the max)", 0.0, math.inf, up_to=(None, 8.0),
+               why="the register's bound ‖q_n‖, ‖k_m‖ <= 8; the search explores every norm up to 8 and every angle"),
+    inputs=Choice("any q_n, k_m: G-norm and G-degenerate inputs (q_n = 0, k_m = 0, k_m = -q_n, identical keys)",
+                  DEGENERATE_INPUTS))
 
 
 def _degenerate_domain(p, v) -> bool:
@@ -429,18 +461,19 @@ def _degenerate_domain(p, v) -> bool:
 
 
 EQ4_REVERSE = Claim(
-    id="lara.eq4.reverse_engineering", paper="lara", source="§3.1 Eq 4; App A Eqs 11-15",
+    id="lara.eq4.reverse_engineering", source="§3.1 Eq 4; App A Eqs 11-15",
     statement="With q(ω) = N(ω; 0, I), for any ω: (p(ω)/q(ω)) f(ω) = (1/Z) ξ(q_n,ω)ᵀ Σ_m ξ(k_m,ω) v_mᵀ and "
               "p(ω)/q(ω) = (1/Z) ξ(q_n,ω)ᵀ Σ_m ξ(k_m,ω), where p and f are Proposition 3.1's (Eq 5, Eq 6) and "
               "Z = ∫ q(ω) Σ_m ξ(q_n,ω)ᵀξ(k_m,ω) dω = Σ_m exp(q_n·k_m).",
     kind="identity",
-    hypotheses="positive map; q = N(0, I); any ω (drawn from N(0, I), from p_n, and at distance 50); ‖q_n‖, ‖k_m‖ ∈ "
-               "[0, 8]; G-degenerate inputs (q = 0, k = -q); Z also by Gauss-Hermite quadrature for D <= 2",
     tolerance=IDENTITY_TOL,
     units="log-space error / (1 + ‖ω‖²/2 + ‖q‖² + max‖k‖²) (vector form: relative to Σ|terms||v|, same factor)",
+    domain=_EQ4_DOMAIN,
     cell=_eq4_cell, grid=_EQ4_GRID, where=_degenerate_domain,
     search=_eq4_search, restarts=RESTARTS, universal=True,
     roles=("attention_mixture",), plot_x="norm",
+    notes="Positive map (the statement's). The search maximises the scaled error over ‖q‖, ‖k‖ ∈ [0, 8], every "
+          "angle and ω up to distance 50 (D = 3, two keys).",
 )
 
 
@@ -518,25 +551,24 @@ def _mixture_target_search(ctx: CellContext) -> Evidence:
 
 
 PROP31_MIXTURE = Claim(
-    id="lara.prop3_1.mixture_target", paper="lara", source="§3.1 Prop 3.1 (Eqs 5, 6); App A Eqs 15-16; §4.2",
+    id="lara.prop3_1.mixture_target", source="§3.1 Prop 3.1 (Eqs 5, 6); App A Eqs 15-16; §4.2",
     statement="With q(ω) = N(ω; 0, I), the positive map and Eq 4: p(ω) = Σ_m π_m N(ω; q_n + k_m, I), π_m = "
               "softmax_m(q_n·k_m) (Eq 5), and f is Eq 6. Equivalently p(ω) = q(ω)Σ_m ξ(q_n,ω)ᵀξ(k_m,ω)/Σ_m' "
               "exp(q_n·k_m') (Eq 15) = Σ_m p(m)p(ω|m) (Eq 16), p(ω|m) = q(ω)ξ(q_n,ω)ᵀξ(k_m,ω)/exp(q_n·k_m); since ξ "
               ">= 0, p(ω|m) is non-negative and integrates to 1.",
     kind="identity",
-    hypotheses="positive map, standard Gaussian proposal; sweep as lara.eq4.reverse_engineering; ∫p(ω|m)dω by "
-               "Gauss-Hermite quadrature (D <= 2) and by Monte Carlo under N(0, I) (a pair with ‖q+k‖² = 0.5, "
-               "replicates from the exact variance e^{‖q+k‖²} - 1)",
     tolerance=1.0,
     units="error in units of each part's threshold: log-space / quadrature errors (scaled as in lara.eq4) over "
           "1e-9; Monte Carlo relative error of the mass over 0.02",
+    domain=_EQ4_DOMAIN,
     cell=_mixture_target_cell,
-    grid={"smoke": dict(_EQ4_GRID["smoke"], monte_carlo=[False]) | dict(norm=[2.0], d=[1, 16]),
-          "quick": dict(_EQ4_GRID["quick"], monte_carlo=[False, True]),
-          "full": dict(_EQ4_GRID["full"], monte_carlo=[False, True])},
+    grid={t: dict(g, monte_carlo=[False, True]) for t, g in _EQ4_GRID.items()},
     where=lambda p, v: _degenerate_domain(p, v) and (not p["monte_carlo"] or _mass_cell(p)),
     search=_mixture_target_search, restarts=RESTARTS, universal=True,
     plot_x="norm",
+    notes="Sweep as lara.eq4.reverse_engineering; ∫p(ω|m)dω by Gauss-Hermite quadrature (D <= 2) and by Monte "
+          "Carlo under N(0, I) (a pair with ‖q+k‖² = 0.5, replicates from the exact variance e^{‖q+k‖²} - 1, once "
+          "per D <= 16); the search maximises the Eq 15/16 errors over norms up to 8, every angle and ω up to 50.",
 )
 
 
@@ -568,22 +600,33 @@ def _lemma_a1_search(ctx: CellContext) -> Evidence:
     return _search_evidence(ctx, error, [(0.0, 10.0), (0.0, 10.0)] + _POINTWISE_BOUNDS[2:])
 
 
+_NORM_WHY = "the register's bound ‖q_n‖, ‖k_m‖ <= 10; the search explores every norm up to 10 and every angle"
+
 LEMMA_A1 = Claim(
-    id="lara.lemmaa1.tilted_gaussian", paper="lara", source="App A, Lemma A.1",
+    id="lara.lemmaa1.tilted_gaussian", source="App A, Lemma A.1",
     statement="For the positive map and q(ω) = N(ω; 0, I), g(ω) := q(ω)ξ(q_n,ω)ᵀξ(k_m,ω)/exp(q_n·k_m) is the density "
               "N(ω; q_n + k_m, I).",
     kind="identity",
-    hypotheses="q_n, k_m ∈ R^D arbitrary (norms in [0, 10], every angle including k = -q), ω up to distance 50",
     tolerance=IDENTITY_TOL, units="|log g - log N| / (1 + ‖ω‖²/2 + ‖q‖² + ‖k‖² + |q·k|)",
+    domain=dict(
+        d=Integers("q_n, k_m, ω ∈ R^D", 1, math.inf, points=(2,), up_to=128,
+                   why="D enters through inner products and norms only; 128 is the register's largest D"),
+        norm_q=Range("q_n arbitrary (its norm)", 0.0, math.inf, up_to=(None, 10.0), why=_NORM_WHY),
+        norm_k=Range("k_m arbitrary (its norm)", 0.0, math.inf, up_to=(None, 10.0), why=_NORM_WHY),
+        angle=Range("q_n, k_m arbitrary (the angle between them, including k_m = -q_n)", 0.0, PI),
+        radius=Range("g is the density at every ω (its distance from the origin)", 0.0, math.inf,
+                     up_to=(None, 50.0), why="the register's sweep (ω up to distance 50), compared in log space")),
     cell=_lemma_a1_cell,
-    grid={"smoke": dict(d=[2, 64], norm_q=[1.0, 10.0], norm_k=[10.0], angle=[0.0, PI], radius=[0.0, 50.0]),
-          "quick": dict(d=[1, 2, 16, 128], norm_q=[0.0, 1.0, 10.0], norm_k=[1.0, 10.0], angle=[0.0, PI / 2, PI],
-                        radius=[0.0, 5.0, 50.0]),
-          "full": dict(d=[1, 2, 16, 64, 128], norm_q=[0.0, 1.0, 5.0, 10.0], norm_k=[0.0, 1.0, 5.0, 10.0],
-                       angle=[0.0, PI / 4, PI / 2, 3 * PI / 4, PI], radius=[0.0, 5.0, 20.0, 50.0])},
+    grid=tiers(dict(d=[1, 2, 16, 128], norm_q=[0.0, 1.0, 10.0], norm_k=[0.0, 1.0, 10.0], angle=[0.0, PI / 2, PI],
+                    radius=[0.0, 5.0, 50.0]),
+               smoke=dict(d=[1, 2, 128], norm_q=[0.0, 10.0], norm_k=[0.0, 10.0], radius=[0.0, 50.0]),
+               full=dict(d=[1, 2, 16, 64, 128], norm_q=[0.0, 1.0, 5.0, 10.0], norm_k=[0.0, 1.0, 5.0, 10.0],
+                         angle=[0.0, PI / 4, PI / 2, 3 * PI / 4, PI], radius=[0.0, 5.0, 20.0, 50.0])),
     where=lambda p, v: p["d"] > 1 or p["angle"] in (0.0, PI),
     search=_lemma_a1_search, restarts=RESTARTS, universal=True,
     roles=("xi",), plot_x="radius",
+    notes="In D = 1 only the angles 0 and π exist (the cells at π/2 are skipped there). The search maximises the "
+          "error over norms up to 10, every angle and ω up to distance 50 (D = 3).",
 )
 
 
@@ -599,23 +642,29 @@ def _rfa_is_snis_cell(ctx: CellContext) -> Evidence:
     return _exact(_row_error(rfa, snis, _value_scale(v)), ctx, dict(min_ess=float(np.min(ess))))
 
 
+SNIS_INPUTS = ("gauss", "peaked", "single_key", "identical_keys", "zero_query", "opposite")
+
 PROP31_RFA_IS_SNIS = Claim(
-    id="lara.prop3_1.rfa_is_snis", paper="lara", source="§3.1 (after Prop 3.1; footnote 4); App A",
+    id="lara.prop3_1.rfa_is_snis", source="§3.1 (after Prop 3.1; footnote 4); App A",
     statement="For every query, RFA (Eq 2, positive map, ω_s iid N(0, I)) is self-normalised importance sampling of "
               "E_{p_n}[f_n] with proposal N(0, I): RFA(q_n) = Σ_s (Z p_n(ω_s)/q(ω_s)) f_n(ω_s) / "
               "Σ_s (Z p_n(ω_s)/q(ω_s)).",
     kind="identity",
-    hypotheses="positive map; shared samples; f_n the literal Eq 6; G-gauss (logit std 0.25-4), G-peaked and "
-               "G-degenerate inputs",
     tolerance=IDENTITY_TOL, units="error / max|v|",
+    domain=dict(
+        S=Integers("ω_1, ..., ω_S iid N(0, I), shared by every query", 1, math.inf, points=(1, 2), up_to=256,
+                   why=_SUM_WHY),
+        N=Integers("for every query (N = M tokens)", 1, math.inf, up_to=16, why="rows are computed independently"),
+        d=Integers("q_n, k_m, ω ∈ R^D", 1, math.inf, up_to=64, why="D enters through inner products only"),
+        logit_std=Range("any inputs: G-gauss at logit std 0.25-4 (the register's)", 0.25, 4.0),
+        inputs=Choice("any inputs: G-gauss, G-peaked, G-degenerate (one key, identical keys, q_n = 0, k_m = -q_m)",
+                      SNIS_INPUTS)),
     cell=_rfa_is_snis_cell,
-    grid={"smoke": dict(S=[1, 16], d=[8], N=[16], logit_std=[1.0], inputs=["gauss", "peaked"]),
-          "quick": dict(S=[1, 2, 256], d=[1, 64], N=[1, 16], logit_std=[0.25, 4.0],
-                        inputs=["gauss", "peaked", "single_key", "identical_keys", "zero_query"]),
-          "full": dict(S=[1, 2, 16, 256], d=[1, 8, 64], N=[1, 16, 196], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0],
-                       inputs=["gauss", "peaked", "single_key", "identical_keys", "zero_query", "opposite"])},
+    grid=tiers(dict(S=[1, 2, 256], d=[1, 64], N=[1, 16], logit_std=[0.25, 4.0], inputs=list(SNIS_INPUTS)),
+               full=dict(S=[1, 2, 16, 256], d=[1, 8, 64], N=[1, 16, 196], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0])),
     where=lambda p, v: p["inputs"] == "gauss" or p["logit_std"] == 4.0,
     roles=("rfa_attention", "rfa_snis"), plot_x="S",
+    notes="f_n is the literal Eq 6; the same ω on both sides. Non-Gaussian inputs at logit std 4.",
 )
 
 
@@ -643,19 +692,27 @@ def _g2_cell(ctx: CellContext) -> Evidence:
 
 
 G2_DEGENERATE = Claim(
-    id="lara.g2.rfa_mean_sample_degenerate", paper="lara", source="G.2 (last sentence of the biased-RA paragraph)",
+    id="lara.g2.rfa_mean_sample_degenerate", source="G.2 (last sentence of the biased-RA paragraph)",
     statement="The expected-sample strategy cannot be transferred to Performer (RFA): under N(0, I) the expectation of "
               "ω is 0, and this leads to degeneration.",
     kind="identity",
-    hypotheses="RFA with the positive map and every sample replaced by E[ω] = 0; 'degeneration' read as: the output "
-               "no longer depends on the query (every row equals Σ_m softmax_m(-‖k_m‖²/2) v_m and ∂y_n/∂q_n = 0); "
-               "the error to softmax attention and biased RA's evaluation output are reported",
     tolerance=IDENTITY_TOL, units="error / max|v| (rows against the constant vector; change under moved queries)",
+    domain=dict(
+        d=Integers("ω ∈ R^D with E[ω] = 0 under N(0, I)", 1, math.inf, up_to=64,
+                   why="with ω = 0 the features are exp(-‖x‖²/2) whatever D"),
+        N=Integers("RFA's queries and keys (N = M tokens)", 1, math.inf, up_to=196,
+                   why="every row is the same constant vector; more tokens add terms of the same kind"),
+        logit_std=Range("inputs at logit std 0.25-4 (the register's)", 0.25, 4.0),
+        inputs=Choice("inputs: G-gauss and G-smooth (the register's)", ("gauss", "smooth"))),
     cell=_g2_cell,
-    grid={"smoke": dict(d=[8], N=[16], logit_std=[1.0], inputs=["gauss", "smooth"]),
-          "quick": dict(d=[1, 8, 64], N=[16, 196], logit_std=[0.5, 2.0], inputs=["gauss", "smooth"]),
-          "full": dict(d=[1, 8, 64], N=[16, 196], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0], inputs=["gauss", "smooth"])},
+    grid=tiers(dict(d=[1, 8, 64], N=[1, 16, 196], logit_std=[0.25, 1.0, 4.0], inputs=["gauss", "smooth"]),
+               smoke=dict(d=[1, 64], N=[1, 196], logit_std=[0.25, 4.0]),
+               full=dict(logit_std=[0.25, 0.5, 1.0, 2.0, 4.0])),
     roles=("rfa_attention",), plot_x="N",
+    notes="RFA with the positive map and every sample replaced by E[ω] = 0. The paper does not define "
+          "'degeneration': read as the output no longer depending on the query (every row equals "
+          "Σ_m softmax_m(-‖k_m‖²/2) v_m, and moving the queries changes nothing); the spread of the outputs, the "
+          "error to softmax attention and biased RA's evaluation output are reported in the cell's extra.",
 )
 
 
@@ -738,31 +795,50 @@ def _eq9_search(ctx: CellContext) -> Evidence:
                             integer=[False, False, False, True, True])
 
 
+_SEPARATION = Range("any proposals q_c > 0 (unit-covariance Gaussians, means from identical to well separated)",
+                    0.0, math.inf, up_to=(None, 5.0),
+                    why="at separation 5 the densities differ by factors up to e^{-50}; the search goes to 10")
+_WEIGHTS_C = Integers("c = 1, ..., C proposals", 1, math.inf, points=(1, 2), up_to=16,
+                      why="a sum over c of terms of the same kind")
+_WEIGHTS_D = Integers("ω ∈ R^D", 1, math.inf, up_to=64, why="D enters only through the proposal densities")
+
 EQ9_SUM = Claim(
-    id="lara.eq9.weights_sum_to_one", paper="lara", source="§4.1 Eq 9 and the sentence after it; G.3.2 Eqs 37, 38",
+    id="lara.eq9.weights_sum_to_one", source="§4.1 Eq 9 and the sentence after it; G.3.2 Eqs 37, 38",
     statement="α_nc(ω_c) = q_c(ω_c)/Σ_c' q_c'(ω_c) + r'_nc - (1/C)Σ_c r'_nc (Eq 9 = Eq 38) satisfies Σ_c α_nc(ω) = 1; "
               "the β variant BH + β(r'_nc - mean_c r'_nc) stays valid (its correction sums to 0); Eq 37 (BH plus "
               "q_c(ω_c)(r'_nc - Σ_c BH_c r'_nc)) has the same structure.",
     kind="identity",
-    hypotheses="unit-covariance Gaussian proposals (means identical to well separated); any r'_nc (both rprime_axis "
-               "readings); any β; ω near the proposals (draws) and far (20 units away)",
     tolerance=IDENTITY_TOL, units="|Σ_c α_nc - 1| / max(1, Σ_c|α_nc|) (and |Σ_c correction| likewise)",
+    domain=dict(
+        weights=Choice("Eq 9 (= Eq 38) and its β variant; Eq 37 (inner sum at ω_c, or at its own sample ω_c'')",
+                       WEIGHT_AXIS),
+        beta=Range("the β variant, any β >= 0 (β = 1: Eq 9)", 0.0, math.inf, boundaries=(1.0,), up_to=(None, 10.0),
+                   why="the correction is linear in β; the search goes to 10 as well"),
+        axis=Choice("any real r'_nc: both readings of r'_nc's normalisation (softmax over queries or landmarks)",
+                    ("queries", "landmarks")),
+        C=_WEIGHTS_C, d=_WEIGHTS_D, separation=_SEPARATION),
+    readings={
+        "A": Reading("every α_nc evaluated at one common argument ω", words="'Σ_c α_nc(ω) = 1' after Eq 9: one "
+                     "argument ω for every c, the validity condition of MIS weighting functions stated after Eq 8 "
+                     "('unbiased if Σ_c α_nc(ω) = 1 for any ω')"),
+        "B": Reading("each α_nc evaluated at its own proposal's sample ω_c (how the weights enter the estimator, "
+                     "Eq 8): the statement's words are Σ_c α_nc(ω) at one ω, so this is reported beside",
+                     beside=True)},
     cell=_eq9_cell,
-    grid={"smoke": dict(weights=list(WEIGHT_AXIS), beta=[1.0], axis=["queries", "landmarks"], C=[1, 4], d=[8],
-                        separation=[1.0]),
-          "quick": dict(weights=list(WEIGHT_AXIS), beta=[0.0, 1.0, 2.0, 10.0], axis=["queries", "landmarks"],
-                        C=[1, 2, 16], d=[1, 64], separation=[0.0, 5.0]),
-          "full": dict(weights=list(WEIGHT_AXIS), beta=[0.0, 0.5, 1.0, 2.0, 4.0, 10.0],
-                       axis=["queries", "landmarks"], C=[1, 2, 4, 16, 49, 196], d=[1, 8, 64],
-                       separation=[0.0, 0.5, 2.0, 5.0])},
-    variants=("A", "B"),
-    variant_notes={"A": "every α_nc evaluated at one common argument ω (as written after Eq 9)",
-                   "B": "each α_nc evaluated at its own proposal's sample ω_c (how the weights enter the estimator)"},
+    grid=tiers(dict(weights=list(WEIGHT_AXIS), beta=[0.0, 1.0, 2.0, 10.0], axis=["queries", "landmarks"],
+                    C=[1, 2, 16], d=[1, 64], separation=[0.0, 5.0]),
+               smoke=dict(beta=[0.0, 1.0, 10.0], C=[1, 2, 16], d=[1, 64]),
+               full=dict(beta=[0.0, 0.5, 1.0, 2.0, 4.0, 10.0], C=[1, 2, 4, 16, 49, 196], d=[1, 8, 64],
+                         separation=[0.0, 0.5, 2.0, 5.0])),
     where=lambda p, v: p["weights"] == "eq9" or p["beta"] == 1.0,
     search=_eq9_search, restarts=RESTARTS, universal=True,
     roles=("weight_table", "mis_weights"), plot_x="C",
-    notes="β = 1 is Eq 9; other β are the β variant (eq37 is swept at β = 1). Under reading A the Eq 37 inner sum "
-          "is at the same argument for both inner readings.",
+    related={"lara.g3_2.optimal_weights_sum_to_one": "the same sum for α* (Eq 27), whose display writes the argument "
+                                                     "ω_c"},
+    notes="β = 1 is Eq 9; other β are the β variant (eq37 is swept at β = 1). Every cell evaluates ω near the "
+          "proposals (one draw each) and 20 units away; the search maximises the error over β ∈ [0, 10], "
+          "separation ∈ [0, 10], ω up to distance 50, both r' axes and every weight (C = 3, D = 2). Under reading "
+          "A the Eq 37 inner sum is at the same argument for both inner readings.",
 )
 
 
@@ -833,25 +909,33 @@ R_CHOICES = ("quadrature", "rprime", "smooth", "zero")
 
 
 G3_2_OPTIMAL_SUM = Claim(
-    id="lara.g3_2.optimal_weights_sum_to_one", paper="lara", source="G.3.2 (display following the definition of α*)",
+    id="lara.g3_2.optimal_weights_sum_to_one", source="G.3.2 (display following the definition of α*)",
     statement="Σ_c α*_nc(ω_c) = Σ_c q_c(ω_c)/Σ_c' q_c'(ω_c) + Σ_c q_c(ω_c)(r_nc(ω_c) - Σ_c'' [q_c''(ω_c'')/Σ_c' "
               "q_c'(ω_c)] r_nc''(ω_c'')) = 1 + [...] = 1: α* sums to 1 over c, is a valid weighting function, and its "
               "correction term sums to 0.",
     kind="identity",
-    hypotheses="any r_nc(·) (the displayed algebra uses no property of r): (i) App D's D = 1 quadrature solution, "
-               "(ii) the constants r'_nc, (iii) random smooth functions, (iv) r ≡ 0; Gaussian proposals from "
-               "overlapping to far apart; independent draws ω_c ~ q_c",
     tolerance=IDENTITY_TOL, units="|Σ_c α*_nc - 1| / max(1, Σ_c|α*_nc|) (and |Σ_c correction| likewise)",
+    domain=dict(
+        r=Choice("any r_nc(·) (the displayed algebra uses no property of r): App D's D = 1 quadrature solution, the "
+                 "constants r'_nc, random smooth functions, r ≡ 0", R_CHOICES),
+        C=_WEIGHTS_C, d=_WEIGHTS_D, separation=_SEPARATION),
+    readings={
+        "A": Reading("Eq 27 with every term at one common ω, summed over c",
+                     words="'it sums to 1 over all c's and is a valid weighting function': validity as defined after "
+                           "Eq 8, Σ_c α_nc(ω) = 1 for any ω"),
+        "B": Reading("Eq 27 with each α*_nc at its own sample ω_c (inner sum at ω_c)",
+                     words="the display's left side 'Σ_{c=1}^C α*_nc(ω_c)': each term at its own ω_c"),
+        "C": Reading("the display as typeset: inner numerators and r at ω_c'', inner denominators at ω_c",
+                     words="the display's second line 'q_c''(ω_c'')/Σ_c' q_c'(ω_c) r_nc''(ω_c'')'")},
     cell=_g3_2_cell,
-    grid={"smoke": dict(r=["quadrature", "rprime", "zero"], C=[1, 3], d=[1, 8], separation=[1.0]),
-          "quick": dict(r=list(R_CHOICES), C=[1, 2, 6, 16], d=[1, 64], separation=[0.0, 5.0]),
-          "full": dict(r=list(R_CHOICES), C=[1, 2, 3, 6, 16, 49], d=[1, 8, 64],
-                       separation=[0.0, 0.5, 2.0, 5.0])},
-    variants=("A", "B", "C"),
-    variant_notes={"A": "Eq 27 with every term at one common ω, summed over c",
-                   "B": "Eq 27 with each α*_nc at its own sample ω_c (inner sum at ω_c)",
-                   "C": "the display as typeset: inner numerators and r at ω_c'', inner denominators at ω_c"},
+    grid=tiers(dict(r=list(R_CHOICES), C=[1, 2, 6, 16], d=[1, 64], separation=[0.0, 5.0]),
+               smoke=dict(C=[1, 2, 16]),
+               full=dict(C=[1, 2, 3, 6, 16, 49], d=[1, 8, 64], separation=[0.0, 0.5, 2.0, 5.0])),
     where=lambda p, v: p["r"] != "quadrature" or p["d"] == 1,
     search=_g3_2_search, restarts=RESTARTS, universal=True,
     roles=("eq27_weights",), plot_x="C",
+    related={"lara.eq9.weights_sum_to_one": "the same sum for the tractable weights (Eq 9 = 38, Eq 37), whose "
+                                            "statement writes one argument ω"},
+    notes="Independent draws ω_c ~ q_c (and points 20 units away). App D's r exists for D = 1 only (quadrature "
+          "cells at D = 1); the search covers the displayed algebra with constants, smooth functions and zero.",
 )

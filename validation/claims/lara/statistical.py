@@ -41,9 +41,10 @@ from rfkit.estimators import ra as ra_est
 from rfkit.estimators import rfa as rfa_est
 from rfkit.theory import lara as theory
 from rfkit.theory import softmax as softmax_theory
+from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.engine import MAX_EXTENSION
 from rfkit.validation.harness import chunks, controlled_pair
-from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.stats import (
     Evidence,
     combine,
@@ -385,17 +386,16 @@ def _log_mixture(q_row, k, omega) -> np.ndarray:
     return ra_est.attention_mixture(q_row[None], k).log_density(omega)[..., 0]
 
 
-def _is_proposal_mean(ctx: CellContext, q, k) -> np.ndarray:
-    """The proposal mean of the cell: ``standard`` 0; ``shifted_t`` the mixture mean moved by ``t`` along a random
-    direction; ``eq34`` the first landmark proposal ``q̃_1 + k̃_1``."""
+def _is_proposal_mean(ctx: CellContext, q, k, distance: float | None = None) -> np.ndarray:
+    """The proposal mean of the cell: ``standard`` 0; ``shifted`` the mixture mean moved by ``distance`` along a
+    random direction; ``eq34`` the first landmark proposal ``q̃_1 + k̃_1``."""
     name = ctx.params["proposal"]
     if name == "standard":
         return np.zeros(q.shape[1])
     if name == "eq34":
         C = max(1, q.shape[0] // 4)
         return lara_est.lara_proposals(q, k, C, proposal="eq34", uneven="adaptive").proposals.means[0]
-    shift = float(name.split("_")[1])
-    return ra_est.attention_mixture(q[:1], k).mean()[0] + shift * unit_vectors(ctx.rng, 1, q.shape[1])[0]
+    return ra_est.attention_mixture(q[:1], k).mean()[0] + distance * unit_vectors(ctx.rng, 1, q.shape[1])[0]
 
 
 #: Draws per batch of the IS cells (keeps the (points, M) temporaries in cache).
@@ -411,12 +411,54 @@ def _log_is_weights(q_row, k, mu, omega) -> np.ndarray:
     return rfa_est.logsumexp(omega @ (a - mu).T + offset, axis=-1)
 
 
+#: Gauss-Hermite nodes per axis of the exact route (D <= 2): the integrand w·f is exponentials of linear forms
+#: times a smooth softmax average; 120 (D = 1) and 60 (D = 2) nodes reach round-off (~1e-15) at distances 0-6.
+GH_IS_NODES = {1: 120, 2: 60}
+#: Distances of the shifted proposal N(μ, I) from the mixture mean q_n + K^Tπ_n swept by one exact cell.
+IS_DISTANCES = (0.0, 0.5, 1.0, 2.0, 4.0, 6.0)
+#: The ``distance`` of the cells whose proposal is not the shifted one (outside the axis: coverage ignores it).
+NOT_SHIFTED = -1.0
+#: Draws ω_s per replicate that the Monte Carlo budget is counted in (the largest S of the sweep).
+IS_DRAWS = 16
+
+
+def _is_quadrature(ctx: CellContext, q, k, v, u, mu_q) -> tuple[float, float]:
+    """``E_q[(1/S)Σ w_s f_n(ω_s)·u]`` and ``E_q[(1/S)Σ w_s]`` by tensor Gauss-Hermite under ``q = N(μ, I)`` (D <= 2):
+    the estimator applied to each node as one draw, averaged with the rule's weights (the S-sample mean has the
+    expectation of one term)."""
+    estimator = ctx.impl("is_estimate", is_estimate)
+    nodes, weights = gauss_hermite_rule(GH_IS_NODES[q.shape[1]], q.shape[1])
+    omega = mu_q + nodes
+    w = np.exp(_log_is_weights(q[0], k, mu_q, omega))[:, None]
+    g = estimator((rfa_est.key_statistics(k, v, omega).F @ u)[:, None], weights=w)
+    b = estimator(np.ones_like(w), weights=w)
+    return float(weights @ g), float(weights @ b)
+
+
+def _is_exact_parts(ctx: CellContext, q, k, v, u, target: float, mu_q, scale: float) -> list[Evidence]:
+    """The exact route's two parts at one proposal (relative error / 1e-8: a violation is any error above
+    round-off, at the claim's tolerance on that scale)."""
+    g, b = _is_quadrature(ctx, q, k, v, u, mu_q)
+    return [exact_test(g / QUADRATURE_THRESHOLD, target / QUADRATURE_THRESHOLD, tolerance=ctx.tolerance, scale=scale),
+            exact_test(b / QUADRATURE_THRESHOLD, 1.0 / QUADRATURE_THRESHOLD, tolerance=ctx.tolerance)]
+
+
 def _is_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     q, k, v = _cell_inputs(ctx, p["M"])
-    mu_q = _is_proposal_mean(ctx, q, k)
     u = _direction(ctx, v.shape[1])
     target = float(_softmax_rows(q[:1], k, v)[0] @ u)
+    scale = _value_scale(v)
+    if p["route"] == "exact":  # every distance of the sweep (shifted) or the proposal itself, by quadrature
+        distances = p["distance"] if p["proposal"] == "shifted" else (NOT_SHIFTED,)
+        parts, worst = [], []
+        for t in distances:
+            pair = _is_exact_parts(ctx, q, k, v, u, target, _is_proposal_mean(ctx, q, k, t), scale)
+            parts += pair
+            worst.append(max(e.effect for e in pair))
+        return combine(parts, extra=dict(method="Gauss-Hermite under q", distances=list(distances),
+                                         worst_per_distance=worst))
+    mu_q = _is_proposal_mean(ctx, q, k, p["distance"])
     # exact per-replicate variances (S draws each): E_q[(h/q)²] - (∫h)² over S, with h = p_n f_n·u = Σ_m π_nm
     # (v_m·u) N(q_n + k_m, I) for the estimate and h = p_n for the weight mean (rfkit.theory.lara.is_second_moment)
     second = float(theory.is_weight_second_moment(q[:1], k, mu_q)[0])
@@ -424,6 +466,16 @@ def _is_cell(ctx: CellContext) -> Evidence:
     sd_b = math.sqrt(max(second - 1.0, 0.0) / p["S"])
     sd_g = math.sqrt(max(second_g - target**2, 0.0) / p["S"])
     estimator = ctx.impl("is_estimate", is_estimate)
+    extra = dict(weight_second_moment=second, estimate_second_moment=second_g)
+    need = max(required_replicates(sd / sc, **dict(ctx.sub_test(2), tolerance=ctx.tolerance))
+               for sd, sc in ((sd_g, scale), (sd_b, 1.0)))
+    most = MAX_EXTENSION * (ctx.planned or ctx.replicates) * max(1, IS_DRAWS // p["S"])
+    if q.shape[1] in GH_IS_NODES and need > most:
+        # Monte Carlo cannot decide within the most the engine gives (sized from theory before any draw); in D <= 2
+        # the same expectation is exact by quadrature, which decides
+        return combine(_is_exact_parts(ctx, q, k, v, u, target, mu_q, scale),
+                       extra=dict(extra, method="Gauss-Hermite under q (Monte Carlo would need "
+                                                f"{need:.3g} replicates)"))
 
     def draw(part: int):
         def run(rng, n):
@@ -440,47 +492,88 @@ def _is_cell(ctx: CellContext) -> Evidence:
 
     # Catoni sequences with the exact sd (non-asymptotic: heavy-tailed weights are fine); sequential where the exact
     # sd lets the cell decide within the most the engine can give it, else one fixed sample of the planned size
-    parts = [_catoni_part(ctx, draw(0), target, 2, sd_g, _value_scale(v)),
-             _catoni_part(ctx, draw(1), 1.0, 2, sd_b, 1.0)]
-    return combine(parts, extra=dict(weight_second_moment=second, estimate_second_moment=second_g))
+    # the budget counts draws ω_s, not replicates: a cell of S draws per replicate gets IS_DRAWS/S times the
+    # replicates (the same work for every S; a replicate of S = 1 has 1/S-th of the cost and S times the variance)
+    factor = max(1, IS_DRAWS // p["S"])
+    parts = [_catoni_part(ctx, draw(0), target, 2, sd_g, scale, factor),
+             _catoni_part(ctx, draw(1), 1.0, 2, sd_b, 1.0, factor)]
+    return combine(parts, extra=dict(extra, method="Monte Carlo", replicates_factor=factor))
 
 
-def _catoni_part(ctx: CellContext, draw, prediction: float, parts: int, sd: float, scale: float) -> Evidence:
+def _catoni_part(ctx: CellContext, draw, prediction: float, parts: int, sd: float, scale: float,
+                 factor: int = 1) -> Evidence:
     """One of ``parts`` Catoni sub-tests with theory's ``sd``: sequential when the replicates that sd needs (sized
     from theory before any draw, never from outcomes) fit in :data:`MAX_EXTENSION` times the plan, else one
-    fixed sample of the planned size (extra rounds could not decide it; the cell reports itself underpowered)."""
-    planned = ctx.planned or ctx.replicates
+    fixed sample of the planned size (extra rounds could not decide it; the cell reports itself underpowered).
+    ``factor`` multiplies the cell's budget and plan (cheaper replicates)."""
+    planned = (ctx.planned or ctx.replicates) * factor
     need = required_replicates(sd / scale, **dict(ctx.sub_test(parts), tolerance=ctx.tolerance))
     if need <= MAX_EXTENSION * planned:
-        return _sequential(ctx, draw, prediction, parts, scale=scale, sd=sd)
+        return sequential_mean(draw, prediction, rng=ctx.rng, budget=ctx.replicates * factor, planned=planned,
+                               scale=scale, sd=sd, **ctx.sub_test(parts))
     return mean_test(draw(ctx.rng, planned), prediction, scale=scale, sd=sd, **ctx.sub_test(parts),
                      extra=dict(replicates_needed=need))
 
 
+def _is_where(p: dict, variant: str) -> bool:
+    """Exact cells: D <= 2, every M, one per proposal (shifted: the whole distance sweep); Monte Carlo cells: M = 8,
+    the shifted proposal at distance 1, D = 1 (S = 16), D = 8 (S = 1, 16), D = 64 (shifted only: N(0, I) and the
+    Eq 34 proposal have E_q[w²] ~ 1e3-1e4 there, the full tier's budget); ``design = dense`` (full): Monte Carlo
+    at every point of the grid."""
+    sweep = isinstance(p["distance"], tuple)
+    if (p["proposal"] == "shifted") == (p["distance"] == NOT_SHIFTED) or p["proposal"] == "eq34" and p["M"] == 1:
+        return False
+    if p["route"] == "exact":
+        return p["d"] <= 2 and p["S"] == 1 and (sweep or p["distance"] == NOT_SHIFTED)
+    if sweep:
+        return False
+    if not p["design"] == "dense" and (p["M"] != 8 or p["d"] == 2):
+        return False
+    if p["d"] == 64:
+        return p["S"] == 16 and p["proposal"] == "shifted" or p["design"] == "dense"
+    if p["d"] == 8 and p["S"] == 1:  # N(0, I) at D = 8, S = 1: E_q[w²] ~ 1e2, ~1.4e6 replicates (10 s): full tier
+        return p["proposal"] != "standard" or p["design"] == "dense"
+    return p["d"] == 8 or p["S"] == 16 or p["design"] == "dense"
+
+
 IS_UNBIASED = Claim(
-    id="lara.sec2_3.is_unbiased", paper="lara", source="§2.3",
+    id="lara.sec2_3.is_unbiased", source="§2.3",
     statement="E_p[f] = E_q[(p/q) f] ≈ (1/S)Σ_s (p(ω_s)/q(ω_s)) f(ω_s) is unbiased provided q > 0 wherever p ≠ 0.",
     kind="expectation",
-    hypotheses="p = p_n (normalised Eq 5), f = f_n; q ∈ {N(0, I); N(μ, I) with μ at distance 1-2 from the mixture "
-               "mean; the first Eq 34 landmark proposal}; ω_s iid ~ q; target E_{p_n}[f_n] = μ_n (Prop 3.2, "
-               "checked by lara.prop3_2.softmax_expectation); the weight mean E[(1/S)Σ w] = 1 is tested too, with its "
-               "exact sd √((E_q[w²] - 1)/S)",
-    tolerance=ATTENTION_BIAS_TOL, units="bias along a random direction / max|v| (weight mean: absolute)",
+    domain=dict(
+        proposal=Choice("several proposals q > 0 wherever p ≠ 0 (register): N(0, I); N(μ, I) shifted from the "
+                        "mixture mean; the Eq 34 landmark proposal", ("standard", "shifted", "eq34")),
+        distance=Range("N(μ, I) with μ at distance 0-6 from q_n + K^Tπ_n (register)", 0.0, 6.0),
+        d=Integers("ω ∈ R^D (register D ∈ {1, 8, 64})", 1, math.inf, points=(1,), up_to=64,
+                   why="the register's largest D"),
+        M=Integers("p = p_n over M keys (register M ∈ {1, 8, 196})", 1, math.inf, points=(1,), up_to=196,
+                   why="the register's largest M"),
+        S=Integers("(1/S)Σ_s over S iid draws (register S ∈ {1, 16})", 1, math.inf, points=(1,), up_to=16,
+                   why="a mean of S iid terms has the expectation of one term")),
+    tolerance=ATTENTION_BIAS_TOL,
+    units="bias along a random direction / max|v| (weight mean: absolute); exact route: error / 1e-8 on that scale",
     cell=_is_cell,
-    grid={"smoke": dict(proposal=["standard", "shifted_1"], d=[4], M=[8], S=[4], logit_std=[0.5]),
-          "quick": dict(proposal=["standard", "shifted_1", "eq34"], d=[1, 8], M=[8], S=[16], logit_std=[0.5]),
-          "full": dict(proposal=["standard", "shifted_1", "shifted_2", "shifted_4", "shifted_6", "eq34"],
-                       d=[1, 8, 64], M=[1, 8, 196], S=[1, 16], logit_std=[0.5, 1.0, 2.0])},
-    replicates={"smoke": 30_000, "quick": 40_000, "full": 2_000_000},
-    where=lambda p, v: not (p["M"] == 1 and p["proposal"] == "eq34"),
+    grid=tiers(dict(route=["exact", "mc"], proposal=["standard", "shifted", "eq34"],
+                    distance=[NOT_SHIFTED, 1.0, IS_DISTANCES], d=[1, 2, 8, 64], M=[1, 8, 196], S=[1, 16],
+                    logit_std=[0.5], design=["sparse"]),
+               smoke=dict(proposal=["standard", "shifted"], distance=[NOT_SHIFTED, 1.0, (0.0, 6.0)], d=[1, 8], M=[8],
+                          S=[1, 16]),
+               full=dict(distance=[NOT_SHIFTED, 1.0, 2.0, IS_DISTANCES], design=["dense"], logit_std=[0.5, 1.0, 2.0])),
+    replicates=tiers(40_000, smoke=30_000, full=2_000_000),
+    where=_is_where,
+    related={"lara.derived.is_weight_second_moment": "E_q[w²]: the exact sd of the Monte Carlo parts"},
     roles=("is_estimate",), plot_x="proposal",
-    notes="Both parts are sequential Catoni confidence sequences with the exact per-replicate sd: the estimate's "
-          "E_q[(p_n f_n·u/q)²] = Σ_{m,m'} π_m π_m' (v_m·u)(v_m'·u) exp((a_m - μ)·(a_m' - μ)) (p_n f_n = Σ_m π_m "
-          "N(q_n + k_m, I) v_m; rfkit.theory.lara.is_second_moment) and the weight's E_q[w²] "
-          "(lara.derived.is_weight_second_moment); a part whose exact sd needs more than 8x the planned replicates "
-          "(decided from theory before any draw) runs one fixed sample and reports itself underpowered (quick: the "
-          "eq34 proposal at d = 1, E_q[w²] ~ 1.3e3, whose weight mean needs ~1e6 replicates of S = 16: the full "
-          "tier's budget); proposals far from p_n (distance 4-6, E_q[w²] up to e^36) only run at the full tier.",
+    notes="Two routes. Exact (D <= 2, every M): E_q[(1/S)Σ w f_n·u] and E_q[(1/S)Σ w] by Gauss-Hermite under q = "
+          "N(μ, I) (the estimator applied at each node), against μ_n·u (softmax, computed independently) and 1; "
+          "round-off ~1e-15 at every distance 0-6, so the shifted proposal's whole distance sweep is one cell. "
+          "Monte Carlo (M = 8): both parts are sequential Catoni confidence sequences with the exact per-replicate "
+          "sd: the estimate's E_q[(p_n f_n·u/q)²] = Σ_{m,m'} π_m π_m' (v_m·u)(v_m'·u) exp((a_m - μ)·(a_m' - μ)) "
+          "(rfkit.theory.lara.is_second_moment) and the weight's E_q[w²] (lara.derived.is_weight_second_moment); "
+          "where that sd needs more than 8x the planned replicates (decided from theory before any draw) a D <= 2 "
+          "cell is decided by the quadrature instead (the same expectation, exactly: the quick tier's eq34 "
+          "proposal at D = 1, E_q[w²] ~ 1.3e3, needed ~1e6 replicates), a D > 2 cell runs one fixed sample and "
+          "reports itself underpowered. Distances beyond ~2 (E_q[w²] ~ e^{t²}) are decided by quadrature only; "
+          "Monte Carlo with N(0, I) and Eq 34 proposals at D = 64 (E_q[w²] ~ 1e3-1e4) runs at the full tier.",
 )
 
 #: Gauss-Hermite nodes per axis for E_{N(a, I)}[f] in D <= 2 (f is a smooth softmax average).
@@ -563,57 +656,98 @@ PROP32 = Claim(
 # ========================================================================= §3.2: RA is unbiased
 
 
+#: Replicates of the pilot that checks the range of RA's replicates before the sequential test (not tested).
+RA_PILOT = 200
+
+
 def _ra_unbiased_cell(ctx: CellContext) -> Evidence:
     """Each output coordinate of RA is an average of ``f_n(ω_s)``, and ``f_n(ω) = Σ_m π_m(ω) v_m`` with positive
-    weights summing to one (positive map; both variants), so every replicate of coordinate ``j`` lies in
-    ``[min_m v_mj, max_m v_mj]``: a betting confidence sequence on that range (non-asymptotic, whatever the tails
-    of the weights). A coordinate whose replicates leave the range (an implementation that is not a convex
-    combination) is tested with the asymptotic sequence instead, and says so."""
+    weights summing to one (positive map; both readings), so every replicate of coordinate ``j`` lies in
+    ``[min_m v_mj, max_m v_mj]``: sequential betting confidence sequences on that range (non-asymptotic, whatever
+    the tails of the weights), every coordinate of the tested queries (Bonferroni, :meth:`CellContext.mean_vector`).
+    With identical keys ``f_n`` is constant (the mean of the values; one key: ``v_1``): every replicate of a pilot
+    is judged exactly against the target. When
+    a pilot's replicates leave the range (an implementation that is not a convex combination) the cell tests a
+    fixed sample with the asymptotic law instead, and says so."""
     p = ctx.params
     q, k, v = _cell_inputs(ctx, p["N"])
     tested = q[:TESTED_QUERIES]
-    y = _ra_replicates(ctx, tested, k, v, p["S"], ctx.replicates, f_form=ctx.variant)
     targets, scale = _softmax_rows(tested, k, v), _value_scale(v)
-    n, dv = y.shape[1:]
-    parts, outside = [], []
-    for i in range(n):
-        for j in range(dv):
-            lo, hi = padded(float(v[:, j].min()), float(v[:, j].max()))
-            x = y[:, i, j]
-            inside = hi > lo and bool(np.all((x >= lo) & (x <= hi)))
-            if not inside and hi > lo:
-                outside.append((i, j))
-            law = dict(bounds=(lo, hi)) if inside else {}
-            parts.append(mean_test(x, float(targets[i, j]), scale=scale, **law, **ctx.sub_test(n * dv)))
-    extra = dict(law="betting on the values' range [min_m v_mj, max_m v_mj]")
-    if outside:
-        extra.update(outside_value_range=outside)
-    return combine(parts, extra=extra)
+    n, dv = targets.shape
+    lo, hi = np.tile(v.min(axis=0), n), np.tile(v.max(axis=0), n)
+
+    def draw(rng, size):
+        return _ra_replicates(ctx, tested, k, v, p["S"], size, rng=rng, f_form=ctx.variant).reshape(size, -1)
+
+    pilot = draw(ctx.rng, RA_PILOT)
+    if np.all(k == k[0]):
+        # f_n ≡ mean_m v_m (one key: v_1) whatever ω: every replicate must equal the target (up to round-off)
+        return exact_test(pilot, targets.ravel()[None], tolerance=ctx.tolerance, scale=scale,
+                          extra=dict(law="deterministic (identical keys): every replicate against the target"))
+    pad = np.array([padded(a, b) for a, b in zip(lo, hi, strict=True)])
+    outside = ~((pilot >= pad[:, 0]) & (pilot <= pad[:, 1])).all(axis=0)
+    if outside.any():
+        y = draw(ctx.rng, ctx.replicates)
+        parts = [mean_test(y[:, c], float(targets.ravel()[c]), scale=scale, **ctx.sub_test(n * dv))
+                 for c in range(n * dv)]
+        return combine(parts, extra=dict(law="asymptotic (a pilot left the values' range)",
+                                         outside_value_range=np.flatnonzero(outside).tolist()))
+    return ctx.mean_vector(draw, targets.ravel(), scale=scale, bounds=(lo, hi),
+                           extra=dict(law="betting on the values' range [min_m v_mj, max_m v_mj]"))
+
+
+#: Input families of the register's sweep (G-gauss, G-smooth, G-peaked, G-degenerate).
+RA_INPUTS = ("gauss", "smooth", "peaked", "identical_keys", "zero_query")
+
+
+def _ra_where(p: dict, variant: str) -> bool:
+    """The register's sweep; ``design = sparse`` (quick) tests the corners along one axis at a time from N = 16,
+    D = 16, S = 1, G-gauss (N = 784 at S = 1 only: ~5 s a cell); ``dense`` (full) the product."""
+    if not (p["inputs"] == "gauss" or p["logit_std"] == 1.0) or p["N"] > 16 and p["d"] == 1:
+        return False
+    if not (p["S"] == 1 or p["inputs"] == "gauss"):
+        return False
+    if p["design"] == "dense":
+        return True
+    if p["inputs"] != "gauss":
+        return p["N"] == 16 and p["d"] == 16
+    if p["N"] == 784:
+        return p["d"] == 16 and p["S"] == 1
+    return p["d"] == 16 or p["N"] == 16 or p["N"] == 1
 
 
 RA_UNBIASED = Claim(
-    id="lara.sec3_2.ra_unbiased", paper="lara", source="§3.2 (display defining RA); Alg 1; G.2",
+    id="lara.sec3_2.ra_unbiased", source="§3.2 (display defining RA); Alg 1; G.2",
     statement="RA(q_n, K, V) = (1/S)Σ_s f_n(ω_s), ω_s ~ p_n(ω) iid, is an unbiased estimate of SoftmaxAttn(q_n, K, V).",
     kind="expectation",
-    hypotheses="positive map; any S >= 1; G-gauss (logit std 0.25-4), G-smooth, G-peaked and G-degenerate inputs; "
-               "three queries per cell, every output coordinate (Bonferroni)",
+    domain=dict(
+        S=Integers("any S >= 1", 1, math.inf, points=(1,), up_to=4,
+                   why="a mean of S iid terms has the expectation of one term (register S ∈ {1, 4})"),
+        N=Integers("q_n, K, V with N = M rows (M = 1: f_n ≡ v_1; register N ∈ {16, 196, 576, 784})", 1, math.inf,
+                   points=(1,), up_to=784, why="the register's largest N = M"),
+        d=Integers("q_n, k_m ∈ R^D (register D ∈ {1, 16, 64})", 1, math.inf, points=(1,), up_to=64,
+                   why="the register's largest D"),
+        inputs=Choice("q_n, K, V unquantified: the register's G-gauss, G-smooth, G-peaked and G-degenerate "
+                      "(identical keys, zero query) inputs", RA_INPUTS)),
+    readings={"literal": Reading("f_n as the display writes it: ξ(q_n,ω)ᵀΣ_m ξ(k_m,ω)v_mᵀ / ξ(q_n,ω)ᵀΣ_m' "
+                                 "ξ(k_m',ω), ξ(q_n, ω) kept (log space)"),
+              "simplified": Reading("rfkit's fast path: ξ(q_n, ω) cancelled, f_n = Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) "
+                                    "v_m (equal for the positive map; an implementation, not the paper's words)",
+                                    beside=True)},
     tolerance=ATTENTION_BIAS_TOL, units="bias of each output coordinate / max|v|",
     cell=_ra_unbiased_cell,
-    grid={"smoke": dict(N=[16], d=[8], S=[1], logit_std=[1.0], inputs=["gauss"]),
-          "quick": dict(N=[16, 196], d=[16], S=[1, 4], logit_std=[1.0], inputs=["gauss", "smooth"]),
-          "full": dict(N=[16, 196, 576, 784], d=[1, 16, 64], S=[1, 4], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0],
-                       inputs=["gauss", "smooth", "peaked", "identical_keys", "zero_query"])},
-    replicates={"smoke": 4_000, "quick": 3_000, "full": 100_000},
-    variants=("simplified", "literal"),
-    variant_notes={"simplified": "f_n by query cancellation: Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m",
-                   "literal": "f_n as Eq 6 with ξ(q_n, ω) kept (log space)"},
-    where=lambda p, v: (p["inputs"] == "gauss" or p["logit_std"] == 1.0) and not (p["N"] > 16 and p["d"] == 1)
-    and (p["S"] == 1 or p["inputs"] == "gauss"),
+    grid=tiers(dict(N=[1, 16, 784], d=[1, 16, 64], S=[1, 4], logit_std=[1.0], inputs=list(RA_INPUTS),
+                    design=["sparse"]),
+               smoke=dict(N=[16], d=[8], S=[1], inputs=["gauss"]),
+               full=dict(N=[1, 16, 196, 576, 784], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0], design=["dense"])),
+    replicates=tiers(3_000, smoke=4_000, full=100_000),
+    where=_ra_where,
     roles=("ra_attention",), plot_x="N",
     notes="Every replicate coordinate is a convex combination of that coordinate of the values (positive weights "
           "summing to one), so each coordinate is tested with a betting confidence sequence on [min_m v_mj, "
-          "max_m v_mj] (non-asymptotic; the weights' heavy tails cannot break it). Peaked inputs and logit std 4 "
-          "run at the full tier.",
+          "max_m v_mj] (non-asymptotic; the weights' heavy tails cannot break it). Three queries per cell, every "
+          "output coordinate (Bonferroni). The quick tier tests each end of each axis from N = 16, D = 16, S = 1, "
+          "G-gauss (peaked inputs at logit std 1); logit std 0.25-4 and the product of the axes run at the full tier.",
 )
 
 
@@ -799,41 +933,58 @@ def _eq30_cell(ctx: CellContext) -> Evidence:
     return combine(parts)
 
 
-SAMPLER_GRID = {"smoke": dict(d=[2], M=[50], logit_std=[1.0], inputs=["gauss"]),
-                "quick": dict(d=[1, 2, 16], M=[1, 2, 50], logit_std=[0.25, 4.0], inputs=["gauss", "peaked"]),
-                "full": dict(d=[1, 2, 16], M=[1, 2, 50, 196], logit_std=[0.25, 1.0, 4.0], inputs=["gauss", "peaked"])}
+SAMPLER_GRID = tiers(dict(d=[1, 2, 16], M=[1, 2, 196], logit_std=[0.25, 4.0], inputs=["gauss", "peaked"],
+                          design=["product"]),
+                     smoke=dict(logit_std=[0.25, 4.0], inputs=["gauss"], design=["diagonal"]),
+                     full=dict(M=[1, 2, 50, 196], logit_std=[0.25, 1.0, 4.0]))
+#: The smoke tier's cells (d, M, logit std): every end and structural point of the domain once (M = 2 with a near
+#: one-hot π_n, whose squared projections are heavy-tailed, is left to the quick tier).
+SAMPLER_SMOKE = {(1, 1, 4.0), (2, 2, 0.25), (16, 196, 4.0)}
+#: The sampler's domain (register: D ∈ {1, 2, 16}; M ∈ {1, 2, 50, 196}; π_n from flat to one-hot).
+SAMPLER_DOMAIN = dict(
+    d=Integers("ω, q_n, k_m ∈ R^D (register D ∈ {1, 2, 16})", 1, math.inf, points=(1, 2), up_to=16,
+               why="the register's largest D"),
+    M=Integers("M components π_nm, m = 1..M (register M ∈ {1, 2, 50, 196})", 1, math.inf, points=(1, 2), up_to=196,
+               why="the register's largest M"),
+    logit_std=Range("π_n ranging from flat (logit std 0.25) to near one-hot (logit std 4, G-peaked)", 0.25, 4.0))
 
 
 def _sampler_domain(p, v) -> bool:
+    if p["design"] == "diagonal":
+        return (p["d"], p["M"], p["logit_std"]) in SAMPLER_SMOKE
     return (p["inputs"] == "gauss" or p["logit_std"] == 4.0) and not (p["M"] == 1 and p["inputs"] == "peaked")
 
 
 EQ30_SAMPLER = Claim(
-    id="lara.eq30.mixture_sampler", paper="lara", source="G.2 Eqs 29-30; Alg 1",
+    id="lara.eq30.mixture_sampler", source="G.2 Eqs 29-30; Alg 1",
     statement="Drawing z_n ~ Categorical(π_n) (one-hot a_n), ε ~ N(0, I) and ω_n = Σ_m a_nm(q_n + k_m) + ε gives a "
               "sample "
               "from p_n(ω) = Σ_m π_nm N(ω; q_n + k_m, I).",
     kind="expectation",
-    hypotheses="π_n from flat (logit std 0.25) to near one-hot (logit std 4, G-peaked); mean and variance along a "
-               "random direction and the top principal axis against lara.derived.mixture_moments; the projected law "
-               "against the exact 1-D mixture CDF (Kolmogorov-Smirnov)",
+    domain=SAMPLER_DOMAIN,
     tolerance=SAMPLER_TOL, units="|Δmean|/sd, relative variance error, KS distance",
     cell=_eq30_cell, grid=SAMPLER_GRID, where=_sampler_domain,
-    replicates={"smoke": 40_000, "quick": 40_000, "full": 200_000},
+    replicates=tiers(40_000, smoke=80_000, full=200_000),
     roles=("draw_ra",), plot_x="M",
-    notes="The register's two-sample energy/MMD test against an independent sampler is replaced by the exact test "
+    related={"lara.derived.mixture_moments": "the moments this sampler's draws are tested against"},
+    notes="Mean and variance along a random direction and the top principal axis against "
+          "lara.derived.mixture_moments; the projected law against the exact 1-D mixture CDF (Kolmogorov-Smirnov). "
+          "The register's two-sample energy/MMD test against an independent sampler is replaced by the exact test "
           "of the projected law: a projection of the mixture is the 1-D mixture Σ π_m N(u·(q + k_m), 1).",
 )
 
 MIXTURE_MOMENTS = Claim(
-    id="lara.derived.mixture_moments", paper="lara", source="register: derived prediction (from Eq 5)",
+    id="lara.derived.mixture_moments", source="register: derived prediction (from Eq 5)",
     statement="E_{p_n}[ω] = q_n + K^Tπ_n and Cov_{p_n}[ω] = I + Σ_m π_nm (k_m - K^Tπ_n)(k_m - K^Tπ_n)^T.",
     kind="moment",
-    hypotheses="moments of the Eq 30 sampler; π_n from flat to near one-hot",
+    domain=SAMPLER_DOMAIN,
     tolerance=SAMPLER_TOL, units="|Δmean|/sd, relative variance error",
     cell=_mixture_moments_cell, grid=SAMPLER_GRID, where=_sampler_domain,
-    replicates={"smoke": 40_000, "quick": 40_000, "full": 200_000},
+    replicates=tiers(40_000, smoke=80_000, full=200_000),
     roles=("draw_ra",), plot_x="M",
+    related={"lara.eq30.mixture_sampler": "the sampler whose draws estimate these moments"},
+    notes="Moments of the Eq 30 sampler (exact, lara.eq30.mixture_sampler tests its law): mean and variance along a "
+          "random direction and the top principal axis of the predicted covariance.",
 )
 
 
@@ -845,8 +996,8 @@ SECOND_MOMENT_TOL = 0.05
 
 #: Monte Carlo runs where its exact sd needs at most this many times the planned replicates (else quadrature alone).
 MC_WEIGHT_FACTOR = 4
-#: Largest D with a tensor Gauss-Hermite check, and its nodes per axis (n^D points: 3600, 64000, 160000; at D = 4
-#: and distance <= 1.4 the relative error is below 1e-10, tests/test_theory_lara_moments.py).
+#: Largest D with a tensor Gauss-Hermite check, and its nodes per axis (n^D points per component: 3600, 64000,
+#: 160000; per-component rules at D = 4, distance <= 2, logit std <= 1: relative error below 1e-10).
 GH_WEIGHT_MAX_D = 4
 GH_WEIGHT_NODES = {2: 60, 3: 40, 4: 20}
 
@@ -890,11 +1041,14 @@ def _weight_moment_cell(ctx: CellContext) -> Evidence:
         log_i = 2 * _log_mixture(q[0], k, grid) - rfa_est.log_normal(grid, mu_q)
         quad = float(np.exp(log_i).sum() * 0.01)
     elif d <= GH_WEIGHT_MAX_D:
-        # tensor Gauss-Hermite under q = N(μ, I): w² is a sum of exponentials of linear forms, for which the rule
-        # converges super-exponentially in the nodes (error ~ t^{2n}/(2n)! per axis)
+        # E_q[w²] = ∫ p_n²/q = Σ_m π_m E_{N(a_m, I)}[p_n/q], a_m = q_n + k_m: tensor Gauss-Hermite per component
+        # (p_n/q is a sum of exponentials of linear forms with slopes a_m' - μ, for which the rule converges
+        # super-exponentially; centred on each component it stays accurate to ~1e-11 up to distance 2 at D = 4,
+        # where one rule under q needs ~40 nodes per axis)
         nodes, weights = gauss_hermite_rule(GH_WEIGHT_NODES[d], d)
-        omega = mu_q + nodes
-        quad = float(weights @ np.exp(2 * (_log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q))))
+        pi = np.exp(ra_est.softmax_log_weights(q, k)[0][0])
+        omega = (q[0] + k)[:, None, :] + nodes[None]
+        quad = float(pi @ (np.exp(_log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q)) @ weights))
     else:
         quad = None
     if quad is not None:
@@ -905,22 +1059,30 @@ def _weight_moment_cell(ctx: CellContext) -> Evidence:
 
 
 IS_WEIGHT_SECOND_MOMENT = Claim(
-    id="lara.derived.is_weight_second_moment", paper="lara", source="register: derived prediction (from Eq 5)",
+    id="lara.derived.is_weight_second_moment", source="register: derived prediction (from Eq 5)",
     statement="For q = N(μ, I) and the target p_n (Eq 5), E_q[(p_n/q)²] = Σ_m Σ_m' π_nm π_nm' exp((q_n + k_m - μ)·"
               "(q_n + k_m' - μ)).",
     kind="moment",
-    hypotheses="proposals at distance 0-2 from the mixture mean; Monte Carlo as E_{p_n}[p_n/q] (draws from the "
-               "mixture) with the exact sd from the third moment exp(Σ_{i<j} a_i·a_j) where it needs at most 4x the "
-               "planned replicates; quadrature for D <= 4 (trapezoid for D = 1, tensor Gauss-Hermite for D = 2-4)",
+    domain=dict(
+        distance=Range("q = N(μ, I), any μ: at distance t >= 0 from the mixture mean q_n + K^Tπ_n", 0.0, math.inf,
+                       up_to=(None, 2.0), why="the proposals of the register's uses (RFA, LARA) lie within ~2 of "
+                                              "the mixture mean; E_q[w²] ~ e^{t²} beyond"),
+        d=Integers("ω, μ ∈ R^D", 1, math.inf, points=(1,), up_to=4,
+                   why="quadrature (the exact check) reaches D = 4 (tensor Gauss-Hermite); the full tier adds D = 8 "
+                       "by Monte Carlo"),
+        M=Integers("p_n over M keys (M = 1: one Gaussian)", 1, math.inf, points=(1, 2), up_to=8,
+                   why="every pair (m, m') of the double sum is a term of the same form; M = 8 has 64 of them")),
     tolerance=SECOND_MOMENT_TOL, units="relative error (quadrature part: relative error / 1e-8, rescaled)",
-    cell=_weight_moment_cell, replicates={"smoke": 40_000, "quick": 100_000, "full": 400_000},
-    grid={"smoke": dict(d=[1, 4], M=[4], distance=[1.0], logit_std=[0.5]),
-          "quick": dict(d=[1, 4], M=[1, 4], distance=[0.0, 1.0], logit_std=[0.5, 1.0]),
-          "full": dict(d=[1, 2, 8], M=[1, 4, 8], distance=[0.0, 0.5, 1.0, 2.0], logit_std=[0.25, 0.5, 1.0])},
+    cell=_weight_moment_cell, replicates=tiers(100_000, smoke=40_000, full=400_000),
+    grid=tiers(dict(d=[1, 4], M=[1, 2, 8], distance=[0.0, 1.0, 2.0], logit_std=[0.5, 1.0]),
+               smoke=dict(M=[4], distance=[1.0], logit_std=[0.5]),
+               full=dict(d=[1, 2, 4, 8], M=[1, 2, 4, 8], distance=[0.0, 0.5, 1.0, 2.0], logit_std=[0.25, 0.5, 1.0])),
+    where=lambda p, v: p["M"] == 8 or p["logit_std"] == 0.5,  # logit std 1 (wider keys) where the sum is richest
+    related={"lara.sec2_3.is_unbiased": "sizes the Monte Carlo of the IS estimate (its exact sd)"},
     plot_x="distance",
     notes="Monte Carlo of E_q[w²] = E_{p_n}[w] with ω ~ p_n (variance E_q[w³] - E_q[w²]², closed form from "
           "rfkit.theory.lara.log_is_weight_moment): a sequential Catoni confidence sequence with that exact sd, run "
           "where that sd needs at most 4x the planned replicates (decided from theory before any draw); quadrature "
-          "(relative error <= 1e-8) for D <= 4 decides the others; beyond D = 4 (full tier) such cells report "
-          "themselves underpowered.",
+          "(relative error <= 1e-8: trapezoid for D = 1, tensor Gauss-Hermite for D = 2-4) decides the others; "
+          "beyond D = 4 (full tier) such cells report themselves underpowered.",
 )

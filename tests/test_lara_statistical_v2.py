@@ -1,0 +1,103 @@
+"""lara statistical claims in the v2 declaration (domain, readings, routes, coverage): the design covers the
+statement's domain at quick, the exact routes are accurate where the v2 grids newly reach (IS at distance 6, E_q[w²]
+at D = 4 and distance 2), and planted bugs there are refuted."""
+
+import numpy as np
+import pytest
+
+from rfkit.estimators import is_estimate
+from rfkit.estimators import ra as ra_est
+from rfkit.validation.claims.lara import statistical as st
+from rfkit.validation.claims.lara.inputs import attention_inputs, unit_vectors
+from rfkit.validation.engine import coverage_table, validate
+from rfkit.validation.model import CellContext
+
+PORTED = [st.IS_UNBIASED, st.RA_UNBIASED, st.EQ30_SAMPLER, st.MIXTURE_MOMENTS, st.IS_WEIGHT_SECOND_MOMENT]
+
+
+def _run(claim, tier="smoke", **options):
+    return validate([claim], tier=tier, seed=0, progress=False, **options).claims[0]
+
+
+def _ctx(claim, params, tier="quick"):
+    return CellContext(claim.id, claim.variants[0], params, tier, 1_000, 1e-3, 0.8, claim.tolerance,
+                       np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("claim", PORTED, ids=lambda c: c.id)
+def test_domain_is_covered_at_quick_and_full(claim):
+    assert claim.domain is not None
+    table = coverage_table(claim)
+    for tier in ("quick", "full"):
+        for variant, row in table[tier].items():
+            assert row["covered"], (tier, variant, row["coverage"])
+
+
+def test_ra_literal_reading_decides_and_the_fast_path_is_beside():
+    assert st.RA_UNBIASED.deciding() == ["literal"]
+    assert st.RA_UNBIASED.beside("simplified")
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_is_quadrature_is_exact_at_every_distance(d):
+    """E_q[w f·u] and E_q[w] by Gauss-Hermite under q = N(μ, I) equal μ_n·u and 1 to round-off up to distance 6."""
+    rng = np.random.default_rng(d)
+    for M in (1, 8, 196):
+        q, k, v = attention_inputs("gauss", rng, M, M, d, None, 0.5)
+        u = unit_vectors(rng, 1, v.shape[1])[0]
+        target = float(st._softmax_rows(q[:1], k, v)[0] @ u)
+        mean = ra_est.attention_mixture(q[:1], k).mean()[0]
+        ctx = _ctx(st.IS_UNBIASED, dict(proposal="shifted"))
+        for t in st.IS_DISTANCES:
+            g, b = st._is_quadrature(ctx, q, k, v, u, mean + t * unit_vectors(rng, 1, d)[0])
+            assert abs(g - target) <= 1e-12 * np.abs(v).max() and abs(b - 1.0) <= 1e-12, (M, t)
+
+
+def test_is_cells_route_as_declared():
+    cells = st.IS_UNBIASED.cells("quick", "default")
+    exact = [c for c in cells if c["route"] == "exact"]
+    assert {c["d"] for c in exact} == {1, 2} and all(c["S"] == 1 for c in exact)
+    assert any(c["proposal"] == "shifted" and c["distance"] == st.IS_DISTANCES for c in exact)
+    assert not any(c["proposal"] == "eq34" and c["M"] == 1 for c in cells)
+    assert all((c["proposal"] == "shifted") == (c["distance"] != st.NOT_SHIFTED) for c in cells)
+    assert {c["d"] for c in cells if c["route"] == "mc"} == {1, 8, 64}
+
+
+def test_planted_is_bias_is_refuted_by_the_exact_route():
+    def biased(values, *, weights=None, log_weights=None, **kw):
+        return 1.1 * is_estimate(values, weights=weights, log_weights=log_weights, **kw)
+
+    assert _run(st.IS_UNBIASED, implementations={"is_estimate": biased}).verdict == "refuted"
+
+
+def test_ra_identical_keys_and_one_key_are_judged_exactly():
+    for params in (dict(N=16, d=16, S=1, logit_std=1.0, inputs="identical_keys"),
+                   dict(N=1, d=4, S=4, logit_std=1.0, inputs="gauss")):
+        ev = st._ra_unbiased_cell(_ctx(st.RA_UNBIASED, params))
+        assert ev.effect <= 1e-9 and not ev.flags, (params, ev.flags)
+
+
+def test_planted_ra_bias_on_identical_keys_is_refuted():
+    def shifted(q, k, v, **kw):
+        return ra_est.ra_attention(q, k, v, **kw) + 0.2 * np.abs(v).max()
+
+    ctx = _ctx(st.RA_UNBIASED, dict(N=16, d=4, S=1, logit_std=1.0, inputs="identical_keys"))
+    ctx.implementations = {"ra_attention": shifted}
+    assert st._ra_unbiased_cell(ctx).effect > 0.1
+
+
+def test_weight_second_moment_quadrature_per_component_at_d4_distance2():
+    for logit_std in (0.5, 1.0):
+        for M in (1, 2, 8):
+            params = dict(d=4, M=M, distance=2.0, logit_std=logit_std)
+            ev = st._weight_moment_cell(_ctx(st.IS_WEIGHT_SECOND_MOMENT, params))
+            assert ev.extra["quadrature"] is not None
+            pred = ev.extra["predicted"]
+            assert abs(ev.extra["quadrature"] - pred) <= 1e-9 * pred, (M, logit_std)
+
+
+def test_sampler_claims_are_linked():
+    assert "lara.derived.mixture_moments" in st.EQ30_SAMPLER.related
+    assert "lara.eq30.mixture_sampler" in st.MIXTURE_MOMENTS.related
+    assert "lara.derived.is_weight_second_moment" in st.IS_UNBIASED.related
+    assert "lara.sec2_3.is_unbiased" in st.IS_WEIGHT_SECOND_MOMENT.related

@@ -1,0 +1,159 @@
+"""lara variance claims in the v2 declaration: lara.eq8.mis_unbiased (domain, the exact quadrature route for D <= 2
+and a planted bug it must refute)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from rfkit.estimators import mis
+from rfkit.validation.claims.lara import variance
+from rfkit.validation.engine import coverage_table
+from rfkit.validation.model import CellContext
+
+
+def _ctx(**params):
+    base = dict(weights="balance", proposal="eq34", C=4, d=2, N=16, logit_std=0.5)
+    base.update(params)
+    return CellContext("lara.eq8.mis_unbiased", "default", base, "quick", 1_000, 0.05, 0.8, 0.05,
+                       np.random.default_rng(0))
+
+
+def test_eq8_domain_and_coverage():
+    claim = variance.EQ8_MIS_UNBIASED
+    assert set(claim.domain) == {"weights", "proposal", "C"} and not claim.readings
+    table = coverage_table(claim)
+    assert table["full"]["default"]["covered"]
+    # quick covers every weighting, proposal and C by the exact route (D <= 2)
+    quick = table["quick"]["default"]
+    assert quick["covered"], quick["coverage"]
+
+
+@pytest.mark.parametrize("weights,proposal,C,d", [("balance", "eq34", 4, 2), ("eq9_b4_queries", "eq34", 16, 1),
+                                                  ("random_signed", "custom_2", 2, 2), ("constant", "eq32", 2, 2),
+                                                  ("balance", "standard", 1, 2)])
+def test_eq8_quadrature_is_exact(weights, proposal, C, d):
+    ev = variance._mis_unbiased_route(_ctx(weights=weights, proposal=proposal, C=C, d=d))
+    assert ev.extra["route"] == "quadrature"
+    assert max(ev.extra["bias_A"] + ev.extra["bias_B"]) < 1e-5
+
+
+def test_eq8_quadrature_refutes_weights_not_summing_to_one(monkeypatch):
+    weights = variance._weights
+    monkeypatch.setattr(variance, "_weights", lambda *a, **k: 1.1 * weights(*a, **k))
+    ev = variance._mis_unbiased_route(_ctx())
+    assert max(ev.extra["bias_B"]) == pytest.approx(0.1, abs=1e-6)
+    assert ev.p_value == 0.0 and ev.effect > 0.05  # a violation beyond the tolerance (exact: decided)
+
+
+def test_eq9_and_variance_cover_their_domains_at_quick():
+    for claim in (variance.EQ9_UNBIASED_OR_CONSISTENT, variance.UNNORMALISED_VARIANCE):
+        assert claim.domain is not None and not claim.readings
+        row = coverage_table(claim)["quick"]["default"]
+        assert row["covered"], (claim.id, row["coverage"])
+    assert set(variance.EQ9_UNBIASED_OR_CONSISTENT.domain["part"].values) == {"unbiased", "consistent"}
+
+
+def _eq9_ctx(**params):
+    base = dict(part="consistent", weights="eq9_b2_landmarks", proposal="eq34", C=4, d=2, N=16, logit_std=0.5)
+    base.update(params)
+    return CellContext("lara.eq9.unbiased_or_consistent", "default", base, "quick", 3_200, 0.05, 0.8, 0.05,
+                       np.random.default_rng(0))
+
+
+def test_eq9_consistency_limit_is_exact_and_refutes_a_biased_denominator(monkeypatch):
+    ev = variance._eq9_cell(_eq9_ctx())
+    assert ev.extra["route"] == "quadrature limit" and max(ev.extra["limit_error"]) < 1e-6
+    assert len(ev.extra["truncated_mse"]) == len(variance.LARA_SC)
+    weights = variance._weights
+    # weights summing to 1 + 0.5 on the first proposal only: E[A]/E[B] is no longer μ_n
+    monkeypatch.setattr(variance, "_weights", lambda *a, **k: weights(*a, **k) * np.array([1.5, 1, 1, 1])[:, None])
+    bad = variance._mis_quadrature_cell(_eq9_ctx(part="unbiased"), "eq9_b1_queries")
+    assert bad.effect > 0.05
+
+
+def _variance_ctx(**params):
+    base = dict(weights="balance", proposal="eq34", C=4, S_c=1, d=2, N=16, inputs="norm", max_norm=0.5)
+    base.update(params)
+    return CellContext("lara.derived.unnormalised_mis_variance", "default", base, "quick", 6_000, 0.001, 0.8, 0.1,
+                       np.random.default_rng(0))
+
+
+def test_unnormalised_variance_control_variate_decides():
+    ev = variance._unnormalised_variance_cell(_variance_ctx())
+    assert ev.upper <= 0.1 and ev.extra["sd_under_claim"] > 0
+
+
+def test_unnormalised_variance_refutes_shared_draws(monkeypatch):
+    """A planted dependence (one standard-normal draw shared by all proposals) makes the cross terms non-zero."""
+    setup = variance._mis_setup
+
+    class Shared(mis.GaussianProposals):
+        def draw(self, S, rng):
+            return self.means[:, None, :] + rng.standard_normal((S, self.means.shape[1]))[None]
+
+    def shared_setup(ctx, q, k):
+        lp = setup(ctx, q, k)
+        return dataclasses.replace(lp, proposals=Shared(**{f.name: getattr(lp.proposals, f.name)
+                                                                  for f in dataclasses.fields(lp.proposals)}))
+
+    monkeypatch.setattr(variance, "_mis_setup", shared_setup)
+    ev = variance._unnormalised_variance_cell(_variance_ctx())
+    assert ev.effect > 1.0 and ev.upper > 0.1  # far beyond the tolerance, never supported
+
+
+def test_eq10_readings_name_their_words_and_l1_is_exact():
+    claim = variance.LARA_CONSISTENT
+    assert set(claim.readings) == {"L1", "L2", "L3"}
+    assert all(r.words and not r.narrows for r in claim.readings.values())
+    assert coverage_table(claim)["quick"]["L1"]["covered"]
+    ctx = CellContext(claim.id, "L1", dict(weights="eq9_b2_landmarks", proposal="eq32", C=4, d=2, N=16,
+                                           logit_std=0.5), "quick", 8_000, 0.05, 0.8, 0.25, np.random.default_rng(0))
+    ev = variance._eq10_cell(ctx)
+    assert ev.extra["route"] == "quadrature limit" and ev.effect < 1e-6
+
+
+# ------------------------------------------------------------------ eq31 (biased RA) and eq36 (balance heuristic)
+
+
+def test_biased_ra_bias_literal_reading_decides_and_covers_the_generators():
+    claim = variance.BIASED_RA_BIAS
+    assert set(claim.domain) == {"inputs"} and claim.deciding() == ["train"]
+    assert claim.beside("eval")
+    table = coverage_table(claim)
+    assert table["quick"]["train"]["covered"] and table["quick"]["eval"]["covered"]
+    assert "declared threshold" in claim.units
+
+
+def test_biased_ra_variance_parts_are_a_domain_choice():
+    claim = variance.BIASED_RA_VARIANCE
+    assert not claim.readings and set(claim.domain["part"].values) == {"reduction", "grows_with_N"}
+    assert coverage_table(claim)["quick"]["default"]["covered"]
+    assert claim.search_settings("quick") == dict(iterations=40, draws=2_000)
+
+
+def _grows_ctx():
+    params = dict(part="grows_with_N", N=16, d=8, logit_std=1.0, inputs="gauss")
+    return CellContext("lara.eq31.biased_ra_variance", "default", params, "quick", 2_000, 1e-3, 0.8, 0.05,
+                       np.random.default_rng(0))
+
+
+def test_biased_ra_variance_grows_cell_refutes_a_shrinking_reduction(monkeypatch):
+    # planted: the relative reduction 1 - ρ is 0.5 at the short sequence and 0.2 at the long one
+    monkeypatch.setattr(variance, "_relative_reductions",
+                        lambda ctx, n, R: ctx.rng.normal(0.5 if n == variance.SHORT_N else 0.2, 0.1, R))
+    ev = variance._biased_variance_cell(_grows_ctx())
+    assert ev.extra["ratio"][1] > ev.extra["ratio"][0] and ev.p_value < 1e-6 and ev.effect > 0.05
+
+
+def test_eq36_tests_signed_weightings_under_the_cited_bound():
+    claim = variance.BH_NEAR_OPTIMAL
+    assert set(claim.domain["weighting"].values) == {"nonnegative", "signed"}
+    assert claim.deciding() == ["R1"] and claim.beside("R2")
+    assert coverage_table(claim)["quick"]["R1"]["covered"]
+    sol = variance.theory.appd_grid_solution(*variance._nonnegative_problem(np.random.default_rng(1), 3, 5,
+                                                                             "separated"))
+    signed = variance._bh_competitors(np.random.default_rng(0), sol, 3, "signed")
+    assert all(np.allclose(a.sum(axis=1), 1.0) for a in signed) and min(a.min() for a in signed) < 0
+    nonneg = variance._bh_competitors(np.random.default_rng(0), sol, 3, "nonnegative")
+    assert all(np.allclose(a.sum(axis=1), 1.0) and a.min() >= 0 for a in nonneg)
