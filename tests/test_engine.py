@@ -330,3 +330,16 @@ def test_an_undecided_cell_makes_the_claim_inconclusive_and_reports_render(tmp_p
     assert result.verdict == "inconclusive" and "does not exist" in result.reason
     write_run(run, tmp_path)  # nan effects and an empty sample serialise and render
     write_reports(run, tmp_path, latex=True)
+
+
+def test_a_grid_value_none_renders_in_the_figures(tmp_path):
+    # a None beside numbers on a hue axis (e.g. "no shift") used to crash the figure: astype(str) kept the NaN
+    from rfkit.validation.report import write_reports
+    from rfkit.validation.stats import exact_test
+
+    claim = Claim(id="core.test.none_value", source="test", statement="s", kind="identity", tolerance=0.1,
+                  cell=lambda ctx: exact_test(0.0, 0.0, tolerance=0.1),
+                  grid={"smoke": dict(x=[1, 2, 3, 4], c=["a", "b"], shift=[None, 1.0, 2.0])})
+    run = validate([claim], tier="smoke", progress=False)
+    write_reports(run, tmp_path)
+    assert any(tmp_path.rglob("*.png"))

@@ -268,8 +268,8 @@ def draw_figure(spec: FigureSpec, path: Path) -> Path:
     rest = [a for a in axes if a != x]
     col = next((a for a in rest if df[a].nunique() <= 6), None)
     hue_axes = [a for a in rest if a != col] + (["variant"] if df["variant"].nunique() > 1 else [])
-    df["hue"] = df[hue_axes].astype(str).agg(", ".join, axis=1) if hue_axes else "estimate"
-    df["x"] = df[x] if pd.api.types.is_numeric_dtype(df[x]) else df[x].astype(str)
+    df["hue"] = df[hue_axes].map(str).agg(", ".join, axis=1) if hue_axes else "estimate"  # None/NaN: text
+    df["x"] = df[x] if pd.api.types.is_numeric_dtype(df[x]) else df[x].map(str)
     n_hue = df["hue"].nunique()
     palette = sns.color_palette("viridis", n_hue)
     grid = sns.FacetGrid(df, col=col, col_wrap=min(3, df[col].nunique()) if col else None, height=2.8,
