@@ -2,6 +2,8 @@
 statement's domain at quick, the exact routes are accurate where the v2 grids newly reach (IS at distance 6, E_q[w²]
 at D = 4 and distance 2), and planted bugs there are refuted."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -101,3 +103,71 @@ def test_sampler_claims_are_linked():
     assert "lara.eq30.mixture_sampler" in st.MIXTURE_MOMENTS.related
     assert "lara.derived.is_weight_second_moment" in st.IS_UNBIASED.related
     assert "lara.sec2_3.is_unbiased" in st.IS_WEIGHT_SECOND_MOMENT.related
+
+
+# ------------------------------------------------------------------ lara.prop3_2.softmax_expectation
+
+def test_prop32_domain_is_covered_at_quick_and_full():
+    table = coverage_table(st.PROP32)
+    for tier in ("quick", "full"):
+        for variant, row in table[tier].items():
+            assert row["covered"], (tier, variant, row["coverage"])
+
+
+def test_prop32_identity_route_is_exact_at_d64_m784():
+    for inputs in ("gauss", "zero_keys", "identical_keys"):
+        params = dict(route="identity", d=64, M=784, logit_std=4.0, values="large", inputs=inputs, design="sparse")
+        ev = st._prop32_cell(_ctx(st.PROP32, params))
+        assert ev.effect <= 1e-3 and not ev.flags, (inputs, ev.effect, ev.flags)
+
+
+def test_prop32_planted_f_bug_is_refuted_by_the_identity_route(monkeypatch):
+    original = st.rfa_est.key_statistics
+
+    def tilted(k, v, omega):
+        stats = original(k, v, omega)
+        return dataclasses.replace(stats, F=stats.F * 1.001)
+
+    monkeypatch.setattr(st.rfa_est, "key_statistics", tilted)
+    params = dict(route="identity", d=64, M=784, logit_std=1.0, values="gaussian", inputs="gauss", design="sparse")
+    assert st._prop32_cell(_ctx(st.PROP32, params)).effect > 1.0
+
+
+# ------------------------------------------------------------------ lara.eq1.kernel_expectation
+
+def test_eq1_domain_is_covered_at_every_tier():
+    table = coverage_table(st.EQ1_KERNEL)
+    for tier in ("smoke", "quick", "full"):
+        for variant, row in table[tier].items():
+            assert row["covered"], (tier, variant, row["coverage"])
+
+
+def test_eq1_exact_cells_sweep_the_register_grid_at_full():
+    exact = [c for c in st.EQ1_KERNEL.cells("full", "default") if c["route"] == "exact"]
+    assert len(exact) == len(st.XI_MAPS)
+    assert all(len(st._geometries(c)) == len(st.NORMS) ** 2 * len(st.ANGLES) for c in exact)
+
+
+def test_eq1_exact_sweep_is_exact_for_every_map():
+    for fmap in st.XI_MAPS:
+        params = dict(route="exact", feature=fmap, d=2, S=1, **st.EQ1_QUICK_SWEEP)
+        assert st._eq1_cell(_ctx(st.EQ1_KERNEL, params)).effect <= 1.0, fmap
+
+
+# ------------------------------------------------------------------ lara.derived.kernel_relative_variance
+
+def test_kernel_variance_covered_and_the_phase_map_is_beside():
+    table = coverage_table(st.KERNEL_VARIANCE)
+    for tier in ("smoke", "quick", "full"):
+        assert table[tier]["literal"]["covered"], (tier, table[tier]["literal"]["coverage"])
+    assert st.KERNEL_VARIANCE.deciding() == ["literal"]
+    assert st.KERNEL_VARIANCE.beside("phase_map")
+    assert "lara.eq1.kernel_expectation" in st.KERNEL_VARIANCE.related
+    assert "lara.derived.kernel_relative_variance" in st.EQ1_KERNEL.related
+
+
+def test_kernel_variance_planted_formula_error_is_refuted(monkeypatch):
+    original = st.theory.kernel_relative_variance
+    monkeypatch.setattr(st.theory, "kernel_relative_variance", lambda *a, **k: 1.01 * original(*a, **k))
+    params = dict(route="exact", feature="positive", d=2, S=1, **st.VARIANCE_QUICK_SWEEP)
+    assert st._kernel_variance_cell(_ctx(st.KERNEL_VARIANCE, params)).effect > 1.0

@@ -1,5 +1,6 @@
 """lara variance claims in the v2 declaration: lara.eq8.mis_unbiased (domain, the exact quadrature route for D <= 2
-and a planted bug it must refute)."""
+and a planted bug it must refute), and the ports of trig_negative_density, ra_mse_decomposition,
+ra_eval_index_sampling, optimal_weights, eq20.delta_method_variance and snis_delta_bias_variance."""
 
 import dataclasses
 
@@ -157,3 +158,90 @@ def test_eq36_tests_signed_weightings_under_the_cited_bound():
     assert all(np.allclose(a.sum(axis=1), 1.0) for a in signed) and min(a.min() for a in signed) < 0
     nonneg = variance._bh_competitors(np.random.default_rng(0), sol, 3, "nonnegative")
     assert all(np.allclose(a.sum(axis=1), 1.0) and a.min() >= 0 for a in nonneg)
+
+
+# ------------------------------------------------ lara.appc.trig_negative_density, lara.derived.ra_mse_decomposition
+
+
+def test_trig_and_ra_mse_domains_are_the_statements_parts_covered_at_quick():
+    trig, mse = variance.TRIG_NEGATIVE, variance.RA_MSE
+    assert set(trig.domain["map"].values) == {"trig_sincos", "trig_cos_phase", "positive", "hyperbolic"}
+    assert set(mse.domain["estimator"].values) == {"ra", "biased_ra"} and mse.domain["S"].up_to == 16
+    for claim in (trig, mse):
+        assert not claim.readings and claim.paper == "lara"
+        for tier in ("smoke", "quick"):
+            row = coverage_table(claim)[tier]["default"]
+            assert row["covered"], (claim.id, tier, row["coverage"])
+    assert trig.search_settings("quick") == dict(iterations=80)
+
+
+@pytest.mark.parametrize("fmap,negative", [("trig_sincos", True), ("trig_cos_phase", True), ("positive", False),
+                                           ("hyperbolic", False)])
+def test_trig_cell_per_map(fmap, negative):
+    ctx = CellContext(variance.TRIG_NEGATIVE.id, "default", dict(map=fmap, d=2, M=2, logit_std=1.0), "quick", 0,
+                      0.05, 0.8, 1e-12, np.random.default_rng(0))
+    ev = variance._trig_cell(ctx)
+    assert (ev.extra["min_relative_density"] < 0) == negative
+    assert ev.effect <= 1e-12  # the statement's part holds for this map
+
+
+def test_trig_search_takes_its_iterations_from_search_params():
+    ctx = CellContext(variance.TRIG_NEGATIVE.id, "default", dict(iterations=5), "full", 0, 0.05, 0.8, 1e-12,
+                      np.random.default_rng(0), restart=1)
+    ev = variance._trig_search(ctx)
+    assert ev.effect <= 1e-12
+
+
+# ------------------------------------------------------------------------------- lara.g2.ra_eval_index_sampling
+
+
+def test_eval_index_readings_name_the_undefined_word_and_cover_inputs():
+    claim = variance.EVAL_INDEX
+    assert set(claim.readings) == {"d1", "d2", "d3"}
+    assert all(r.words == variance.EVAL_WORDS and not r.beside for r in claim.readings.values())
+    for tier in ("smoke", "quick"):
+        table = coverage_table(claim)[tier]
+        assert all(table[r]["covered"] for r in claim.readings), (tier, table)
+    assert claim.search_settings("smoke") == dict(iterations=45)
+
+
+def test_eval_index_search_reads_its_iterations_from_search_params():
+    ctx = CellContext(variance.EVAL_INDEX.id, "d3", dict(iterations=5), "full", 0, 0.05, 0.8, 0.05,
+                      np.random.default_rng(0), restart=1)
+    ev = variance._eval_search(ctx)
+    assert len(ev.extra["x"]) == 2 + 3 * 2 + 3
+
+
+# ------------------------------------------------------------------------------- lara.sec4_1.optimal_weights
+
+
+def test_optimal_weights_domain_covered_and_search_params():
+    claim = variance.OPTIMAL_WEIGHTS
+    assert set(claim.domain) == {"C"} and not claim.readings
+    for tier in ("smoke", "quick"):
+        assert coverage_table(claim)[tier]["default"]["covered"], tier
+    ctx = CellContext(claim.id, "default", dict(iterations=5), "full", 0, 0.05, 0.8, 1e-6, np.random.default_rng(0),
+                      restart=1)
+    assert variance._optimal_search(ctx).effect <= 1e-6
+
+
+# ------------------------------------------- lara.eq20.delta_method_variance, lara.derived.snis_delta_bias_variance
+
+
+def test_delta_claims_declare_the_mis_domain_covered_at_full_only():
+    eq20, snis = variance.EQ20_DELTA, variance.SNIS_DELTA
+    for claim in (eq20, snis):
+        assert set(claim.domain) == {"weights", "proposal", "C"} and not claim.readings
+        table = coverage_table(claim)
+        assert table["full"]["default"]["covered"], (claim.id, table["full"]["default"]["coverage"])
+        assert not table["quick"]["default"]["covered"]  # honest: quick runs 3 weightings of 9
+    assert snis.id in eq20.related and eq20.id in snis.related
+
+
+def test_delta_cell_uses_one_random_partition_for_prediction_and_replicates():
+    params = dict(weights="random_softmax", proposal="custom_2", C=2, S_c=1, d=1, N=16, inputs="norm",
+                  max_norm=0.5)
+    ctx = CellContext(variance.EQ20_DELTA.id, "default", params, "full", 200, 0.05, 0.8, 0.25,
+                      np.random.default_rng(0))
+    ev = variance._delta_cell(ctx)
+    assert ev.extra["quadrature"] and ev.extra["predicted"] > 0

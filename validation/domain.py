@@ -270,8 +270,8 @@ class Reading:
       statement, declared (its violations refute, its support never supports).
     * ``words``: the words of the statement that admit this reading. Two or more readings decide the verdict
       together ("depends on the reading" when they disagree) only when the words truly admit each of them,
-      so every deciding reading of such a claim names its words (:class:`~rfkit.validation.model.Claim`
-      enforces it).
+      so every deciding reading of such a claim names its words (the registry's tests require it of every
+      audited paper).
     * ``beside=True``: a reading the words do not make (another section's version, a convention of the
       field): it is tested and reported beside the verdict ("holds under the reading ..."), never deciding it.
     """

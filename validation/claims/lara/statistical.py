@@ -218,8 +218,14 @@ _PHASES = np.linspace(0.0, 2 * PI, 16, endpoint=False)  # trapezoid on a period:
 
 
 def _kernel_moments_quadrature(x2, y2, feature_map: str) -> tuple[float, float, float]:
+    return _kernel_moments_cached(tuple(map(float, x2)), tuple(map(float, y2)), feature_map)
+
+
+@functools.lru_cache(maxsize=4096)
+def _kernel_moments_cached(x2: tuple, y2: tuple, feature_map: str) -> tuple[float, float, float]:
     """``E[ξᵀξ]``, ``E[(ξᵀξ)²]`` and ``E|ξᵀξ|`` (the magnitude summed: round-off scale) for one ω by 2-D
     Gauss-Hermite; the phase map integrates over a phase grid too (its square needs the phase inside)."""
+    x2, y2 = np.array(x2), np.array(y2)
     nodes, weights = gauss_hermite_rule(GH_NODES, 2)
     phases = _PHASES if feature_map == "trig_cos_phase" else [None]
     first = second = magnitude = 0.0
@@ -260,8 +266,35 @@ def _sequential(ctx: CellContext, draw, prediction: float, parts: int = 1, **kwa
 KERNEL_BIAS_THRESHOLD = 0.05
 
 
+def _as_tuple(value) -> tuple:
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+
+def _geometries(p: dict) -> list[tuple[float, float, float]]:
+    """Every ``(‖x‖, ‖y‖, angle)`` of an exact cell's sweep (the product of its tuple-valued axes)."""
+    return [(a, b, c) for a in _as_tuple(p["norm_x"]) for b in _as_tuple(p["norm_y"]) for c in _as_tuple(p["angle"])]
+
+
+def _eq1_exact_cell(ctx: CellContext) -> Evidence:
+    """Eq 1 by Gauss-Hermite on the plane of x and y at every geometry of the sweep (exact reduction, any D)."""
+    fmap = ctx.params["feature"]
+    parts, worst = [], []
+    for geometry in _geometries(ctx.params):
+        x2, y2 = _plane_pair(*geometry)
+        target = math.exp(float(x2 @ y2))
+        first, _, magnitude = _kernel_moments_quadrature(x2, y2, fmap)
+        parts.append(exact_test(first / QUADRATURE_THRESHOLD, target / QUADRATURE_THRESHOLD,
+                                tolerance=ctx.tolerance, scale=max(target, magnitude)))
+    worst = max(range(len(parts)), key=lambda i: parts[i].effect)
+    return combine(parts, extra=dict(method="Gauss-Hermite on the plane of x and y", geometries=len(parts),
+                                     worst_geometry=list(_geometries(ctx.params)[worst]),
+                                     worst_effect=parts[worst].effect))
+
+
 def _eq1_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
+    if p["route"] == "exact":
+        return _eq1_exact_cell(ctx)
     fmap, S = p["feature"], p["S"]
     geometry = _pair_params(p)
     x2, y2 = _plane_pair(*geometry)
@@ -284,28 +317,76 @@ def _eq1_cell(ctx: CellContext) -> Evidence:
 NORMS = [0.0, 0.5, 1.0, 2.0, 3.0, 4.0]
 ANGLES = [0.0, PI / 4, PI / 2, 3 * PI / 4, PI]
 
+#: The Monte Carlo cells' geometries (‖x‖, ‖y‖, angle): small and oblique; x = -y; x = 0.
+EQ1_MC_PAIRS = {(0.5, 0.5, PI / 4): "small", (1.0, 1.0, PI): "opposite", (0.0, 0.5, 0.0): "zero"}
+#: The exact route's sweep at quick (every end of each axis, x ∥ y and x = -y) and full (the register's grid).
+EQ1_QUICK_SWEEP = dict(norm_x=(0.0, 1.0, 4.0), norm_y=(0.0, 2.0, 4.0), angle=(0.0, PI / 2, PI))
+EQ1_FULL_SWEEP = dict(norm_x=tuple(NORMS), norm_y=tuple(NORMS), angle=tuple(ANGLES))
+
+
+def _eq1_where(p: dict, variant: str) -> bool:
+    """Exact cells: one per map, the whole (‖x‖, ‖y‖, angle) sweep, S = 1 and D = 2 (the plane; the reduction is exact
+    at any D, and the S-sample mean has the expectation of one term). Monte Carlo cells (``sparse``, quick): the
+    small pair at every D > 1 (S = 16) and at D = 8, S = 1; x = -y and x = 0 at D = 1 (S = 1). ``dense`` (full):
+    every D and S (1024 included) at the three pairs."""
+    sweep = [isinstance(p[a], tuple) for a in ("norm_x", "norm_y", "angle")]
+    if p["route"] == "exact":
+        return all(sweep) and p["S"] == 1 and p["d"] == 2
+    if any(sweep):
+        return False
+    geometry = (p["norm_x"], p["norm_y"], p["angle"])
+    if geometry not in EQ1_MC_PAIRS or p["d"] == 1 and p["angle"] not in (0.0, PI):
+        return False
+    if p["design"] == "dense":
+        return True
+    name = EQ1_MC_PAIRS[geometry]
+    if name == "small":
+        return p["S"] == 16 or p["d"] == 8 and p["S"] == 1
+    return p["d"] == 1 and p["S"] == 1
+
+
+def _kernel_domain(words_norms: str, norm_end: float, d_end: int, s_end: int, maps) -> dict:
+    return dict(
+        feature=Choice("the App C mappings " + ", ".join(maps), tuple(maps)),
+        norm_x=Range("x ∈ R^D arbitrary: ‖x‖ " + words_norms, 0.0, math.inf, up_to=(None, norm_end),
+                     why=f"the register's largest norm ({norm_end:g}); exp(x·y) and the variance grow as e^{{‖x‖²}}"),
+        norm_y=Range("y ∈ R^D arbitrary: ‖y‖ " + words_norms, 0.0, math.inf, up_to=(None, norm_end),
+                     why=f"the register's largest norm ({norm_end:g})"),
+        angle=Range("every angle between x and y, x ∥ y (0) and x = -y (π) included", 0.0, PI,
+                    boundaries=(0.0, PI)),
+        d=Integers("x, y, ω ∈ R^D (D = 1: x ∥ y only)", 1, math.inf, points=(1, 2), up_to=d_end,
+                   why="the register's largest D"),
+        S=Integers("S samples ω_s (register S ∈ {1, 16, 1024})", 1, math.inf, points=(1,), up_to=s_end,
+                   why="a mean of S iid terms has the expectation of one term; S = 1024 runs at the full tier "
+                       "(~6e6 draws a cell)"))
+
+
 EQ1_KERNEL = Claim(
-    id="lara.eq1.kernel_expectation", paper="lara", source="§2.2 Eq 1; App C; App A Eq 14; App B Eq 18",
+    id="lara.eq1.kernel_expectation", source="§2.2 Eq 1; App C; App A Eq 14; App B Eq 18",
     statement="exp(x·y) = E_{ω~N(0,I)}[ξ(x,ω)ᵀξ(y,ω)], so (1/S)Σ_s ξ(x,ω_s)ᵀξ(y,ω_s) is unbiased, for the four App C "
               "maps (positive, random-phase cos, sin/cos, hyperbolic).",
     kind="expectation",
-    hypotheses="x, y ∈ R^D arbitrary (norms 0-4, every angle, x ∥ y and x = -y); ω ~ N(0, I_D); phase b ~ U(0, 2π)",
+    domain=_kernel_domain("(register 0-4)", 4.0, 128, 16, XI_MAPS),
     tolerance=1.0,
     units="violation in units of each part's threshold: quadrature relative error / 1e-8; Monte Carlo relative "
           "bias / 0.05",
     cell=_eq1_cell,
-    grid={"smoke": dict(feature=list(XI_MAPS), d=[8], pair=["small"], S=[16]),
-          "quick": dict(feature=list(XI_MAPS), d=[3], pair=["zero", "small", "opposite", "large", "large_opposite"],
-                        S=[1, 16]),
-          "full": dict(feature=list(XI_MAPS), d=[1, 2, 8, 64, 128], norm_x=NORMS, norm_y=NORMS, angle=ANGLES,
-                       S=[1, 16, 1024])},
-    replicates={"smoke": 40_000, "quick": 200_000, "full": 1_000_000},
-    where=lambda p, v: p["d"] > 1 or _pair_params(p)[2] in (0.0, PI),
+    grid=tiers(dict(route=["exact", "mc"], feature=list(XI_MAPS), d=[1, 2, 8, 128], S=[1, 16],
+                    norm_x=[EQ1_QUICK_SWEEP["norm_x"], 0.0, 0.5, 1.0], norm_y=[EQ1_QUICK_SWEEP["norm_y"], 0.5, 1.0],
+                    angle=[EQ1_QUICK_SWEEP["angle"], 0.0, PI / 4, PI], design=["sparse"]),
+               smoke=dict(d=[1, 2, 8, 128]),
+               full=dict(d=[1, 2, 8, 64, 128], S=[1, 16, 1024], norm_x=[EQ1_FULL_SWEEP["norm_x"], 0.0, 0.5, 1.0],
+                         norm_y=[EQ1_FULL_SWEEP["norm_y"], 0.5, 1.0],
+                         angle=[EQ1_FULL_SWEEP["angle"], 0.0, PI / 4, PI], design=["dense"])),
+    replicates=tiers(200_000, smoke=40_000, full=1_000_000),
+    where=_eq1_where,
     roles=("pair_log_kernel",), plot_x="S",
-    notes="(a) Gauss-Hermite on the plane of x and y (exact reduction: ω's projection on it is N(0, I_2)); (b) Monte "
-          "Carlo mean of the S-sample estimate where the exact relative variance "
-          "(lara.derived.kernel_relative_variance) "
-          "keeps the replicates affordable (<= 4e5); elsewhere quadrature alone decides, as the register says.",
+    related={"lara.derived.kernel_relative_variance": "the variance of this estimate (sizes its Monte Carlo)"},
+    notes="(a) Gauss-Hermite on the plane of x and y (exact reduction: ω's projection on it is N(0, I_2)), one cell "
+          "per map sweeping every (‖x‖, ‖y‖, angle) of the grid; (b) Monte Carlo mean of the S-sample estimate "
+          "where the exact relative variance (lara.derived.kernel_relative_variance) keeps the replicates "
+          "affordable (<= 4e5), at D from 1 to 128 and S ∈ {1, 16} (1024: full tier); elsewhere quadrature alone "
+          "decides, as the register says.",
 )
 
 
@@ -322,18 +403,32 @@ MIN_RELATIVE_VARIANCE = 1e-6
 SOFTMAX_TERMS = {"positive": "positive", "trig_sincos": "trig", "hyperbolic": "hyperbolic"}
 
 
-def _kernel_variance_cell(ctx: CellContext) -> Evidence:
-    p = ctx.params
-    fmap, S = p["feature"], p["S"]
-    geometry = _pair_params(p)
+def _variance_parts(ctx: CellContext, fmap: str, geometry, S: int) -> tuple[Evidence, float, float]:
+    """The exact part at one geometry: the quadrature variance against the prediction; returns it with both."""
     x2, y2 = _plane_pair(*geometry)
     target = math.exp(float(x2 @ y2))
     predicted = theory.kernel_relative_variance(x2, y2, fmap, S)
     first, second, _ = _kernel_moments_quadrature(x2, y2, fmap)
     quad = (second - first**2) / S / target**2
     scale = max(predicted, second / S / target**2)  # the variance is a difference of moments of this size
-    parts = [exact_test(quad / QUADRATURE_THRESHOLD, predicted / QUADRATURE_THRESHOLD, tolerance=ctx.tolerance,
-                        scale=scale)]
+    return (exact_test(quad / QUADRATURE_THRESHOLD, predicted / QUADRATURE_THRESHOLD, tolerance=ctx.tolerance,
+                       scale=scale), predicted, quad)
+
+
+def _kernel_variance_cell(ctx: CellContext) -> Evidence:
+    p = ctx.params
+    # the beside reading tests rfkit's own value for the random-phase map in the cells of the named maps
+    fmap, S = ("trig_cos_phase" if ctx.variant == "phase_map" else p["feature"]), p["S"]
+    if p["route"] == "exact":
+        parts = [_variance_parts(ctx, fmap, g, S)[0] for g in _geometries(p)]
+        worst = max(range(len(parts)), key=lambda i: parts[i].effect)
+        return combine(parts, extra=dict(method="Gauss-Hermite second moment on the plane", geometries=len(parts),
+                                         worst_geometry=list(_geometries(p)[worst])))
+    geometry = (p["norm_x"], p["norm_y"], p["angle"])
+    exact, predicted, quad = _variance_parts(ctx, fmap, geometry, S)
+    parts = [exact]
+    x2, y2 = _plane_pair(*geometry)
+    target = math.exp(float(x2 @ y2))
     exponent = float(max(np.sum((x2 + y2) ** 2), np.sum((x2 - y2) ** 2)))
     if exponent <= MC_VARIANCE_MAX_EXPONENT and predicted > MIN_RELATIVE_VARIANCE:
         x, y = controlled_pair(*geometry, p["d"], ctx.rng)
@@ -349,27 +444,63 @@ def _kernel_variance_cell(ctx: CellContext) -> Evidence:
     return combine(parts, extra=dict(predicted=predicted, quadrature=quad))
 
 
+#: The named maps of the statement (the random-phase map is the beside reading ``phase_map``).
+VARIANCE_MAPS = ("positive", "hyperbolic", "trig_sincos")
+#: Monte Carlo geometries of the variance (max(‖x+y‖², ‖x-y‖²) <= 0.6: an informative squared error).
+VARIANCE_MC_PAIRS = {(0.3, 0.3, 3 * PI / 4): "obtuse", (0.0, 0.5, 0.0): "zero"}
+VARIANCE_QUICK_SWEEP = dict(norm_x=(0.0, 1.0, 3.0), norm_y=(0.0, 0.5, 3.0), angle=(0.0, PI / 2, PI))
+VARIANCE_FULL_SWEEP = dict(norm_x=tuple(NORMS[:5]), norm_y=tuple(NORMS[:5]), angle=tuple(ANGLES))
+
+
+def _variance_where(p: dict, variant: str) -> bool:
+    """Exact cells: one per map, the whole (‖x‖, ‖y‖, angle) sweep at S = 1, D = 2 (the plane). Monte Carlo cells
+    (``sparse``, quick): the obtuse pair at D = 2 (S = 16), D = 8 and D = 64 (S = 1); x = 0 at D = 1 (S = 1);
+    ``dense`` (full): every D and S at both pairs. The ``phase_map`` reading runs its Monte Carlo in the positive
+    map's cells only (its quadratures are shared, cached)."""
+    sweep = [isinstance(p[a], tuple) for a in ("norm_x", "norm_y", "angle")]
+    if p["route"] == "exact":
+        return all(sweep) and p["S"] == 1 and p["d"] == 2
+    if any(sweep) or variant == "phase_map" and p["feature"] != "positive":
+        return False
+    geometry = (p["norm_x"], p["norm_y"], p["angle"])
+    if geometry not in VARIANCE_MC_PAIRS or p["d"] == 1 and p["angle"] not in (0.0, PI):
+        return False
+    if p["design"] == "dense":
+        return True
+    if VARIANCE_MC_PAIRS[geometry] == "obtuse":
+        return p["d"] == 2 and p["S"] == 16 or p["d"] in (8, 64) and p["S"] == 1
+    return p["d"] == 1 and p["S"] == 1
+
+
 KERNEL_VARIANCE = Claim(
-    id="lara.derived.kernel_relative_variance", paper="lara", source="register: derived prediction (from Eq 1, App C)",
+    id="lara.derived.kernel_relative_variance", source="register: derived prediction (from Eq 1, App C)",
     statement="For ω ~ N(0, I), Var[ξ(x,ω)ᵀξ(y,ω)]/exp(2x·y) is exp(‖x+y‖²) - 1 (positive), cosh(‖x+y‖²) - 1 "
               "(hyperbolic), 2 sinh²(‖x-y‖²/2) (sin/cos); with S samples divide by S.",
     kind="moment",
-    hypotheses="x, y arbitrary (norms 0-3, every angle); the random-phase map's value 2 sinh²(t/2) + e^t/2 "
-               "(t = ‖x-y‖²) is rfkit's own derivation and checked alongside",
+    domain=_kernel_domain("(register 0-3)", 3.0, 64, 16, VARIANCE_MAPS),
+    readings={"literal": Reading("the three maps the statement names"),
+              "phase_map": Reading("App C's random-phase map √2 e^{‖x‖²/2} cos(ω·x + b), which the statement does "
+                                   "not name: rfkit's own value 2 sinh²(t/2) + e^t/2 (t = ‖x-y‖²)", beside=True)},
     tolerance=1.0,
     units="violation in units of each part's threshold: quadrature relative error / 1e-8; Monte Carlo relative "
           "error of the variance / 0.1",
     cell=_kernel_variance_cell,
-    grid={"smoke": dict(feature=list(XI_MAPS), d=[4], pair=["obtuse"], S=[1]),
-          "quick": dict(feature=list(XI_MAPS), d=[3], pair=["zero", "obtuse", "opposite", "orthogonal", "large"],
-                        S=[1, 16]),
-          "full": dict(feature=list(XI_MAPS), d=[1, 2, 8, 64], norm_x=NORMS[:5], norm_y=NORMS[:5], angle=ANGLES,
-                       S=[1, 16, 1024])},
-    replicates={"smoke": 150_000, "quick": 150_000, "full": 1_000_000},
-    where=lambda p, v: p["d"] > 1 or _pair_params(p)[2] in (0.0, PI),
+    grid=tiers(dict(route=["exact", "mc"], feature=list(VARIANCE_MAPS), d=[1, 2, 8, 64], S=[1, 16],
+                    norm_x=[VARIANCE_QUICK_SWEEP["norm_x"], 0.0, 0.3],
+                    norm_y=[VARIANCE_QUICK_SWEEP["norm_y"], 0.3, 0.5],
+                    angle=[VARIANCE_QUICK_SWEEP["angle"], 0.0, 3 * PI / 4], design=["sparse"]),
+               smoke=dict(d=[1, 2, 64]),
+               full=dict(S=[1, 16, 1024], norm_x=[VARIANCE_FULL_SWEEP["norm_x"], 0.0, 0.3],
+                         norm_y=[VARIANCE_FULL_SWEEP["norm_y"], 0.3, 0.5],
+                         angle=[VARIANCE_FULL_SWEEP["angle"], 0.0, 3 * PI / 4], design=["dense"])),
+    replicates=tiers(150_000, smoke=150_000, full=1_000_000),
+    where=_variance_where,
     roles=("pair_log_kernel",), plot_x="S",
-    notes="Quadrature of the second moment everywhere (the exact check); Monte Carlo of the squared relative error "
-          "only where max(‖x+y‖², ‖x-y‖²) <= 0.6, where its own variance is moderate (the register's advice).",
+    related={"lara.eq1.kernel_expectation": "the estimate whose variance this is (sizes its Monte Carlo)"},
+    notes="Quadrature of the second moment on the plane of x and y, one cell per map sweeping every (‖x‖, ‖y‖, "
+          "angle) of the grid (the exact check); Monte Carlo of the squared relative error only where "
+          "max(‖x+y‖², ‖x-y‖²) <= 0.6, where its own variance is moderate (the register's advice), at D from 1 to "
+          "64. Dividing by S is the variance of a mean of S iid terms; S = 16 is tested by Monte Carlo.",
 )
 
 
@@ -592,14 +723,46 @@ def _values(rng, m, dv, kind):
     return values(rng, m, dv, kind)
 
 
+#: Points ω of the identity route per cell: half drawn from p_n (where its mass is), half from N(0, I).
+IDENTITY_POINTS = 256
+
+
+def _prop32_identity(ctx: CellContext, q, k, v, mu, scale: float) -> Evidence:
+    """Prop 3.2's proof as a pointwise identity, exact at any D and M: with a_m = q_n + k_m, p_n(ω) f_n(ω) =
+    Σ_m π_nm N(ω; a_m, I) v_m, i.e. f_n(ω) = Σ_m r_m(ω) v_m with the mixture's responsibilities r_m = π_nm N(ω; a_m,
+    I)/p_n(ω); since ∫ p_n r_m = π_nm N(·; a_m, I)'s mass = π_nm, E_{p_n}[f_n] = Σ_m π_nm v_m, which must equal the
+    softmax row. Three parts (error / 1e-8 on max|v|): f_n (Eq 6, rfkit) against Σ r_m v_m at the points; log p_n
+    (Eq 5, rfkit) against the log of the mixture written out; Σ_m π_nm v_m against the softmax row."""
+    a = q[0] + k                                                                   # (M, D)
+    log_pi = ra_est.softmax_log_weights(q, k)[0][0]
+    half = IDENTITY_POINTS // 2
+    d = q.shape[1]
+    z = np.minimum(np.searchsorted(np.cumsum(np.exp(log_pi)), ctx.rng.random(half)), k.shape[0] - 1)  # z ~ π_n
+    omega = np.concatenate([a[z] + ctx.rng.standard_normal((half, d)), ctx.rng.standard_normal((half, d))])
+    sq = (omega**2).sum(-1)[:, None] - 2 * omega @ a.T + (a**2).sum(-1)[None]          # ‖ω - a_m‖² (G, M)
+    log_comp = log_pi - 0.5 * sq - 0.5 * d * math.log(2 * PI)
+    log_p = rfa_est.logsumexp(log_comp, axis=-1)
+    resp = np.exp(log_comp - log_p[:, None])
+    f = rfa_est.key_statistics(k, v, omega).F                                      # (G, D_v)
+    mixture_log_p = _log_mixture(q[0], k, omega)
+    t = QUADRATURE_THRESHOLD
+    parts = [exact_test(f / t, resp @ v / t, tolerance=ctx.tolerance, scale=scale),
+             exact_test(mixture_log_p / t, log_p / t, tolerance=ctx.tolerance, scale=np.maximum(1.0, np.abs(log_p))),
+             exact_test(np.exp(log_pi) @ v / t, mu / t, tolerance=ctx.tolerance, scale=scale)]
+    return combine(parts, extra=dict(method="pointwise identity p_n f_n = Σ_m π_nm N(·; q_n + k_m, I) v_m",
+                                     worst=[e.effect for e in parts]))
+
+
 def _prop32_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     q, k, v = _cell_inputs(ctx, 1, p["M"])
     v = _values_for(ctx, v)
     mu = _softmax_rows(q, k, v)[0]
+    scale = _value_scale(v)
+    if p["route"] == "identity":
+        return _prop32_identity(ctx, q, k, v, mu, scale)
     pi = np.exp(ra_est.softmax_log_weights(q, k)[0][0])
     centers = q[0] + k                                                            # (M, D)
-    scale = _value_scale(v)
     if p["d"] <= 2:
         nodes, weights = gauss_hermite_rule(GH_F_NODES, p["d"])
         f = rfa_est.key_statistics(k, v, centers[:, None, :] + nodes[None]).F       # (M, G, D_v)
@@ -628,28 +791,71 @@ def _prop32_cell(ctx: CellContext) -> Evidence:
 #: Bias of the stratified Monte Carlo estimate of E_{p_n}[f_n] that matters, in units of max|v|.
 PROP32_BIAS_THRESHOLD = 0.02
 
+PROP32_INPUTS = ("gauss", "peaked", "identical_keys", "zero_query", "zero_keys")
+PROP32_VALUES = ("gaussian", "one_hot", "large")
+
+
+#: The smoke tier's identity cells (D, M, logit std, values, inputs): every end, structural point and construction once.
+PROP32_SMOKE = {(1, 1, 0.25, "gaussian", "gauss"), (2, 2, 4.0, "one_hot", "gauss"), (64, 784, 4.0, "large", "gauss"),
+                (64, 2, 4.0, "gaussian", "peaked"), (1, 784, 4.0, "gaussian", "identical_keys"),
+                (64, 784, 4.0, "gaussian", "zero_query"), (2, 8, 4.0, "gaussian", "zero_keys")}
+
+
+def _prop32_where(p: dict, variant: str) -> bool:
+    """Integral route (the expectation itself: quadrature D <= 2, stratified Monte Carlo otherwise): ``sparse``
+    (quick) D ∈ {1, 8}, M ∈ {1, 32}, G-gauss and G-peaked, as before the port (smoke, ``diagonal``: D ∈ {2, 8},
+    M = 8); ``dense`` (full) every point. Identity route (exact, any D and M, ~ms a cell): the product of D and M at
+    G-gauss, Gaussian values, both logit stds; the other values and input families at the corners D ∈ {1, 64},
+    M ∈ {2, 784}, logit std 4."""
+    if p["design"] == "diagonal":  # smoke: the earlier integral cells and the identity's diagonal
+        if p["route"] == "integral":
+            return p["M"] == 8 and p["d"] in (2, 8) and p["logit_std"] == 1.0 and p["inputs"] == "gauss" \
+                and p["values"] == "gaussian"
+        return (p["d"], p["M"], p["logit_std"], p["values"], p["inputs"]) in PROP32_SMOKE
+    if p["route"] == "integral":
+        if p["design"] == "sparse" and not (p["d"] in (1, 8) and p["M"] in (1, 32)):
+            return False
+        return ((p["inputs"] in ("gauss", "peaked") or p["design"] == "dense")
+                and (p["inputs"] == "gauss" or p["logit_std"] == 4.0)
+                and not (p["M"] == 1 and p["inputs"] != "gauss") and (p["values"] == "gaussian" or p["d"] <= 2))
+    if p["inputs"] == "gauss" and p["values"] == "gaussian":
+        return True
+    return (p["logit_std"] == 4.0 and p["d"] in (1, 64) and p["M"] in (2, 784)
+            and (p["inputs"] == "gauss" or p["values"] == "gaussian"))
+
+
 PROP32 = Claim(
-    id="lara.prop3_2.softmax_expectation", paper="lara", source="§3.2 Prop 3.2 (Eq 7); App B Eqs 17-18",
+    id="lara.prop3_2.softmax_expectation", source="§3.2 Prop 3.2 (Eq 7); App B Eqs 17-18",
     statement="SoftmaxAttn(q_n, K, V) = E_{p_n(ω)}[f_n(ω)], with p_n from Eq 5 and f_n from Eq 6.",
     kind="expectation",
-    hypotheses="positive map; G-gauss (logit std 0.25-4), G-peaked and G-degenerate inputs; Gaussian, one-hot and "
-               "x100 values",
+    domain=dict(
+        d=Integers("ω, q_n, k_m ∈ R^D (register D ∈ {1, 2, 8, 64})", 1, math.inf, points=(1, 2), up_to=64,
+                   why="the register's largest D"),
+        M=Integers("p_n over M keys (register M ∈ {1, 2, 32, 196, 784}; M = 1: f_n ≡ v_1)", 1, math.inf,
+                   points=(1, 2), up_to=784, why="the register's largest M"),
+        logit_std=Range("π_n from flat to near one-hot (register logit std 0.25-4)", 0.25, 4.0),
+        values=Choice("V unquantified: the register's Gaussian, one-hot and x100 values", PROP32_VALUES),
+        inputs=Choice("q_n, K unquantified: the register's G-gauss, G-peaked and G-degenerate (identical keys, zero "
+                      "query, zero keys) inputs", PROP32_INPUTS)),
     tolerance=1.0,
-    units="violation in units of each method's threshold: quadrature (D <= 2) error / (1e-8 max|v|); stratified "
-          "Monte Carlo (one draw per component, weighted by π) bias along a random direction / (0.02 max|v|)",
+    units="violation in units of each method's threshold: exact parts (quadrature, pointwise identity) error / "
+          "(1e-8 max|v|); stratified Monte Carlo (one draw per component, weighted by π) bias along a random "
+          "direction / (0.02 max|v|)",
     cell=_prop32_cell,
-    grid={"smoke": dict(d=[2, 8], M=[8], logit_std=[1.0], values=["gaussian"], inputs=["gauss"]),
-          "quick": dict(d=[1, 8], M=[1, 32], logit_std=[0.25, 4.0], values=["gaussian", "one_hot", "large"],
-                        inputs=["gauss", "peaked"]),
-          "full": dict(d=[1, 2, 8, 64], M=[1, 2, 32, 196, 784], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0],
-                       values=["gaussian", "one_hot", "large"],
-                       inputs=["gauss", "peaked", "identical_keys", "zero_query", "zero_keys"])},
-    replicates={"smoke": 10_000, "quick": 20_000, "full": 400_000},
-    where=lambda p, v: (p["inputs"] == "gauss" or p["logit_std"] == 4.0)
-    and not (p["M"] == 1 and p["inputs"] != "gauss")
-    and (p["values"] == "gaussian" or p["d"] <= 2),
+    grid=tiers(dict(route=["integral", "identity"], d=[1, 2, 8, 64], M=[1, 2, 32, 196, 784],
+                    logit_std=[0.25, 4.0], values=list(PROP32_VALUES), inputs=list(PROP32_INPUTS),
+                    design=["sparse"]),
+               smoke=dict(d=[1, 2, 8, 64], M=[1, 2, 8, 784], logit_std=[0.25, 1.0, 4.0], design=["diagonal"]),
+               full=dict(logit_std=[0.25, 0.5, 1.0, 2.0, 4.0], design=["dense"])),
+    replicates=tiers(20_000, smoke=10_000, full=400_000),
+    where=_prop32_where,
     plot_x="M",
-    notes="Quadrature for D <= 2 (60 Gauss-Hermite nodes per axis, per component); stratified Monte Carlo otherwise.",
+    notes="Two routes. Integral: the expectation itself, by Gauss-Hermite for D <= 2 (60 nodes per axis, per "
+          "component) and stratified Monte Carlo otherwise (one draw per component, betting confidence sequence on "
+          "the values' range). Identity (exact at every D and M, the register's D = 64 and M = 784 included): Prop "
+          "3.2's proof, p_n(ω) f_n(ω) = Σ_m π_nm N(ω; q_n + k_m, I) v_m, checked to round-off at 256 points (half "
+          "from p_n, half from N(0, I)) together with Eq 5's log density and Σ_m π_nm v_m = the softmax row; "
+          "integrating the identity gives E_{p_n}[f_n] = Σ_m π_nm v_m exactly.",
 )
 
 
