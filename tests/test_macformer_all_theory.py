@@ -202,3 +202,18 @@ def test_theorem3_r_and_rhs_shapes():
     k, v = rng.standard_normal((5, 3)), rng.uniform(0.1, 1, (5, 2))
     t = T.theorem3_t(0.3, k, v, r, "real")
     assert t.shape == (5, 2) and np.isfinite(t).all()
+
+
+def test_delta_method_outside_the_kernel_radius_is_inf_not_nan():
+    # inv/log/sqrt have a finite radius: at unit-scale inputs κ or G diverges for some queries; the prediction
+    # must say so with inf (the claims skip non-finite predictions), never the nan of inf - inf, and warn nothing
+    import warnings
+
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
+    for kernel in ("inv", "log", "sqrt"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            d = T.rmfa_delta_method(q, k, v, kernel, p=2.0)
+        assert not any(np.isnan(a).any() for a in (d.attn_kappa, d.bias, d.variance))
+        assert np.isinf(d.bias).any()

@@ -420,7 +420,9 @@ def rmfa_delta_method(q, k, v, kernel: str = "exp", *, p: float = 2.0, n_law: st
                       scale_inputs: bool = True) -> RatioDelta:
     """``attn^κ``, ``b`` and ``v`` of RMFA at inputs ``q (n_q, d)``, ``k (n_k, d)``, ``v (n_k, d_v)`` (module doc).
 
-    ``keep`` is ``M'`` (``(n_q, n_k)`` bool, default all). Cost ``O(n_q n_k² d)``.
+    ``keep`` is ``M'`` (``(n_q, n_k)`` bool, default all). Cost ``O(n_q n_k² d)``. A query whose second-moment
+    series diverges at a kept key (``G = ∞``) gets ``bias = variance = inf``; one whose ``κ`` series diverges
+    also ``attn_kappa = inf``.
     """
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     if scale_inputs:
@@ -428,12 +430,19 @@ def rmfa_delta_method(q, k, v, kernel: str = "exp", *, p: float = 2.0, n_law: st
     keep = np.ones((q.shape[0], k.shape[0]), dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
     series = functools.partial(_moment_series, kernel, coeffs, p, n_law, weight)
     kap = np.where(keep, series(1, q @ k.T), 0.0)
+    # a query whose κ or second-moment series diverges at a kept key (outside the kernel's radius) has no
+    # delta-method value: inf, never the nan of inf - inf
+    diverged = ~np.isfinite(kap).all(axis=1)
     mu = kap.sum(axis=1)
-    attn = kap @ v / mu[:, None]
+    attn = np.where(diverged[:, None], 0.0, kap) @ v / np.where(diverged, 1.0, mu)[:, None]
+    attn[diverged] = np.inf
     bias, var = np.empty_like(attn), np.empty_like(attn)
     for a in range(q.shape[0]):
         kept = np.flatnonzero(keep[a])
-        g = series(2, fourth_moment_matrix(q[a], k[kept]))
+        g = series(2, fourth_moment_matrix(q[a], k[kept])) if not diverged[a] else None
+        if g is None or not np.isfinite(g).all():
+            bias[a] = var[a] = np.inf
+            continue
         centred = v[kept] - attn[a]
         bias[a] = -(g @ centred).sum(axis=0) / mu[a] ** 2
         var[a] = np.einsum("ic,ij,jc->c", centred, g, centred) / mu[a] ** 2
