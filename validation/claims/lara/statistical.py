@@ -63,15 +63,6 @@ from .inputs import attention_inputs, norm_inputs, unit_vectors
 PI = math.pi
 #: Queries whose estimates a cell tests (Bonferroni inside the cell).
 TESTED_QUERIES = 3
-#: Nelder-Mead iterations of the adversarial searches per tier (objectives are closed forms or common-random-number
-#: Monte Carlo; smoke only checks that the search runs).
-SEARCH_ITERATIONS = {"smoke": 15, "quick": 80, "full": 400}
-
-
-def _iterations(ctx: CellContext, factor: float = 1.0) -> int:
-    return max(5, int(SEARCH_ITERATIONS.get(ctx.tier, 80) * factor))
-
-
 # =============================================================================== shared helpers
 
 
@@ -108,15 +99,6 @@ def _pair_variance(y: np.ndarray) -> np.ndarray:
 def _at_least(samples, claimed: float, scale: float, ctx: CellContext, extra: dict | None = None, **test) -> Evidence:
     """Claim ``E[samples]/scale >= claimed`` (see the module notes on "is biased")."""
     return mean_test(np.asarray(samples) / scale, claimed, alternative="greater", **(test or ctx.test), extra=extra)
-
-
-def _queries_test(ctx: CellContext, estimates: np.ndarray, targets: np.ndarray, scale: float, extra=None) -> Evidence:
-    """``E[y_nd] = target_nd`` for every coordinate of each tested query (``estimates (R, n, D_v)``): Bonferroni-
-    corrected per-coordinate tests inside the cell (the register's alternative to Hotelling's T²)."""
-    n, dv = estimates.shape[1:]
-    parts = [mean_test(estimates[:, i, j], float(targets[i, j]), scale=scale, **ctx.sub_test(n * dv))
-             for i in range(n) for j in range(dv)]
-    return combine(parts, extra=extra)
 
 
 def _rfa_replicates(q, k, v, omega) -> np.ndarray:

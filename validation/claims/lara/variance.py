@@ -988,11 +988,15 @@ def _eq20_where(p, v) -> bool:
         return False
     if p["proposal"] == "standard":
         return p["C"] == 1
-    if p["proposal"] == "eq32" and p["C"] > 4:
-        return False
     if p["weights"] in DELTA_FULL_WEIGHTS and p["proposal"] in DELTA_FULL_PROPOSALS and p["C"] != 2:
-        return True
-    return p["S_c"] == 1 and p["d"] == 1 and p["N"] == 16 and p["max_norm"] == 0.5 and p["C"] <= 4
+        return p["proposal"] != "eq32" or p["C"] <= 4
+    return _delta_rest(p, S_c=1)
+
+
+def _delta_rest(p, S_c: int) -> bool:
+    """The rest of the MIS domain (every weighting and proposal, C = 2) of the delta-method claims: at ``S_c``, D = 1,
+    N = 16, norms <= 0.5, C <= 4."""
+    return p["S_c"] == S_c and p["d"] == 1 and p["N"] == 16 and p["max_norm"] == 0.5 and p["C"] <= 4
 
 
 EQ20_DELTA = Claim(
@@ -1033,11 +1037,9 @@ def _snis_where(p, v) -> bool:
         return False
     if p["C"] == 1:
         return p["weights"] == "constant"
-    if p["proposal"] == "eq32" and p["C"] > 4:
-        return False
     if p["weights"] in SNIS_WEIGHTS and p["proposal"] == "eq34" and p["C"] != 2:
         return True
-    return p["S_c"] == 64 and p["d"] == 1 and p["N"] == 16 and p["max_norm"] == 0.5 and p["C"] <= 4
+    return _delta_rest(p, S_c=64)
 
 
 SNIS_DELTA = Claim(
@@ -1068,23 +1070,6 @@ SNIS_DELTA = Claim(
           "quick runs 3 weightings of 9, 2 proposals of 11 and C = 1, 4 (~4 s a cell at S_c = 64: covering the domain "
           "at quick costs ~20 more cells, ~80 s); the full tier covers it.",
 )
-
-
-def _mis_family(q, lp, weight_name: str, i: int) -> dict:
-    """Theory's description of the weighting family of ``weight_name`` for query ``i`` (see
-    :func:`rfkit.theory.lara.mis_second_moment_bound`)."""
-    options = _weight_options(weight_name)
-    kind = options.pop("kind")
-    if lp.proposals.n_components == 1:
-        return dict(weights="single")
-    if kind in ("balance", "constant"):
-        return dict(weights=kind)
-    if kind in ("eq9", "eq37"):
-        r = mis_est.rprime(q, lp.q_landmarks, axis=options.get("axis", "queries"))[i]
-        return dict(weights="eq9", delta=options["beta"] * (r - r.mean())) if kind == "eq9" else \
-            dict(weights="eq37", rprime=r)
-    # random partitions of unity: softmax in (0, 1); 1/C + (sin - mean sin)/2 in [2/C - 1, 1]
-    return dict(weights="bounded", alpha_max=1.0)
 
 
 def _unnormalised_variance_cell(ctx: CellContext) -> Evidence:
