@@ -17,8 +17,12 @@ Primitives (this package's modules):
 * :mod:`~rfkit.estimators.control_variates` — control-variate estimators (coefficient given or estimated);
 * :mod:`~rfkit.estimators.eva` — EVA: RFA as per-token control variates, ideal/practical/causal EVA,
   Scatterbrain;
-* :mod:`~rfkit.estimators.rfa` — RFA as self-normalised importance sampling (RA/LARA paper §2-3), merged
-  coordinates, Algorithm 2;
+* :mod:`~rfkit.estimators.proposals` — the :class:`~rfkit.estimators.proposals.Proposal` protocol
+  (``dim``, ``sample(rng, size)``, ``logpdf``), Gaussian and Gaussian-mixture proposals, the log ratio to
+  ``N(0, I)``;
+* :mod:`~rfkit.estimators.rfa` — RFA as self-normalised importance sampling (RA/LARA paper §2-3, EVA §2.2):
+  the one :func:`~rfkit.estimators.rfa.rfa_attention` (any proposal, every map and form, causal, per-query
+  samples), merged coordinates, Algorithm 2;
 * :mod:`~rfkit.estimators.ra` — randomized attention (unbiased RA, Eq 30 mixture sampler, biased RA,
   Algorithm 1);
 * :mod:`~rfkit.estimators.mis` — multiple importance sampling: Gaussian proposals and weighting functions
@@ -30,8 +34,8 @@ Primitives (this package's modules):
 * :mod:`~rfkit.estimators.ppsbn` — Macformer's pre/post scaling batch normalisation (ppSBN).
 
 The RA/LARA and Macformer modules are imported as submodules (``rfkit.estimators.lara.lara_attention``); their names are
-not flattened into this namespace (``rfkit.estimators.rfa.rfa_attention`` is the RA paper's RFA,
-``rfkit.estimators.rfa_attention`` EVA's).
+not flattened into this namespace, except :func:`~rfkit.estimators.rfa.rfa_attention`
+(``rfkit.estimators.rfa_attention`` is the same object) and the proposals.
 
 Conventions (shapes, scaling, randomness, errors) are those of the project's DESIGN notes: queries
 ``(..., N, d)``, keys ``(..., M, d)``, values ``(..., M, d_v)``; every random function takes ``rng``;
@@ -41,7 +45,7 @@ invalid input raises ``ValueError``/``TypeError`` naming the argument; unavoidab
 
 from rfkit.base.checks import NonPositiveDenominatorWarning, NumericalError
 
-from . import lara, maclaurin_kernels, mis, ppsbn, ra, rfa, rmf
+from . import lara, maclaurin_kernels, mis, ppsbn, proposals, ra, rfa, rmf
 from .attention import (
     AttentionStats,
     kernel_attention,
@@ -71,8 +75,6 @@ from .eva import (
     EXCLUDED,
     ControlVariateTerms,
     EvaDetails,
-    GaussianMixtureProposal,
-    GaussianProposal,
     LinearLayerNorm,
     PracticalPartition,
     ScatterbrainParts,
@@ -88,7 +90,6 @@ from .eva import (
     exact_set,
     partition_labels,
     practical_partition,
-    rfa_attention,
     scatterbrain_attention,
     shared_coefficients,
     token_coefficients,
@@ -133,10 +134,13 @@ from .projections import (
     rademacher_projection,
     spherical_projection,
 )
+from .proposals import GaussianMixtureProposal, GaussianProposal, Proposal, log_ratio
+from .rfa import rfa_attention
 from .structured import GivensProjection, HadamardProjection, fwht, givens_projection, hadamard_projection
 
 __all__ = [
-    "lara", "maclaurin_kernels", "mis", "ppsbn", "ra", "rfa", "rmf",
+    "lara", "maclaurin_kernels", "mis", "ppsbn", "proposals", "ra", "rfa", "rmf",
+    "Proposal", "log_ratio",
     "G_KINDS", "RADIAL_LAWS", "IsotropicLaw", "Maclaurin", "beautiful_estimate", "beautiful_projections",
     "beautiful_terms",
     "FavorStats", "ScanStats", "draw_projection", "favor_attention", "favor_features", "favor_from_features",

@@ -7,11 +7,14 @@ ratio ``r(ω) = N(ω; 0, I)/ρ(ω)``, and ``λ_{s,m} = r(ω_s) ξ(q_n, ω_s) ξ(
 
 What this module provides, each a composition of rfkit's primitives:
 
-* **proposals** — :class:`GaussianProposal` ``N(μ, τ²I)`` and :class:`GaussianMixtureProposal` (``sample``,
-  ``logpdf``, ``log_ratio``); :func:`log_xi` (``log ξ``);
-* **RFA as SNIS** (§2.2, Eq 4) — :func:`rfa_attention`: ``Σ_{s,m} λ v_m / Σ_{s,m} λ``; shared samples use
-  :func:`~rfkit.estimators.attention.linear_attention` (linear in ``N`` and ``M``, bidirectional or causal);
-  query-dependent samples the direct ``O(NSMd)`` path;
+* **proposals** — :class:`~rfkit.estimators.proposals.GaussianProposal` ``N(μ, τ²I)`` and
+  :class:`~rfkit.estimators.proposals.GaussianMixtureProposal` (re-exported from
+  :mod:`rfkit.estimators.proposals`: ``sample``, ``logpdf``; ``log r`` by
+  :func:`~rfkit.estimators.proposals.log_ratio`); :func:`~rfkit.estimators.rfa.log_xi` (``log ξ``);
+* **RFA as SNIS** (§2.2, Eq 4) — :func:`~rfkit.estimators.rfa.rfa_attention` (defined in
+  :mod:`rfkit.estimators.rfa`, re-exported here): ``Σ_{s,m} λ v_m / Σ_{s,m} λ``; shared samples use
+  :func:`~rfkit.estimators.attention.linear_attention` with ``form="features"`` (linear in ``N`` and ``M``,
+  bidirectional or causal); query-dependent samples the direct ``O(NSMd)`` path;
 * **per-token control variates** (§3.1, Eq 7) — :func:`control_variate_terms` returns
   :class:`ControlVariateTerms` (``g_m``, ``h_m``, ``g``, ``h``, ``β̂``, ``W(ω_s)``, ``f_n(ω_s)``, ``α(ω_s)``,
   all from ``log λ - log Z`` with the exact ``log Z``); :func:`control_variate_family` evaluates
@@ -57,10 +60,11 @@ from rfkit.base.checks import (
     compute_dtype,
 )
 from rfkit.base.laws import EXACT, EXCLUDED
-from rfkit.base.numerics import LOG_2PI, half_sq_norm, log_normal, logsumexp
+from rfkit.base.numerics import half_sq_norm, logsumexp
 
-from .attention import linear_attention
-from .features import Features
+from .proposals import GaussianMixtureProposal, GaussianProposal
+from .proposals import log_ratio as _log_ratio
+from .rfa import FRAMES, _in_frame, _log_features, log_xi, rfa_attention
 
 __all__ = [
     "FRAMES",
@@ -96,8 +100,8 @@ __all__ = [
     "scatterbrain_attention",
 ]
 
-#: Frames of every estimator here; the practical and causal estimators also accept ``"reference_code"``.
-FRAMES = ("theory", "sqrt_d")
+#: Frames of every estimator here (:data:`rfkit.estimators.rfa.FRAMES`); the practical and causal estimators also
+#: accept ``"reference_code"``.
 PRACTICAL_FRAMES = ("theory", "sqrt_d", "reference_code")
 #: Proposal-mean rules of practical EVA: ``q̃_c + k̃_c`` (Eq 28), ``½(q̃_c + k̃_c)``, ``q̃_c``, ``0``.
 MU_RULES = ("q+k", "half", "q", "zero")
@@ -105,15 +109,6 @@ MU_RULES = ("q+k", "half", "q", "zero")
 
 
 # ------------------------------------------------------------------------------------------ inputs
-
-
-def _in_frame(q, k, frame: str):
-    """Inputs in the theory coordinates of ``frame`` (``sqrt_d``: ``d^{-1/4}`` on both sides)."""
-    check_choice(frame, "frame", FRAMES)
-    if frame == "sqrt_d":
-        scale = q.shape[-1] ** -0.25
-        return q * scale, k * scale
-    return q, k
 
 
 def _exp_checked(log_values: np.ndarray, what: str) -> np.ndarray:
@@ -124,118 +119,7 @@ def _exp_checked(log_values: np.ndarray, what: str) -> np.ndarray:
     return out
 
 
-def log_xi(x, omega, *, dtype=np.float64) -> np.ndarray:
-    r"""``log ξ(x_i, ω_s) = ω_s·x_i - ‖x_i‖²/2`` (EVA §2.2, the positive randomized mapping).
-
-    Parameters
-    ----------
-    x : array_like ``(..., L, d)``
-    omega : array_like ``(..., S, d)`` (leading axes broadcast with ``x``'s)
-
-    Returns
-    -------
-    ndarray ``(..., L, S)``
-
-    Examples
-    --------
-    >>> log_xi([[1.0, 0.0]], [[2.0, 0.0], [0.0, 0.0]])
-    array([[ 1.5, -0.5]])
-    """
-    x = as_float_array(x, "x", dtype=dtype, min_ndim=2)
-    omega = as_float_array(omega, "omega", dtype=dtype, min_ndim=2)
-    if x.shape[-1] != omega.shape[-1]:
-        raise ValueError(f"x and omega must share their last dimension, got {x.shape[-1]} and {omega.shape[-1]}")
-    return x @ np.swapaxes(omega, -1, -2) - half_sq_norm(x)[..., None]
-
-
 # --------------------------------------------------------------------------------------- proposals
-
-
-@dataclass(frozen=True)
-class GaussianProposal:
-    r"""Proposal ``ρ = N(μ, τ² I_d)``; ``mean`` may carry leading axes (one proposal per query or chunk).
-
-    ``log_ratio(ω) = log N(ω; 0, I) - log ρ(ω)``; for ``τ = 1`` it is ``-ω·μ + ‖μ‖²/2`` exactly.
-
-    Examples
-    --------
-    >>> p = GaussianProposal(np.zeros(2))
-    >>> p.log_ratio(np.ones((3, 2)))
-    array([0., 0., 0.])
-    """
-
-    mean: np.ndarray
-    scale: float = 1.0
-
-    def __post_init__(self):
-        object.__setattr__(self, "mean", as_float_array(self.mean, "mean", min_ndim=1))
-        object.__setattr__(self, "scale", check_positive_float(self.scale, "scale"))
-
-    @property
-    def dim(self) -> int:
-        return self.mean.shape[-1]
-
-    def sample(self, rng, size: int) -> np.ndarray:
-        """``size`` iid draws: shape ``mean.shape[:-1] + (size, d)``."""
-        rng = check_rng(rng)
-        size = check_positive_int(size, "size")
-        noise = rng.standard_normal(self.mean.shape[:-1] + (size, self.dim))
-        return self.mean[..., None, :] + self.scale * noise
-
-    def logpdf(self, omega) -> np.ndarray:
-        """``log ρ(ω)`` for ``ω`` of shape ``(..., S, d)`` (``mean`` broadcast over the sample axis)."""
-        omega = as_float_array(omega, "omega", min_ndim=1)
-        z = (omega - self.mean[..., None, :]) / self.scale if self.mean.ndim > 1 else (omega - self.mean) / self.scale
-        return -half_sq_norm(z) - self.dim * (0.5 * LOG_2PI + math.log(self.scale))
-
-    def log_ratio(self, omega) -> np.ndarray:
-        """``log r(ω) = log N(ω; 0, I) - log ρ(ω)``."""
-        omega = as_float_array(omega, "omega", min_ndim=1)
-        if self.scale == 1.0:
-            mu = self.mean[..., None, :] if self.mean.ndim > 1 else self.mean
-            return -np.einsum("...i,...i->...", omega, mu) + half_sq_norm(mu)
-        return log_normal(omega) - self.logpdf(omega)
-
-
-@dataclass(frozen=True)
-class GaussianMixtureProposal:
-    r"""Proposal ``ρ = Σ_j π_j N(μ_j, τ_j² I_d)`` (a full-support non-Gaussian proposal for "any ρ" sweeps)."""
-
-    means: np.ndarray
-    scales: np.ndarray
-    weights: np.ndarray
-
-    def __post_init__(self):
-        means = as_float_array(self.means, "means", ndim=2)
-        scales = as_float_array(self.scales, "scales", ndim=1)
-        weights = as_float_array(self.weights, "weights", ndim=1)
-        if not (scales.shape[0] == weights.shape[0] == means.shape[0]):
-            raise ValueError("means, scales and weights need one entry per component")
-        if (scales <= 0).any() or (weights < 0).any() or not np.isclose(weights.sum(), 1.0):
-            raise ValueError("scales must be > 0 and weights a probability vector")
-        object.__setattr__(self, "means", means)
-        object.__setattr__(self, "scales", scales)
-        object.__setattr__(self, "weights", weights)
-
-    @property
-    def dim(self) -> int:
-        return self.means.shape[-1]
-
-    def sample(self, rng, size: int) -> np.ndarray:
-        rng = check_rng(rng)
-        size = check_positive_int(size, "size")
-        comp = rng.choice(self.weights.shape[0], size=size, p=self.weights)
-        return self.means[comp] + self.scales[comp, None] * rng.standard_normal((size, self.dim))
-
-    def logpdf(self, omega) -> np.ndarray:
-        omega = as_float_array(omega, "omega", min_ndim=1)
-        z = (omega[..., None, :] - self.means) / self.scales[:, None]
-        comp = -half_sq_norm(z) - self.dim * (0.5 * LOG_2PI + np.log(self.scales))
-        with np.errstate(divide="ignore"):
-            return logsumexp(comp + np.log(self.weights), axis=-1)
-
-    def log_ratio(self, omega) -> np.ndarray:
-        return log_normal(omega) - self.logpdf(omega)
 
 
 def _draw(proposal, rng, num_samples, d):
@@ -245,7 +129,7 @@ def _draw(proposal, rng, num_samples, d):
     if rng is None or num_samples is None:
         raise TypeError("give omega=, or num_samples= and rng= to draw from the proposal")
     omega = proposal.sample(rng, num_samples)
-    return omega, proposal.log_ratio(omega)
+    return omega, _log_ratio(proposal, omega)
 
 
 def _samples(omega, log_ratio, proposal, rng, num_samples, d, dtype):
@@ -256,91 +140,13 @@ def _samples(omega, log_ratio, proposal, rng, num_samples, d, dtype):
     if omega.shape[-1] != d:
         raise ValueError(f"omega must have {d} columns (the input dimension), got shape {omega.shape}")
     if log_ratio is None:
-        log_ratio = proposal.log_ratio(omega) if proposal is not None else np.zeros(omega.shape[:-1], dtype)
+        no_ratio = np.zeros(omega.shape[:-1], dtype)
+        log_ratio = _log_ratio(proposal, omega) if proposal is not None else no_ratio
     log_ratio = as_float_array(log_ratio, "log_ratio", dtype=dtype)
     if log_ratio.shape != omega.shape[:-1]:
         raise ValueError(f"log_ratio must have shape {omega.shape[:-1]} (omega without its last axis), "
                          f"got {log_ratio.shape}")
     return omega, log_ratio
-
-
-# --------------------------------------------------------------------------------------------- RFA
-
-
-def _log_features(x, omega, log_ratio=None) -> Features:
-    """Features ``exp(log ξ(x, ω_s) [+ log r_s])`` factored per row (values in ``(0, 1]``)."""
-    lf = log_xi(x, omega)
-    if log_ratio is not None:
-        lf = lf + log_ratio[..., None, :]
-    top = lf.max(axis=-1)
-    return Features(np.exp(lf - top[..., None]), top)
-
-
-def rfa_attention(q, k, v, *, omega=None, proposal=None, num_samples: int | None = None, rng=None,
-                  log_ratio=None, per_query: bool = False, causal: bool = False, frame: str = "theory",
-                  dtype=np.float64) -> np.ndarray:
-    r"""RFA as self-normalised importance sampling, ``RFA_ρ`` (EVA §2.2, Eq 4, App A).
-
-    .. math::  \mathrm{RFA}_ρ(q_n) = \frac{\sum_{s,m} λ_{s,m} v_m}{\sum_{s,m} λ_{s,m}},\qquad
-               λ_{s,m} = r(ω_s)\,ξ(q_n, ω_s)\,ξ(k_m, ω_s),
-
-    which equals the SNIS estimate ``Σ_s W(ω_s) f_n(ω_s) / Σ_s W(ω_s)`` (``Z`` cancels). Vanilla RFA is
-    ``ρ = N(0, I)`` (``r ≡ 1``): ``Σ_m φ(q_n)ᵀφ(k_m) v_m / Σ_m φ(q_n)ᵀφ(k_m)``.
-
-    Parameters
-    ----------
-    q, k, v : array_like ``(..., N, d)``, ``(..., M, d)``, ``(..., M, d_v)``
-    omega : array_like ``(..., S, d)``, optional
-        Samples shared by all queries (leading axes broadcast with the inputs'), or with
-        ``per_query=True`` of shape ``(..., N, S, d)``: one sample set per query.
-    proposal : GaussianProposal or GaussianMixtureProposal, optional
-        ``ρ``: gives ``log r`` for given ``omega``, or draws ``num_samples`` with ``rng``. Default ``N(0, I)``.
-    log_ratio : array_like ``omega.shape[:-1]``, optional
-        ``log r(ω_s)`` directly (overrides ``proposal``).
-    causal : bool
-        Query ``n`` uses keys ``m <= n`` (prefix sums, ``N == M``).
-    frame : {"theory", "sqrt_d"}
-
-    Returns
-    -------
-    ndarray ``(..., N, d_v)``
-
-    Notes
-    -----
-    Shared samples: features ``r(ω_s)ξ(q_n, ω_s)`` and ``ξ(k_m, ω_s)`` factored per row (log scales that
-    cancel exactly) and :func:`~rfkit.estimators.attention.linear_attention`: ``O(S(N + M)(d + d_v))``
-    time, ``O(S d_v)`` state; causal rows use its running-maximum stabiliser (past and present only).
-    Query-dependent samples: a joint log-sum-exp over ``(s, m)``, ``O(NSMd)`` time.
-    Randomness: ``omega`` only.
-
-    Examples
-    --------
-    With ``k = 0`` all keys look alike: the output is the mean of the values.
-
-    >>> rfa_attention(np.ones((1, 2)), np.zeros((3, 2)), [[0.0], [3.0], [6.0]], omega=np.ones((4, 2)))
-    array([[3.]])
-    """
-    dt = compute_dtype(dtype)
-    q, k, v = check_qkv(q, k, v, dtype=dt)
-    q, k = _in_frame(q, k, frame)
-    omega, log_ratio = _samples(omega, log_ratio, proposal, rng, num_samples, q.shape[-1], dt)
-    if per_query:
-        return _rfa_direct(q, k, v, omega, log_ratio, causal)
-    return linear_attention(_log_features(q, omega, log_ratio), _log_features(k, omega), v, causal=causal,
-                            dtype=dt)
-
-
-def _rfa_direct(q, k, v, omega, log_ratio, causal):
-    """Query-dependent samples ``omega (..., N, S, d)``: joint log-sum-exp over ``(s, m)``."""
-    if omega.ndim < 3 or omega.shape[-3] != q.shape[-2]:
-        raise ValueError(f"per_query omega must have shape (..., N, S, d) with N = {q.shape[-2]}, got {omega.shape}")
-    lq = np.einsum("...nd,...nsd->...ns", q, omega) - half_sq_norm(q)[..., None] + log_ratio
-    lk = np.einsum("...md,...nsd->...nsm", k, omega) - half_sq_norm(k)[..., None, None, :]
-    log_lam = lq[..., None] + lk
-    if causal:
-        log_lam = np.where(np.tri(q.shape[-2], k.shape[-2], dtype=bool)[:, None, :], log_lam, -np.inf)
-    weights = np.exp(log_lam - log_lam.max(axis=(-2, -1), keepdims=True)).sum(axis=-2)
-    return (weights @ v) / weights.sum(axis=-1, keepdims=True)
 
 
 # ------------------------------------------------------------------------- per-token control variates

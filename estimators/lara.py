@@ -45,7 +45,6 @@ import numpy as np
 from scipy.special import softmax
 
 from rfkit.base.checks import as_float_array, check_choice, check_positive_int, check_qkv
-from rfkit.base.numerics import half_sq_norm
 
 from .mis import (
     EQ37_INNER,
@@ -58,6 +57,7 @@ from .mis import (
     mis_weights,
     rprime,
 )
+from .proposals import log_ratio
 from .ra import GaussianMixtures, attention_mixture
 from .rfa import (
     _half_sq_norm,
@@ -82,7 +82,6 @@ __all__ = [
     "segment_landmarks",
     "proposal_means",
     "lara_proposals",
-    "log_ratio_to_standard",
     "lara_attention",
     "lara_algorithm3",
 ]
@@ -180,11 +179,39 @@ def proposal_means(family: str, q_landmarks, k_landmarks=None, k=None, *,
 
 @dataclass(frozen=True)
 class LaraProposals:
-    """The proposals of one LARA call and the landmarks they came from (``None`` where not used)."""
+    """The proposals of one LARA call and the landmarks they came from (``None`` where not used).
+
+    Follows :class:`~rfkit.estimators.proposals.Proposal` by delegating to ``proposals`` (``dim``,
+    ``sample(rng, size) -> (C, size, D)``, ``logpdf`` at each proposal's own points, ``logpdf_cross``, ``mean``).
+    """
 
     proposals: GaussianProposals | GaussianMixtures
     q_landmarks: np.ndarray | None
     k_landmarks: np.ndarray | None
+
+    @property
+    def n_components(self) -> int:
+        return self.proposals.n_components
+
+    @property
+    def dim(self) -> int:
+        return self.proposals.dim
+
+    @property
+    def unit_gaussian_means(self) -> np.ndarray | None:
+        return self.proposals.unit_gaussian_means
+
+    def sample(self, rng, size: int) -> np.ndarray:
+        return self.proposals.sample(rng, size)
+
+    def logpdf(self, omega) -> np.ndarray:
+        return self.proposals.logpdf(omega)
+
+    def logpdf_cross(self, omega) -> np.ndarray:
+        return self.proposals.logpdf_cross(omega)
+
+    def mean(self) -> np.ndarray:
+        return self.proposals.mean()
 
 
 def lara_proposals(q, k, C: int | None = None, *, proposal: str = "eq34", eq35_reading: str = "landmark_attention",
@@ -224,23 +251,10 @@ def lara_proposals(q, k, C: int | None = None, *, proposal: str = "eq34", eq35_r
     return LaraProposals(GaussianProposals(mu), ql, kl)
 
 
-def log_ratio_to_standard(proposals, omega) -> np.ndarray:
-    r"""``log N(ω_c; 0, I) - log q_c(ω_c)`` at each proposal's own draws ``omega (C, S_c, D)`` -> ``(C, S_c)``.
-
-    Gaussian proposals: the closed form ``-ω·μ_c + ‖μ_c‖²/2`` (register ``lara.derived.gaussian_density_ratio``);
-    mixtures: the difference of log densities.
-    """
-    w = as_float_array(omega, "omega", ndim=3)
-    if isinstance(proposals, GaussianProposals):
-        mu = proposals.means[:, None, :]
-        return -(w * mu).sum(axis=-1) + half_sq_norm(mu)
-    return log_normal(w) - proposals.log_density_own(w)
-
-
 # ------------------------------------------------------------------------------------------ LARA
 
 
-def _draws(lp: LaraProposals, mode: str, S_c: int, omega, rng) -> np.ndarray:
+def _draws(lp: LaraProposals, mode: str, num_samples: int, omega, rng) -> np.ndarray:
     props = lp.proposals
     if omega is not None:
         w = as_float_array(omega, "omega", ndim=3)
@@ -249,7 +263,7 @@ def _draws(lp: LaraProposals, mode: str, S_c: int, omega, rng) -> np.ndarray:
         return w
     if mode == "eval":
         return props.mean()[:, None, :]
-    return props.draw(S_c, rng)
+    return props.sample(rng, num_samples)
 
 
 def _weights(lp: LaraProposals, q, lq, *, weights, beta, rprime_axis, eq37_inner, kappa, alpha, alpha_floor):
@@ -268,7 +282,7 @@ def _weights(lp: LaraProposals, q, lq, *, weights, beta, rprime_axis, eq37_inner
 
 def _softmax_form(q, k, v, omega, lp, alpha):
     stats = key_statistics(k, v, omega)                                   # (C, S_c), (C, S_c, D_v)
-    ratio = log_ratio_to_standard(lp.proposals, omega)                    # (C, S_c)
+    ratio = log_ratio(lp.proposals, omega)                                # (C, S_c)
     log_xq = np.einsum("nd,cjd->ncj", q, omega) - _half_sq_norm(q)[:, None, None]
     return mis_combine(stats.F[None], log_xq + (stats.log_den + ratio)[None], alpha, normalise=True)
 
@@ -277,7 +291,7 @@ def _eq10_form(q, k, v, omega, lp, alpha):
     n_c, s_c, d = omega.shape
     flat = omega.reshape(-1, d)
     log_pt = log_implied_target(q, k, flat).reshape(q.shape[0], n_c, s_c)
-    log_q = lp.proposals.log_density_own(omega)
+    log_q = lp.proposals.logpdf(omega)
     f = integrand(q, k, v, flat, form="literal").reshape(q.shape[0], n_c, s_c, v.shape[1])
     return mis_combine(f, log_pt - log_q[None], alpha, normalise=True)
 
@@ -288,7 +302,7 @@ def _eq28_form(q, k, v, omega, lp, alpha):
     shift = log_xk.max(axis=-1)                                           # c_cj
     e = np.exp(log_xk - shift[..., None])
     num, den = e @ v, e.sum(axis=-1)                                      # N_cj, D_cj (/ e^{c_cj})
-    log_alpha_prime = (log_normal(omega) - lp.proposals.log_density_own(omega))[None]
+    log_alpha_prime = (log_normal(omega) - lp.proposals.logpdf(omega))[None]
     log_xq = np.einsum("nd,cjd->ncj", q, omega) - _half_sq_norm(q)[:, None, None]
     log_t = log_alpha_prime + log_xq + shift[None]
     top = log_t.max(axis=(1, 2), keepdims=True)
@@ -308,7 +322,7 @@ _FORMS = {"softmax": _softmax_form, "eq10": _eq10_form, "eq28": _eq28_form}
 def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | None = None, rng=None, omega=None,
                    proposal: str = "eq34", eq35_reading: str = "landmark_attention", means=None,
                    weights: str = "eq9", beta: float = 1.0, rprime_axis: str = "queries", eq37_inner: str = "outer",
-                   kappa=None, alpha=None, mode: str = "train", S_c: int = 1, alpha_floor: float | None = None,
+                   kappa=None, alpha=None, mode: str = "train", num_samples: int = 1, alpha_floor: float | None = None,
                    form: str = "softmax", layout: str = "1d", grid=None, windows=None, uneven: str = "error",
                    return_stats: bool = False):
     r"""Linear randomized attention ``LARA(q_n, K, V)`` (Eq 10; Algorithm 3; G.3), bidirectional.
@@ -330,7 +344,9 @@ def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | 
         ``landmarks``); ``eq37`` with ``eq37_inner``; ``constant`` with ``kappa``; explicit ``alpha
         (N, C, S_c)`` overrides (e.g. App D's optimal weights). ``alpha_floor`` clamps (not in the paper).
     mode : {"train", "eval"}
-        ``train``: ``ω_c ~ q_c`` (``S_c`` each); ``eval``: ``ω_c = μ_c`` (G.3.3).
+        ``train``: ``ω_c ~ q_c`` (``num_samples`` each); ``eval``: ``ω_c = μ_c`` (G.3.3).
+    num_samples : int
+        Draws per proposal, ``S_c`` (footnote 5; default 1).
     form : {"softmax", "eq10", "eq28"}
         See the module notes: the linear-cost log-space form (default), Eq 10 with explicit ``p̃_n`` and
         literal ``f_n`` (quadratic), or Eq 28 with ``α'_nc`` and unnormalised key statistics.
@@ -368,7 +384,7 @@ def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | 
         raise TypeError(f"proposals must be a LaraProposals (see lara_proposals), got {type(proposals).__name__}")
     if proposals.proposals.dim != q.shape[1]:
         raise ValueError(f"proposals have D = {proposals.proposals.dim}, queries {q.shape[1]}")
-    w = _draws(proposals, mode, check_positive_int(S_c, "S_c"), omega, rng)
+    w = _draws(proposals, mode, check_positive_int(num_samples, "num_samples"), omega, rng)
     lq = cross_log_density(proposals.proposals, w)
     a = _weights(proposals, q, lq, weights=weights, beta=beta, rprime_axis=rprime_axis, eq37_inner=eq37_inner,
                  kappa=kappa, alpha=alpha, alpha_floor=alpha_floor)

@@ -81,8 +81,10 @@ _LOG_2PI = math.log(2 * math.pi)
 class GaussianProposals:
     """``C`` unit-covariance Gaussian proposals ``q_c = N(μ_c, I)``; ``means (C, D)``.
 
-    Same interface as :class:`~rfkit.estimators.ra.GaussianMixtures` (``log_density``, ``log_density_own``,
-    ``mean``, ``draw``); sampling is ``ω = μ_c + ε`` and the evaluation point is ``μ_c`` (G.3.3).
+    Follows :class:`~rfkit.estimators.proposals.Proposal` with the ``C`` proposals as the leading axis
+    (``sample``, ``logpdf`` at each proposal's own points), plus ``logpdf_cross`` (every proposal at every
+    point) and ``mean``, like :class:`~rfkit.estimators.ra.GaussianMixtures`; sampling is ``ω = μ_c + ε`` and
+    the evaluation point is ``μ_c`` (G.3.3).
     """
 
     means: np.ndarray
@@ -99,14 +101,19 @@ class GaussianProposals:
     def dim(self) -> int:
         return self.means.shape[1]
 
-    def log_density(self, omega) -> np.ndarray:
-        """``log q_c(ω) = -‖ω - μ_c‖²/2 - (D/2) log 2π``: ``omega (..., D)`` -> ``(..., C)`` (one GEMM)."""
+    @property
+    def unit_gaussian_means(self) -> np.ndarray:
+        """``μ_c`` (unit covariance: :func:`~rfkit.estimators.proposals.log_ratio` uses its closed form)."""
+        return self.means
+
+    def logpdf_cross(self, omega) -> np.ndarray:
+        """``log q_c(ω) = -‖ω - μ_c‖²/2 - (D/2) log 2π`` for every ``c``: ``(..., D)`` -> ``(..., C)`` (one GEMM)."""
         w = as_float_array(omega, "omega", min_ndim=1)
         flat = w.reshape(-1, self.dim)
         sq = _half_sq_norm(flat)[:, None] - flat @ self.means.T + _half_sq_norm(self.means)[None, :]
         return (-sq - 0.5 * self.dim * _LOG_2PI).reshape(w.shape[:-1] + (self.n_components,))
 
-    def log_density_own(self, omega) -> np.ndarray:
+    def logpdf(self, omega) -> np.ndarray:
         """``log q_c`` at proposal ``c``'s own points: ``omega (C, ..., D)`` -> ``(C, ...)``."""
         w = as_float_array(omega, "omega", min_ndim=2)
         if w.shape[0] != self.n_components or w.shape[-1] != self.dim:
@@ -117,9 +124,9 @@ class GaussianProposals:
     def mean(self) -> np.ndarray:
         return self.means
 
-    def draw(self, S: int, rng) -> np.ndarray:
-        """``S`` draws per proposal, ``(C, S, D)``: ``μ_c + ε`` with ``ε`` standard normal from ``rng``."""
-        eps = check_rng(rng).standard_normal((self.n_components, check_positive_int(S, "S"), self.dim))
+    def sample(self, rng, size: int) -> np.ndarray:
+        """``size`` draws per proposal, ``(C, size, D)``: ``μ_c + ε`` with ``ε`` standard normal from ``rng``."""
+        eps = check_rng(rng).standard_normal((self.n_components, check_positive_int(size, "size"), self.dim))
         return self.means[:, None, :] + eps
 
 
@@ -136,7 +143,7 @@ def cross_log_density(proposals, omega) -> np.ndarray:
     if w.shape[0] != proposals.n_components or w.shape[2] != proposals.dim:
         raise ValueError(f"omega must have shape (C={proposals.n_components}, S_c, D={proposals.dim}), "
                          f"got {w.shape}")
-    return proposals.log_density(w)
+    return proposals.logpdf_cross(w)
 
 
 # --------------------------------------------------------------------------------------- weights
@@ -364,7 +371,7 @@ def mis_combine(values, log_ratio, alpha, *, normalise: bool) -> tuple[np.ndarra
     return out, stats
 
 
-def mis_attention(q, k, v, proposals, *, S_c: int = 1, omega=None, rng=None, weights: str = "balance",
+def mis_attention(q, k, v, proposals, *, num_samples: int = 1, omega=None, rng=None, weights: str = "balance",
                   rprime=None, beta: float = 1.0, eq37_inner: str = "outer", kappa=None, alpha=None,
                   normalise: bool = False, f_form: str = "simplified", alpha_floor: float | None = None,
                   return_stats: bool = False):
@@ -376,10 +383,10 @@ def mis_attention(q, k, v, proposals, *, S_c: int = 1, omega=None, rng=None, wei
     proposals : GaussianProposals or GaussianMixtures
         ``C`` proposals (``rfkit.estimators.lara.lara_proposals`` builds the paper's families; the
         ``exact`` family is ``attention_mixture(q, k)``, with ``C = N``).
-    S_c : int
-        Draws per proposal (footnote 5; default 1).
+    num_samples : int
+        Draws per proposal, ``S_c`` (footnote 5; default 1).
     omega : array_like ``(C, S_c, D)``, optional
-        Pre-drawn samples (shareable with LARA); else ``proposals.draw(S_c, rng)``.
+        Pre-drawn samples (shareable with LARA); else ``proposals.sample(rng, num_samples)``.
     weights, rprime, beta, eq37_inner, kappa, alpha_floor
         See :func:`mis_weights`; ``alpha`` ``(N, C, S_c)`` overrides them with explicit weight values.
     normalise : bool
@@ -395,7 +402,7 @@ def mis_attention(q, k, v, proposals, *, S_c: int = 1, omega=None, rng=None, wei
     q, k, v = check_qkv(q, k, v, matrices=True)
     _check_proposals(proposals)
     if omega is None:
-        omega = proposals.draw(S_c, rng)
+        omega = proposals.sample(rng, num_samples)
     omega = as_float_array(omega, "omega", ndim=3)
     lq = cross_log_density(proposals, omega)
     if alpha is None:
@@ -403,7 +410,7 @@ def mis_attention(q, k, v, proposals, *, S_c: int = 1, omega=None, rng=None, wei
                             n_queries=q.shape[0], alpha_floor=alpha_floor)
     n_c, s_c, d = omega.shape
     flat = omega.reshape(-1, d)
-    log_p = attention_mixture(q, k).log_density(flat).T.reshape(q.shape[0], n_c, s_c)
+    log_p = attention_mixture(q, k).logpdf_cross(flat).T.reshape(q.shape[0], n_c, s_c)
     log_ratio = log_p - _own_log_q(lq)[None]
     f = integrand(q, k, v, flat, form=f_form)                 # (N, C·S_c, D_v)
     f = f.reshape(f.shape[0], n_c, s_c, v.shape[1])

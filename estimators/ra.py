@@ -126,7 +126,12 @@ class GaussianMixtures:
             return quad + plus
         return quad + np.logaddexp(plus, minus) - math.log(2.0)
 
-    def log_density(self, omega) -> np.ndarray:
+    @property
+    def unit_gaussian_means(self) -> None:
+        """Mixtures are not unit Gaussians: :func:`~rfkit.estimators.proposals.log_ratio` uses :meth:`logpdf`."""
+        return None
+
+    def logpdf_cross(self, omega) -> np.ndarray:
         """``log q_c(ω)`` for every mixture at every point: ``omega (..., D)`` -> ``(..., C)``.
 
         Cost ``O(P·C·M + P·(C + M)·D)`` for ``P`` points.
@@ -138,7 +143,7 @@ class GaussianMixtures:
         minus = self._log_components(flat, every, -1.0) if self.symmetric else None
         return self._finish(flat, plus, minus).reshape(w.shape[:-1] + (self.n_components,))
 
-    def log_density_own(self, omega) -> np.ndarray:
+    def logpdf(self, omega) -> np.ndarray:
         """``log q_c(ω_c·)`` of each mixture at its own points: ``omega (C, ..., D)`` -> ``(C, ...)``.
 
         Cost ``O(P·M·D)`` for ``P`` points in total (no cross terms).
@@ -161,7 +166,7 @@ class GaussianMixtures:
             return np.zeros_like(self.base)
         return self.base + np.exp(self.log_weights) @ self.offsets
 
-    def sample(self, z, eps, sign=None) -> np.ndarray:
+    def reparameterize(self, z, eps, sign=None) -> np.ndarray:
         """Reparameterised draws ``ω = σ(b_c + o_z) + ε``: ``z (C, S)`` indices, ``eps (C, S, D)``, ``sign (C, S)``."""
         z = np.asarray(z)
         eps = as_float_array(eps, "eps", ndim=3)
@@ -175,10 +180,10 @@ class GaussianMixtures:
             raise ValueError("symmetric mixtures need sign= (±1 per draw)")
         return centers + eps
 
-    def draw(self, S: int, rng) -> np.ndarray:
-        """``S`` draws from each mixture, shape ``(C, S, D)`` (uniforms, normals and signs from ``rng``)."""
-        z, eps, sign = _draw_mixture(self.log_weights, self.dim, S, rng, self.symmetric)
-        return self.sample(z, eps, sign)
+    def sample(self, rng, size: int) -> np.ndarray:
+        """``size`` draws from each mixture, shape ``(C, size, D)`` (uniforms, normals and signs from ``rng``)."""
+        z, eps, sign = _draw_mixture(self.log_weights, self.dim, size, rng, self.symmetric)
+        return self.reparameterize(z, eps, sign)
 
 
 def attention_mixture(q, k, *, feature_map: str = "positive") -> GaussianMixtures:
@@ -238,7 +243,7 @@ def categorical_from_uniforms(log_weights, uniforms) -> np.ndarray:
 
 
 def _draw_mixture(log_weights, d: int, S: int, rng, symmetric: bool):
-    S = check_positive_int(S, "S")
+    S = check_positive_int(S, "num_samples")
     gen = check_rng(rng)
     n = log_weights.shape[0]
     z = categorical_from_uniforms(log_weights, gen.random((n, S)))
@@ -257,10 +262,12 @@ class RADraws:
     sign: np.ndarray | None = None
 
 
-def draw_ra(q, k, S: int = 1, *, rng, feature_map: str = "positive") -> RADraws:
-    """Pre-draw RA's randomness (Eq 30): ``z ~ Categorical(π_n)``, ``ε ~ N(0, I)`` (and ``σ = ±1``)."""
+def draw_ra(q, k, num_samples: int = 1, *, rng, feature_map: str = "positive") -> RADraws:
+    """Pre-draw RA's randomness (Eq 30): ``num_samples`` per query of ``z ~ Categorical(π_n)``, ``ε ~ N(0, I)``
+    (and ``σ = ±1``)."""
     mix = attention_mixture(q, k, feature_map=feature_map)
-    return RADraws(*_draw_mixture(mix.log_weights, mix.dim, S, rng, mix.symmetric))
+    return RADraws(*_draw_mixture(mix.log_weights, mix.dim, num_samples, rng, mix.symmetric))
+
 
 
 def ra_samples(q, k, draws: RADraws, *, feature_map: str = "positive", eval_mode: str = "sample") -> np.ndarray:
@@ -273,7 +280,7 @@ def ra_samples(q, k, draws: RADraws, *, feature_map: str = "positive", eval_mode
             raise ValueError("eval_mode 'mean' is defined for the positive map (the symmetric mean is 0)")
         return mix.mean()[:, None, :]
     eps = draws.eps if eval_mode == "sample" else np.zeros_like(draws.eps)
-    return mix.sample(draws.z, eps, draws.sign)
+    return mix.reparameterize(draws.z, eps, draws.sign)
 
 
 def _average_integrand(q, k, v, omega, feature_map: str, f_form: str) -> np.ndarray:
@@ -289,16 +296,17 @@ def _average_integrand(q, k, v, omega, feature_map: str, f_form: str) -> np.ndar
 
 
 @over_heads
-def ra_attention(q, k, v, *, S: int = 1, rng=None, draws: RADraws | None = None, feature_map: str = "positive",
-                 eval_mode: str = "sample", f_form: str = "simplified", return_samples: bool = False):
+def ra_attention(q, k, v, *, num_samples: int = 1, rng=None, draws: RADraws | None = None,
+                 feature_map: str = "positive", eval_mode: str = "sample", f_form: str = "simplified",
+                 return_samples: bool = False):
     r"""Randomized attention ``RA(q_n, K, V) = (1/S) Σ_s f_n(ω_ns)``, ``ω_ns ~ p_n`` iid per query (§3.2, G.2).
 
     Parameters
     ----------
     q, k, v : array_like ``(..., N, D)``, ``(..., M, D)``, ``(..., M, D_v)`` (merged coordinates; leading
         batch/head axes broadcast, see :func:`rfkit.estimators.rfa.over_heads`)
-    S : int
-        Samples per query (G.2 uses ``S = 1``).
+    num_samples : int
+        Samples per query, ``S`` (G.2 uses ``S = 1``).
     rng, draws
         Randomness: ``rng`` (SPEC 7), or pre-drawn :class:`RADraws` (``z``, ``ε``, ``σ``; :func:`draw_ra`).
     feature_map : {"positive", "hyperbolic"}
@@ -330,19 +338,19 @@ def ra_attention(q, k, v, *, S: int = 1, rng=None, draws: RADraws | None = None,
     if feature_map == "hyperbolic" and f_form == "simplified":
         f_form = "literal"  # the hyperbolic integrand keeps q_n (no query cancellation)
     if draws is None and eval_mode != "mean":
-        draws = draw_ra(q, k, S, rng=rng, feature_map=feature_map)
+        draws = draw_ra(q, k, num_samples, rng=rng, feature_map=feature_map)
     omega = ra_samples(q, k, draws, feature_map=feature_map, eval_mode=eval_mode)
     out = _average_integrand(q, k, v, omega, feature_map, f_form)
     return (out, omega) if return_samples else out
 
 
 @over_heads
-def biased_ra_attention(q, k, v, *, S: int = 1, rng=None, eps=None, eval_mode: str = "sample",
+def biased_ra_attention(q, k, v, *, num_samples: int = 1, rng=None, eps=None, eval_mode: str = "sample",
                         f_form: str = "simplified", return_samples: bool = False):
     r"""Biased RA (Eq 31, G.2): ``(1/S) Σ_s f_n(ω'_ns)`` with ``ω'_ns = q_n + K^Tπ_n + ε_ns``, no reweighting.
 
     ``eval_mode="mean"`` uses the deterministic ``ω' = q_n + K^Tπ_n`` (one "sample"). ``eps (N, S, D)``
-    may be given; otherwise drawn from ``rng``. Positive map. Cost as :func:`ra_attention`.
+    may be given; otherwise ``num_samples`` per query drawn from ``rng``. Positive map. Cost as :func:`ra_attention`.
     """
     check_choice(eval_mode, "eval_mode", BIASED_EVAL_MODES)
     q, k, v = check_qkv(q, k, v, matrices=True)
@@ -351,7 +359,8 @@ def biased_ra_attention(q, k, v, *, S: int = 1, rng=None, eps=None, eval_mode: s
         omega = center
     else:
         if eps is None:
-            eps = check_rng(rng).standard_normal((q.shape[0], check_positive_int(S, "S"), q.shape[1]))
+            count = check_positive_int(num_samples, "num_samples")
+            eps = check_rng(rng).standard_normal((q.shape[0], count, q.shape[1]))
         eps = as_float_array(eps, "eps", ndim=3)
         if eps.shape[0] != q.shape[0] or eps.shape[2] != q.shape[1]:
             raise ValueError(f"eps must have shape (N={q.shape[0]}, S, D={q.shape[1]}), got {eps.shape}")

@@ -34,10 +34,13 @@ Design notes
   ξ(x,ω_S)]`` reuse :mod:`rfkit.estimators.features` (same ``1/√m`` convention and block layout); SNIS
   reuses :func:`rfkit.estimators.importance.snis_estimate`. ``log ξ`` itself is computed here from its
   formula (the features module keeps exponentials, whose logs lose precision far in the tails).
-* **Forms.** :func:`rfa_attention` offers the stable softmax form (positive map, default), the Eq 2 feature
-  form through :func:`~rfkit.estimators.attention.linear_attention` (every map), the literal ``O(NMS)``
-  double sum of Eq 2 and the literal loops of Algorithm 2 (Numba, max-shifted), so identity claims compare
-  independent computations.
+* **One RFA.** :func:`rfa_attention` is the package's only RFA (re-exported as
+  ``rfkit.estimators.rfa_attention`` and by :mod:`rfkit.estimators.eva`): the RA paper's Eq 2 and EVA's
+  ``RFA_ρ`` (Eq 4) with any :class:`~rfkit.estimators.proposals.Proposal`. It offers the stable softmax form
+  (positive map, default), the Eq 2 feature form through :func:`~rfkit.estimators.attention.linear_attention`
+  (every map; causal by prefix sums), the literal ``O(NMS)`` double sum of Eq 2 (and EVA's per-query
+  samples) and the literal loops of Algorithm 2 (Numba, max-shifted), so identity claims compare independent
+  computations.
 
 Shapes: ``q (N, D)``, ``k (M, D)``, ``v (M, D_v)``, ``omega (S, D)`` (or ``(N, S, D)`` for per-query samples
 where stated); outputs ``(N, D_v)``. Randomness: ``rng`` (SPEC 7) or explicit ``omega`` / ``phase``.
@@ -53,13 +56,22 @@ import numba
 import numpy as np
 from scipy.special import softmax
 
-from rfkit.base.checks import NumericalError, as_float_array, check_choice, check_positive_int, check_qkv, check_rng
+from rfkit.base.checks import (
+    NumericalError,
+    as_float_array,
+    check_choice,
+    check_positive_int,
+    check_qkv,
+    check_rng,
+    compute_dtype,
+)
+from rfkit.base.numerics import half_sq_norm, log_normal, logsumexp
 from rfkit.base.numerics import half_sq_norm as _half_sq_norm
-from rfkit.base.numerics import log_normal, logsumexp
 
 from .attention import linear_attention
 from .features import Features, hyperbolic_features, positive_features, trig_features
 from .importance import effective_sample_size, snis_estimate
+from .proposals import log_ratio as proposal_log_ratio
 
 __all__ = [
     "XI_MAPS",
@@ -78,6 +90,8 @@ __all__ = [
     "log_implied_target",
     "rfa_log_weights",
     "rfa_snis",
+    "FRAMES",
+    "log_xi",
     "rfa_attention",
     "rfa_algorithm2",
     "over_heads",
@@ -123,6 +137,52 @@ def over_heads(fn):
 
 
 
+#: Coordinate frames: ``theory`` (merged coordinates, kernel ``exp(q·k)``), ``sqrt_d`` (logits ``q·k/√d``).
+FRAMES = ("theory", "sqrt_d")
+
+
+def _in_frame(q, k, frame: str):
+    """Inputs in the theory coordinates of ``frame`` (``sqrt_d``: ``d^{-1/4}`` on both sides)."""
+    check_choice(frame, "frame", FRAMES)
+    if frame == "sqrt_d":
+        scale = q.shape[-1] ** -0.25
+        return q * scale, k * scale
+    return q, k
+
+
+def log_xi(x, omega, *, dtype=np.float64) -> np.ndarray:
+    r"""``log ξ(x_i, ω_s) = ω_s·x_i - ‖x_i‖²/2`` (the positive randomized mapping; EVA §2.2, RA paper Eq 1).
+
+    Parameters
+    ----------
+    x : array_like ``(..., L, d)``
+    omega : array_like ``(..., S, d)`` (leading axes broadcast with ``x``'s)
+
+    Returns
+    -------
+    ndarray ``(..., L, S)``
+
+    Examples
+    --------
+    >>> log_xi([[1.0, 0.0]], [[2.0, 0.0], [0.0, 0.0]])
+    array([[ 1.5, -0.5]])
+    """
+    x = as_float_array(x, "x", dtype=dtype, min_ndim=2)
+    omega = as_float_array(omega, "omega", dtype=dtype, min_ndim=2)
+    if x.shape[-1] != omega.shape[-1]:
+        raise ValueError(f"x and omega must share their last dimension, got {x.shape[-1]} and {omega.shape[-1]}")
+    return x @ np.swapaxes(omega, -1, -2) - half_sq_norm(x)[..., None]
+
+
+def _log_features(x, omega, log_ratio=None) -> Features:
+    """Positive features ``exp(log ξ(x, ω_s) [+ log r_s])`` factored per row (values in ``(0, 1]``)."""
+    lf = log_xi(x, omega)
+    if log_ratio is not None:
+        lf = lf + log_ratio[..., None, :]
+    top = lf.max(axis=-1)
+    return Features(np.exp(lf - top[..., None]), top)
+
+
 def _matrix(x, name: str, d: int | None = None) -> np.ndarray:
     arr = as_float_array(x, name, ndim=2)
     if d is not None and arr.shape[1] != d:
@@ -157,12 +217,13 @@ def _phase(phase, feature_map: str, n_samples: int):
     return b
 
 
-def draw_rfa_samples(S: int, d: int, *, rng, feature_map: str = "positive"):
-    """``(omega, phase)``: ``S`` iid ``ω ~ N(0, I_d)`` and, for ``trig_cos_phase``, ``b ~ U(0, 2π)`` (else None).
+def draw_rfa_samples(num_samples: int, d: int, *, rng, feature_map: str = "positive"):
+    """``(omega, phase)``: ``num_samples`` iid ``ω ~ N(0, I_d)`` and, for ``trig_cos_phase``, ``b ~ U(0, 2π)``
+    (else None).
 
     Randomness: ``S·d`` standard normals (and ``S`` uniforms) from ``rng``; no orthogonal coupling (G.1).
     """
-    S = check_positive_int(S, "S")
+    S = check_positive_int(num_samples, "num_samples")
     d = check_positive_int(d, "d")
     check_choice(feature_map, "feature_map", XI_MAPS)
     gen = check_rng(rng)
@@ -387,9 +448,11 @@ class RFAStats:
     min_denominator: float
 
 
-def _softmax_form(q, k, v, w) -> tuple[np.ndarray, np.ndarray]:
+def _softmax_form(q, k, v, w, log_ratio=None) -> tuple[np.ndarray, np.ndarray]:
     stats = key_statistics(k, v, w)
     logits = q @ w.T + stats.log_den
+    if log_ratio is not None:
+        logits = logits + log_ratio
     weights = softmax(logits, axis=-1)
     return weights @ stats.F, (weights.sum(-1) ** 2) / (weights * weights).sum(-1)
 
@@ -407,69 +470,218 @@ def _double_sum(q, k, v, w, feature_map, phase) -> tuple[np.ndarray, np.ndarray]
     return out, dens
 
 
-@over_heads
-def rfa_attention(q, k, v, *, S: int | None = None, omega=None, phase=None, rng=None,
-                  feature_map: str = "positive", form: str | None = None, return_stats: bool = False):
-    r"""Random feature attention ``RFA(q_n, K, V)`` (Eq 2; Algorithm 2; G.1), bidirectional.
+def _default_form(feature_map: str, per_query: bool, causal: bool) -> str:
+    if per_query:
+        return "double_sum"
+    if causal or feature_map != "positive":
+        return "features"
+    return "softmax"
 
-    Parameters
-    ----------
-    q, k, v : array_like ``(..., N, D)``, ``(..., M, D)``, ``(..., M, D_v)``
-        Merged coordinates (footnote 2: ``1/√D`` folded into ``q`` and ``k`` as ``D^{-1/4}`` each); leading
-        batch/head axes broadcast (:func:`over_heads`).
-    S : int, optional
-        Number of samples, drawn from ``rng`` when ``omega`` is not given.
-    omega : array_like ``(S, D)``, optional
-        Explicit samples ``ω_s`` shared by all queries (evaluation mode reuses one fixed set, G.1).
-    phase : array_like ``(S,)``, optional
-        The phases ``b_s`` of ``trig_cos_phase``.
-    feature_map : {"positive", "trig_sincos", "trig_cos_phase", "hyperbolic"}
-    form : {"softmax", "features", "double_sum", "algorithm"}, optional
-        ``softmax`` (default for the positive map): ``y_n = Σ_s softmax_s(ω_s·q_n + log Den_s) F_s``
-        (register ``lara.derived.rfa_softmax_form``); ``features`` (default otherwise): Eq 2 as linear
-        attention on footnote-3 features, signed where the map is; ``double_sum``: the literal first form
-        of Eq 2, ``O(NMS)``; ``algorithm``: the literal loops of Algorithm 2 (positive map, Numba).
-    return_stats : bool
-        Also return :class:`RFAStats`.
 
-    Notes
-    -----
-    Cost ``O(S(N + M)(D + D_v))`` time and ``O(S(N + M) + S·D_v)`` memory (softmax, features); the
-    double sum is ``O(NMS(D + D_v))``. Randomness: ``S·D`` standard normals (plus ``S`` phases).
-
-    Examples
-    --------
-    One key: every form returns its value.
-
-    >>> rfa_attention([[0.3, -0.2]], [[1.0, 0.5]], [[7.0]], S=4, rng=0)
-    array([[7.]])
-    """
-    check_choice(feature_map, "feature_map", XI_MAPS)
-    q, k, v = check_qkv(q, k, v, matrices=True)
-    if omega is None:
-        if S is None:
-            raise TypeError("give S= (with rng=) or explicit omega=")
-        omega, phase = draw_rfa_samples(S, q.shape[1], rng=rng, feature_map=feature_map)
-    w = _omega(omega, q.shape[1])
-    phase = _phase(phase, feature_map, w.shape[0])
-    form = check_choice(form or ("softmax" if feature_map == "positive" else "features"), "form", RFA_FORMS)
+def _check_options(feature_map, form, per_query, causal, weighted, phase, dt, return_stats):
+    """Raise ``ValueError`` for the combinations :func:`rfa_attention` does not define."""
+    if feature_map != "trig_cos_phase" and phase is not None:
+        raise ValueError(f"phase is only used by the trig_cos_phase map, not {feature_map!r}")
     if form in ("softmax", "algorithm") and feature_map != "positive":
         raise ValueError(f"form {form!r} is for the positive map; use 'features' or 'double_sum'")
+    if per_query and (form != "double_sum" or feature_map != "positive"):
+        raise ValueError("per-query samples (per_query=True) are evaluated by the positive map's double sum "
+                         f"(form='double_sum'), not form={form!r} with the {feature_map!r} map")
+    if per_query and return_stats:
+        raise ValueError("return_stats needs shared samples (per_query=False)")
+    if causal and not (form == "features" or per_query):
+        raise ValueError("causal RFA is the features form's prefix sums or the per-query double sum, "
+                         f"not form={form!r}")
+    if weighted and feature_map != "positive":
+        raise ValueError("a proposal other than N(0, I) (proposal=, log_ratio=) needs the positive map, "
+                         f"not {feature_map!r}")
+    if weighted and form in ("algorithm", "double_sum") and not per_query:
+        raise ValueError(f"form {form!r} with shared samples is RFA's N(0, I) formula: no proposal= or log_ratio=")
+    if dt != np.float64 and (form in ("softmax", "algorithm") or (form == "double_sum" and not per_query)
+                             or feature_map != "positive"):
+        raise ValueError(f"dtype={dt} is offered by the positive map's features form and per-query double sum; "
+                         f"form {form!r} with the {feature_map!r} map computes in float64")
+
+
+def _draw_per_head(num_samples, d, lead, rng, feature_map):
+    """``N(0, I)`` draws (and phases) head after head (independent heads): ``lead + (S, d)`` and ``lead + (S,)``."""
+    if not lead:
+        return draw_rfa_samples(num_samples, d, rng=rng, feature_map=feature_map)
+    gen = check_rng(rng)
+    draws = [draw_rfa_samples(num_samples, d, rng=gen, feature_map=feature_map) for _ in np.ndindex(lead)]
+    omega = np.stack([w for w, _ in draws]).reshape(lead + (num_samples, d))
+    phase = None if draws[0][1] is None else np.stack([b for _, b in draws]).reshape(lead + (num_samples,))
+    return omega, phase
+
+
+def _rfa_matrix(q, k, v, w, phase, log_ratio, feature_map, form) -> tuple[np.ndarray, RFAStats]:
+    """One head: ``q (N, D)``, ``k (M, D)``, ``v (M, D_v)``, shared ``w (S, D)``."""
+    w = _omega(w, q.shape[1])
+    phase = _phase(phase, feature_map, w.shape[0])
     ess = np.full(q.shape[0], np.nan)
     nonpositive, min_den = 0, math.nan
     if form == "softmax":
-        out, ess = _softmax_form(q, k, v, w)
+        out, ess = _softmax_form(q, k, v, w, log_ratio)
     elif form == "algorithm":
         out = rfa_algorithm2(q, k, v, w)
     elif form == "double_sum":
         out, dens = _double_sum(q, k, v, w, feature_map, phase)
         nonpositive, min_den = int((dens <= 0).sum()), float(dens.min())
     else:
-        fq = rf_features(q, w, feature_map=feature_map, phase=phase)
-        fk = rf_features(k, w, feature_map=feature_map, phase=phase)
+        if feature_map == "positive":
+            fq, fk = _log_features(q, w, log_ratio), _log_features(k, w)
+        else:
+            fq = rf_features(q, w, feature_map=feature_map, phase=phase)
+            fk = rf_features(k, w, feature_map=feature_map, phase=phase)
         out, att = linear_attention(fq, fk, v, return_stats=True)
         nonpositive, min_den = att.n_nonpositive, att.min_denominator
-    return (out, RFAStats(ess, nonpositive, min_den)) if return_stats else out
+    return out, RFAStats(ess, nonpositive, min_den)
+
+
+def rfa_attention(q, k, v, *, num_samples: int | None = None, omega=None, rng=None, proposal=None, log_ratio=None,
+                  feature_map: str = "positive", phase=None, form: str | None = None, per_query: bool = False,
+                  causal: bool = False, frame: str = "theory", dtype=np.float64, return_stats: bool = False):
+    r"""Random feature attention: RFA as self-normalised importance sampling, for any proposal ``ρ``.
+
+    .. math::  \mathrm{RFA}_ρ(q_n) = \frac{\sum_s r(ω_s)\, ξ(q_n,ω_s)^T \sum_m ξ(k_m,ω_s) v_m^T}
+                                         {\sum_s r(ω_s)\, ξ(q_n,ω_s)^T \sum_m ξ(k_m,ω_s)},
+               \qquad ω_s \sim ρ,\quad r = N(\,\cdot\,; 0, I)/ρ,
+
+    the RA/LARA paper's Eq 2 (``ρ = N(0, I)``, ``r ≡ 1``), which Prop 3.1 reads as SNIS of softmax attention
+    ``E_{p_n}[f_n]`` (target ``p̃_n(ω) = N(ω; 0, I) ξ(q_n,ω)ᵀΣ_m ξ(k_m,ω)``, integrand Eq 6), and EVA's
+    ``RFA_ρ`` (§2.2, Eq 4: ``Σ_{s,m} λ_{s,m} v_m / Σ_{s,m} λ_{s,m}``, ``λ_{s,m} = r(ω_s) ξ(q_n,ω_s) ξ(k_m,ω_s)``).
+
+    Conventions: *merged coordinates* (RA paper footnote 2; EVA's ``frame="theory"``): the kernel is
+    ``exp(q·k)``, so raw queries and keys enter as ``D^{-1/4} q``, ``D^{-1/4} k`` (or pass ``frame="sqrt_d"``);
+    ``ω ~ N(0, I_D)`` in the same coordinates; ``ξ`` is one of :data:`XI_MAPS` (App C).
+
+    Parameters
+    ----------
+    q, k, v : array_like ``(..., N, D)``, ``(..., M, D)``, ``(..., M, D_v)``
+        Leading batch/head axes broadcast (with ``omega``'s leading axes too).
+    num_samples : int, optional
+        ``S``, drawn from ``rng`` when ``omega`` is not given: from ``proposal`` (one call of its
+        ``sample(rng, num_samples)``), else ``N(0, I)`` (and phases) head after head (independent heads).
+    omega : array_like ``(..., S, D)``, optional
+        Explicit samples shared by all queries (shared by every head unless they carry leading axes), or with
+        ``per_query=True`` ``(..., N, S, D)``: one sample set per query.
+    rng : SPEC 7 seed or ``numpy.random.Generator``
+    proposal : :class:`~rfkit.estimators.proposals.Proposal`, optional
+        ``ρ`` (default ``N(0, I)``): draws ``num_samples`` with ``rng``, and gives ``log r`` through
+        :func:`~rfkit.estimators.proposals.log_ratio`. Positive map.
+    log_ratio : array_like ``omega.shape[:-1]``, optional
+        ``log r(ω_s)`` directly (overrides ``proposal``'s).
+    feature_map : {"positive", "trig_sincos", "trig_cos_phase", "hyperbolic"}
+    phase : array_like ``(..., S)``, optional
+        The phases ``b_s`` of ``trig_cos_phase`` (drawn with ``omega`` when it is drawn).
+    form : {"softmax", "features", "double_sum", "algorithm"}, optional
+        ``softmax`` (default for the positive map): ``y_n = Σ_s softmax_s(ω_s·q_n + log Den_s + log r_s) F_s``
+        (register ``lara.derived.rfa_softmax_form``); ``features`` (default for the other maps and for
+        ``causal``): Eq 2 as linear attention on footnote-3 features (positive map: ``r(ω)ξ(q, ω)`` and
+        ``ξ(k, ω)`` in log-factored form), signed where the map is, causal by prefix sums; ``double_sum``
+        (default for ``per_query``): the literal first form of Eq 2, ``O(NMS)`` (per-query samples: a joint
+        log-sum-exp over ``(s, m)``, ``O(NSMD)``); ``algorithm``: the literal loops of Algorithm 2 (positive
+        map, Numba).
+    per_query : bool
+        ``omega`` holds one sample set per query (positive map, ``double_sum``).
+    causal : bool
+        Query ``n`` uses keys ``m <= n`` (``N == M``; ``features`` or per-query ``double_sum``).
+    frame : {"theory", "sqrt_d"}
+        ``sqrt_d`` first replaces ``q, k`` by ``D^{-1/4} q, D^{-1/4} k`` (logits ``q·k/√D``).
+    dtype : float64 or float32
+        Computation dtype of the positive map's ``features`` and per-query forms (the others are float64).
+    return_stats : bool
+        Also return :class:`RFAStats` (a list, one per head, for inputs with leading axes).
+
+    Returns
+    -------
+    ndarray ``(..., N, D_v)`` (and the statistics).
+
+    Notes
+    -----
+    Cost ``O(S(N + M)(D + D_v))`` time and ``O(S(N + M) + S·D_v)`` memory (softmax, features); the double
+    sum is ``O(NMS(D + D_v))``. Combinations that are not defined (e.g. ``form="softmax"`` with a signed
+    map, ``causal`` with the softmax form, a proposal with a map other than the positive one) raise
+    ``ValueError``. Randomness: ``S·D`` standard normals per head (plus ``S`` phases), or the proposal's draws.
+
+    Examples
+    --------
+    One key: every form returns its value.
+
+    >>> rfa_attention([[0.3, -0.2]], [[1.0, 0.5]], [[7.0]], num_samples=4, rng=0)
+    array([[7.]])
+
+    With ``k = 0`` all keys look alike: the output is the mean of the values, for any proposal.
+
+    >>> from rfkit.estimators.proposals import GaussianProposal
+    >>> rfa_attention(np.ones((1, 2)), np.zeros((3, 2)), [[0.0], [3.0], [6.0]], num_samples=4, rng=0,
+    ...               proposal=GaussianProposal(np.ones(2)), form="features", causal=False)
+    array([[3.]])
+    """
+    check_choice(feature_map, "feature_map", XI_MAPS)
+    check_choice(frame, "frame", FRAMES)
+    form = check_choice(form or _default_form(feature_map, per_query, causal), "form", RFA_FORMS)
+    dt = compute_dtype(dtype)
+    _check_options(feature_map, form, per_query, causal, proposal is not None or log_ratio is not None, phase,
+                   dt, return_stats)
+    q, k, v = check_qkv(q, k, v, dtype=dt)
+    q, k = _in_frame(q, k, frame)
+    d = q.shape[-1]
+    if proposal is not None and proposal.dim != d:
+        raise ValueError(f"the proposal lives in dimension {proposal.dim}, the inputs in {d}")
+    if omega is None:
+        if num_samples is None or rng is None:
+            raise TypeError("give omega=, or num_samples= and rng= to draw the samples")
+        if proposal is not None:
+            omega = proposal.sample(rng, num_samples)
+        elif per_query:
+            raise ValueError("per-query samples are not drawn here: give omega (..., N, S, D) or a proposal")
+        else:
+            lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+            omega, phase = _draw_per_head(check_positive_int(num_samples, "num_samples"), d, lead, rng, feature_map)
+    omega = as_float_array(omega, "omega", dtype=dt, min_ndim=2)
+    if omega.shape[-1] != d:
+        raise ValueError(f"omega must have D = {d} columns (the input dimension), got shape {omega.shape}")
+    if omega.shape[-2] == 0:
+        raise ValueError("omega needs at least one sample (S >= 1)")
+    if log_ratio is None and proposal is not None:
+        log_ratio = proposal_log_ratio(proposal, omega)
+    if log_ratio is not None:
+        log_ratio = as_float_array(log_ratio, "log_ratio", dtype=dt)
+        if log_ratio.shape != omega.shape[:-1]:
+            raise ValueError(f"log_ratio must have shape {omega.shape[:-1]} (omega without its last axis), "
+                             f"got {log_ratio.shape}")
+    if per_query:
+        return _rfa_direct(q, k, v, omega, 0.0 if log_ratio is None else log_ratio, causal)
+    if form == "features" and feature_map == "positive" and not return_stats:
+        return linear_attention(_log_features(q, omega, log_ratio), _log_features(k, omega), v, causal=causal,
+                                dtype=dt)
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], omega.shape[:-2])
+    if not lead:
+        out, stats = _rfa_matrix(q, k, v, omega, phase, log_ratio, feature_map, form)
+        return (out, stats) if return_stats else out
+    q, k, v = (np.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
+    omega = np.broadcast_to(omega, lead + omega.shape[-2:])
+    log_ratio = None if log_ratio is None else np.broadcast_to(log_ratio, lead + log_ratio.shape[-1:])
+    phase = None if phase is None else np.asarray(phase)
+    results = [_rfa_matrix(q[i], k[i], v[i], omega[i], None if phase is None else phase if phase.ndim == 1 else
+                           phase[i], None if log_ratio is None else log_ratio[i], feature_map, form)
+               for i in np.ndindex(lead)]
+    out = np.stack([r[0] for r in results]).reshape(lead + results[0][0].shape)
+    return (out, [r[1] for r in results]) if return_stats else out
+
+
+def _rfa_direct(q, k, v, omega, log_ratio, causal):
+    """Query-dependent samples ``omega (..., N, S, d)``: joint log-sum-exp over ``(s, m)`` (EVA App A)."""
+    if omega.ndim < 3 or omega.shape[-3] != q.shape[-2]:
+        raise ValueError(f"per_query omega must have shape (..., N, S, d) with N = {q.shape[-2]}, got {omega.shape}")
+    lq = np.einsum("...nd,...nsd->...ns", q, omega) - half_sq_norm(q)[..., None] + log_ratio
+    lk = np.einsum("...md,...nsd->...nsm", k, omega) - half_sq_norm(k)[..., None, None, :]
+    log_lam = lq[..., None] + lk
+    if causal:
+        log_lam = np.where(np.tri(q.shape[-2], k.shape[-2], dtype=bool)[:, None, :], log_lam, -np.inf)
+    weights = np.exp(log_lam - log_lam.max(axis=(-2, -1), keepdims=True)).sum(axis=-2)
+    return (weights @ v) / weights.sum(axis=-1, keepdims=True)
 
 
 @numba.njit(cache=True)

@@ -10,7 +10,11 @@ What it offers
   and FAVOR+ end to end (:mod:`rfkit.gpu.favor`); Macformer's random Maclaurin features, RMFA and its
   vectorised replicates given a draw (:mod:`rfkit.gpu.rmf`); practical and causal EVA with explicit or
   ``torch.Generator`` noise (:mod:`rfkit.gpu.eva`); RFA, RA and LARA (Eq 34 proposals, Eq 9 weights) on the
-  positive map (:mod:`rfkit.gpu.lara`).
+  positive map (:mod:`rfkit.gpu.rfa`, :mod:`rfkit.gpu.ra`, :mod:`rfkit.gpu.lara`).
+* The namespace mirrors numpy's: ``rfkit.gpu.<module>.<name>`` is the torch execution of
+  ``rfkit.estimators.<module>.<name>`` (projections, features, attention, favor, rmf, eva, rfa, ra, lara), with
+  the numpy keyword names (``num_samples``, ``omega``, ``rng``: a ``torch.Generator`` or a numpy seed/generator,
+  :func:`as_generator`); options the torch path does not execute raise ``NotImplementedError`` naming them.
 * :func:`make_generator` / :func:`generator_from_rng` — torch randomness seeded from a seed or from a cell's
   numpy generator (itself seeded from the cell's ``SeedSequence``).
 
@@ -54,6 +58,7 @@ __all__ = [
     "TorchFeatures",
     "make_generator",
     "generator_from_rng",
+    "as_generator",
     "default_device",
     "gaussian_projection",
     "orthogonal_projection",
@@ -76,13 +81,17 @@ __all__ = [
 ]
 
 _HOMES = {
-    **dict.fromkeys(("TorchFeatures", "make_generator", "generator_from_rng", "default_device"), "_core"),
-    **dict.fromkeys(("gaussian_projection", "orthogonal_projection", "draw_projection", "trig_features",
-                     "positive_features", "hyperbolic_features", "FEATURE_MAPS", "linear_attention",
-                     "softmax_attention", "favor_attention"), "favor"),
+    **dict.fromkeys(("TorchFeatures", "make_generator", "generator_from_rng", "as_generator", "default_device"),
+                    "_core"),
+    **dict.fromkeys(("gaussian_projection", "orthogonal_projection"), "projections"),
+    **dict.fromkeys(("trig_features", "positive_features", "hyperbolic_features", "FEATURE_MAPS"), "features"),
+    **dict.fromkeys(("linear_attention", "softmax_attention"), "attention"),
+    **dict.fromkeys(("draw_projection", "favor_attention"), "favor"),
     **dict.fromkeys(("rmf_features", "rmfa", "rmfa_replicates"), "rmf"),
     **dict.fromkeys(("eva_practical", "eva_causal"), "eva"),
-    **dict.fromkeys(("rfa_attention", "ra_attention", "lara_attention"), "lara"),
+    "rfa_attention": "rfa",
+    "ra_attention": "ra",
+    "lara_attention": "lara",
 }
 
 

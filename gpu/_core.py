@@ -16,7 +16,7 @@ from rfkit.base.checks import NumericalError, real_array
 from rfkit.estimators import Features
 
 __all__ = ["TorchFeatures", "as_torch_features", "as_tensor", "torch_dtype", "numpy_dtype", "default_device",
-           "make_generator", "generator_from_rng", "check_generator", "check_qkv"]
+           "make_generator", "generator_from_rng", "as_generator", "check_qkv"]
 
 _DTYPES = {torch.float64: np.dtype(np.float64), torch.float32: np.dtype(np.float32)}
 
@@ -94,10 +94,14 @@ def generator_from_rng(rng, device=None) -> torch.Generator:
     return make_generator(int(rng.integers(0, 2**63 - 1)), device)
 
 
-def check_generator(generator) -> torch.Generator:
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    return generator
+def as_generator(rng, device=None) -> torch.Generator:
+    """The ``rng=`` of every torch function: a ``torch.Generator`` as it is, or anything numpy's ``rng`` accepts
+    (a seed, a ``numpy.random.Generator``: one draw seeds a new generator on ``device``, :func:`generator_from_rng`)."""
+    if isinstance(rng, torch.Generator):
+        return rng
+    if rng is None:
+        raise TypeError("rng must be a torch.Generator, a seed or a numpy Generator, got None")
+    return generator_from_rng(rng, device)
 
 
 @dataclass(frozen=True)

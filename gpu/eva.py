@@ -23,7 +23,7 @@ from rfkit.estimators.eva import (
     practical_partition,
 )
 
-from ._core import as_tensor, check_generator, check_qkv
+from ._core import as_generator, as_tensor, check_qkv
 
 __all__ = ["eva_practical", "eva_causal"]
 
@@ -62,14 +62,15 @@ def _proposal_mean(q_tilde: torch.Tensor, k_tilde: torch.Tensor, rule) -> torch.
             "zero": lambda: torch.zeros_like(k_tilde)}[rule]()
 
 
-def _samples(mu: torch.Tensor, mode: str, generator, eps) -> torch.Tensor:
+def _samples(mu: torch.Tensor, mode: str, rng, eps) -> torch.Tensor:
     """``ω_c = μ_c + ε_c`` (train) or ``μ_c`` (eval); ``eps`` broadcasts to ``mu``'s shape."""
     if mode == "eval":
         return mu
     if eps is None:
-        if generator is None:
-            raise TypeError("mode='train' needs generator= or eps= (the chunk noise)")
-        return mu + torch.randn(mu.shape, generator=check_generator(generator), device=mu.device, dtype=mu.dtype)
+        if rng is None:
+            raise TypeError("mode='train' needs rng= or eps= (the chunk noise)")
+        gen = as_generator(rng, mu.device)
+        return mu + torch.randn(mu.shape, generator=gen, device=mu.device, dtype=mu.dtype)
     try:
         return mu + eps.expand(mu.shape)
     except RuntimeError as exc:
@@ -81,13 +82,13 @@ def _half_sq(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * (x * x).sum(dim=-1)
 
 
-def _chunk_stats(q, k, v, chunks: torch.Tensor, opts, generator, eps):
+def _chunk_stats(q, k, v, chunks: torch.Tensor, opts, rng, eps):
     """``(k̃, β̂)`` per chunk (``(nb, G, C, d)``, ``(nb, G, C, d_v)``) from the chunk's tokens only:
     ``β̂_c = Σ_{m∈P_c} softmax_m(log ξ(k_m, ω_c)) v_m`` (App C, one sample)."""
     kc, qc, vc = k[:, chunks], q[:, chunks], v[:, chunks]
     k_tilde = _torch_sigma(opts.sigma_k)(_pool(kc, opts.pool))
     q_tilde = _torch_sigma(opts.sigma_q)(_pool(qc, opts.pool))
-    omega = _samples(_proposal_mean(q_tilde, k_tilde, opts.mu_rule), opts.mode, generator, eps)
+    omega = _samples(_proposal_mean(q_tilde, k_tilde, opts.mu_rule), opts.mode, rng, eps)
     log_feat = (torch.einsum("ngcd,ngcld->ngcl", omega, kc) - _half_sq(kc)) * opts.logit_scale
     inner = torch.softmax(log_feat, dim=-1)
     return k_tilde, (inner[..., None, :] @ vc)[..., 0, :], kc
@@ -132,7 +133,7 @@ def _in_frame(q, k, frame: str):
 
 def eva_practical(q, k, v, *, block_size: int, num_chunks: int, partition_domain: str = "all", layout: str = "1d",
                   grid: tuple[int, int] | None = None, window: str = "block", sigma_q=None, sigma_k=None,
-                  pool: str = "mean", mu_rule="q+k", mode: str = "train", generator: torch.Generator | None = None,
+                  pool: str = "mean", mu_rule="q+k", mode: str = "train", rng=None,
                   eps=None, frame: str = "theory", chunk_logit: str = "representative",
                   chunk_logit_offset: float = 0.0, dtype=None) -> torch.Tensor:
     r"""Practical EVA (Eq 16, Algorithm 1, App C), one sample per chunk: torch version of
@@ -143,9 +144,9 @@ def eva_practical(q, k, v, *, block_size: int, num_chunks: int, partition_domain
     ``ω_c = μ_c + ε_c`` (train) or ``μ_c`` (eval).
 
     Parameters are those of the reference (``num_samples = 1``, ``coefficient = "sampled"``) except the
-    randomness: ``eps`` ``(..., G, C, d)`` explicit, else drawn with ``generator`` (a ``torch.Generator``).
-    ``sigma_q``/``sigma_k``: None (identity), a :class:`~rfkit.estimators.eva.LinearLayerNorm`, or a callable
-    on tensors. Cost ``O(N(|E| + C)(d + d_v) + Md)``; randomness: ``ε`` only.
+    randomness: ``eps`` ``(..., G, C, d)`` explicit, else drawn with ``rng`` (a ``torch.Generator`` or a numpy
+    seed/generator). ``sigma_q``/``sigma_k``: None (identity), a :class:`~rfkit.estimators.eva.LinearLayerNorm`,
+    or a callable on tensors. Cost ``O(N(|E| + C)(d + d_v) + Md)``; randomness: ``ε`` only.
     """
     q, k, v = check_qkv(q, k, v, dtype, same_length=True)
     n, d = q.shape[-2], q.shape[-1]
@@ -163,7 +164,7 @@ def eva_practical(q, k, v, *, block_size: int, num_chunks: int, partition_domain
     local = torch.where(torch.as_tensor(part.exact_valid, device=q.device)[None, :, None, :], local, -math.inf)
     if part.num_chunks:
         noise = _flat_eps(eps, lead, 3, q.dtype, q.device)
-        k_tilde, beta, kc = _chunk_stats(q, k, v, index["chunks"], opts, generator, noise)
+        k_tilde, beta, kc = _chunk_stats(q, k, v, index["chunks"], opts, rng, noise)
         chunk = _chunk_logits(qb, k_tilde[:, group], kc[:, group], opts)
         a_loc, a_chk = _joint_softmax(local, chunk)
         out = a_loc @ v[:, index["exact"]] + a_chk @ beta[:, group]
@@ -190,12 +191,12 @@ def _causal_noise(eps, lead, n_chunks: int, dtype, device):
 
 def eva_causal(q, k, v, *, block_size: int, chunk_size: int, chunk_mask: str = "alg2", window: str = "block",
                sigma_q=None, sigma_k=None, pool: str = "mean", mu_rule="q+k", mode: str = "train",
-               generator: torch.Generator | None = None, eps=None, frame: str = "theory", dtype=None) -> torch.Tensor:
+               rng=None, eps=None, frame: str = "theory", dtype=None) -> torch.Tensor:
     r"""Causal EVA (App D, Algorithm 2), in parallel: torch version of :func:`rfkit.estimators.eva.eva_causal`.
 
     Blocks of ``block_size`` with the intra-block lower triangle ``M^E``, complete chunks of ``chunk_size`` allowed
     through ``M^P_{c,t} = 1[c <= t]`` (``chunk_mask``, ``window`` as in the reference). Train-mode noise: ``eps``
-    ``(..., C', d)`` (row ``c`` for chunk ``c``) or drawn with ``generator``. Output row ``n`` depends on tokens
+    ``(..., C', d)`` (row ``c`` for chunk ``c``) or drawn with ``rng``. Output row ``n`` depends on tokens
     ``<= n`` only. Cost ``O(N(|E| + C)(d + d_v))``; randomness: ``ε`` only.
     """
     q, k, v = check_qkv(q, k, v, dtype, same_length=True)
@@ -222,7 +223,7 @@ def eva_causal(q, k, v, *, block_size: int, chunk_size: int, chunk_mask: str = "
     else:
         chunks = torch.arange(n_chunks * chunk, device=q.device).reshape(1, n_chunks, chunk)
         noise = _causal_noise(eps, lead, n_chunks, q.dtype, q.device)
-        k_tilde, beta, _ = _chunk_stats(q, k, v, chunks, opts, generator, noise)
+        k_tilde, beta, _ = _chunk_stats(q, k, v, chunks, opts, rng, noise)
         allowed = torch.as_tensor(_causal_chunk_mask(n, block, chunk, n_chunks, chunk_mask, window), device=q.device)
         logits = torch.where(allowed, (q @ k_tilde[:, 0].mT) * opts.logit_scale, -math.inf)
         logits = torch.cat([logits, logits.new_full((nb, pad, n_chunks), -math.inf)], dim=1)

@@ -26,20 +26,11 @@ from rfkit.estimators.attention import _RANK_ONE_SPREAD, DEFAULT_CHUNK_SIZE, Att
 from rfkit.estimators.features import _SAFE_EXPONENT
 from rfkit.estimators.projections import NORM_LAWS
 
-from ._core import TorchFeatures, as_tensor, as_torch_features, check_generator, numpy_dtype, torch_dtype
+from ._core import TorchFeatures, as_generator, as_tensor, as_torch_features, numpy_dtype, torch_dtype
 
-__all__ = [
-    "gaussian_projection",
-    "orthogonal_projection",
-    "draw_projection",
-    "trig_features",
-    "positive_features",
-    "hyperbolic_features",
-    "FEATURE_MAPS",
-    "linear_attention",
-    "softmax_attention",
-    "favor_attention",
-]
+# Public here: the functions of rfkit.estimators.favor. The projections, feature maps and attention functions
+# executed below are public in rfkit.gpu.projections, rfkit.gpu.features and rfkit.gpu.attention (the numpy homes).
+__all__ = ["draw_projection", "favor_attention"]
 
 # ------------------------------------------------------------------------------------ projections
 
@@ -50,15 +41,15 @@ def _lead(size: int | None) -> tuple[int, ...]:
 
 def _standard_normal(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
     """Draws always in float64 (as the numpy samplers), cast by the caller."""
-    return torch.randn(shape, generator=check_generator(generator), device=generator.device, dtype=torch.float64)
+    return torch.randn(shape, generator=generator, device=generator.device, dtype=torch.float64)
 
 
-def gaussian_projection(m: int, d: int, *, generator: torch.Generator, size: int | None = None,
-                        dtype=torch.float64) -> torch.Tensor:
+def gaussian_projection(m: int, d: int, *, rng, size: int | None = None, dtype=torch.float64) -> torch.Tensor:
     """Rows iid ``N(0, I_d)``, shape ``(m, d)`` (or ``(size, m, d)``): torch version of
-    :func:`rfkit.estimators.gaussian_projection`. Randomness: ``generator`` only (its device is used)."""
+    :func:`rfkit.estimators.gaussian_projection`. Randomness: ``rng`` only (a ``torch.Generator``, whose device is
+    used, or a numpy seed/generator: :func:`~rfkit.gpu._core.as_generator`)."""
     m, d = check_positive_int(m, "m"), check_positive_int(d, "d")
-    return _standard_normal(_lead(size) + (m, d), generator).to(torch_dtype(dtype))
+    return _standard_normal(_lead(size) + (m, d), as_generator(rng)).to(torch_dtype(dtype))
 
 
 def _haar_frame(d: int, k: int, generator: torch.Generator, lead: tuple[int, ...]) -> torch.Tensor:
@@ -76,17 +67,17 @@ def _radial(shape: tuple[int, ...], d: int, norms: str, generator: torch.Generat
     return torch.full(shape, value, dtype=torch.float64, device=generator.device)
 
 
-def orthogonal_projection(m: int, d: int, *, generator: torch.Generator, norms: str = "chi",
+def orthogonal_projection(m: int, d: int, *, rng, norms: str = "chi",
                           size: int | None = None, dtype=torch.float64) -> torch.Tensor:
     """Orthogonal random features (R-ORF): torch version of :func:`rfkit.estimators.orthogonal_projection`.
 
     Haar-orthonormal directions in blocks of ``d`` rows (``⌈m/d⌉`` independent blocks, the last partial) and
     independent row norms (``chi``: each row marginally ``N(0, I_d)``; ``sqrt_d``; ``unit``). Shape ``(m, d)``
-    or ``(size, m, d)``. Cost ``O(m d²)``. Randomness: ``generator`` only.
+    or ``(size, m, d)``. Cost ``O(m d²)``. Randomness: ``rng`` only (as :func:`gaussian_projection`).
     """
     m, d = check_positive_int(m, "m"), check_positive_int(d, "d")
     norms = check_choice(norms, "norms", NORM_LAWS)
-    check_generator(generator)
+    generator = as_generator(rng)
     lead = _lead(size)
     full, rest = divmod(m, d)
     parts = []
@@ -102,11 +93,11 @@ def orthogonal_projection(m: int, d: int, *, generator: torch.Generator, norms: 
 PROJECTIONS = {"iid": gaussian_projection, "orthogonal": orthogonal_projection}
 
 
-def draw_projection(kind: str, m: int, d: int, *, generator: torch.Generator, dtype=torch.float64) -> torch.Tensor:
+def draw_projection(kind: str, m: int, d: int, *, rng, dtype=torch.float64) -> torch.Tensor:
     """``W`` (``m×d``) by sampler name, ``iid`` or ``orthogonal`` (chi norms): the dense samplers of
     :func:`rfkit.estimators.favor.draw_projection`."""
     kind = check_choice(kind, "projection", PROJECTIONS)
-    return PROJECTIONS[kind](m, d, generator=generator, dtype=dtype)
+    return PROJECTIONS[kind](m, d, rng=rng, dtype=dtype)
 
 
 # --------------------------------------------------------------------------------------- features
@@ -346,7 +337,7 @@ def softmax_attention(q, k, v, *, scale: float | None = None, causal: bool = Fal
 
 
 def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "orthogonal", m: int = 256,
-                    omega=None, generator: torch.Generator | None = None, scale_inputs: bool = True,
+                    omega=None, rng=None, scale_inputs: bool = True,
                     causal: bool = False, chunk_size: int | None = None, return_stats: bool = False, dtype=None):
     r"""FAVOR+ attention (Performer Algorithm 1): torch version of :func:`rfkit.estimators.favor.favor_attention`
     for dense projections.
@@ -360,8 +351,8 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
     m : int
         Number of projections.
     omega : tensor ``(m, d)``, optional
-        Explicit projection (then ``generator`` is not needed).
-    generator : torch.Generator
+        Explicit projection (then ``rng`` is not needed).
+    rng : torch.Generator, seed or numpy Generator
         Randomness of the projection; required when it is drawn.
     scale_inputs : bool
         Use ``q/d^{1/4}``, ``k/d^{1/4}`` (Performer's ``A = exp(QKᵀ/√d)``).
@@ -379,9 +370,9 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
         raise ValueError(f"q and k must share their last dimension, got {q.shape[-1]} and {k.shape[-1]}")
     d = q.shape[-1]
     if omega is None:
-        if generator is None:
-            raise ValueError("favor_attention needs a torch.Generator to draw the projection (or an explicit omega)")
-        omega = draw_projection(projection, m, d, generator=generator, dtype=q.dtype)
+        if rng is None:
+            raise ValueError("favor_attention needs rng= to draw the projection (or an explicit omega)")
+        omega = draw_projection(projection, m, d, rng=as_generator(rng, q.device), dtype=q.dtype)
     omega = as_tensor(omega, "omega", dtype=q.dtype, device=q.device, ndim=2)
     scale = d ** -0.25 if scale_inputs else 1.0
     fmap = FEATURE_MAPS[kind]

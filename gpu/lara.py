@@ -1,8 +1,8 @@
-r"""RFA, RA and LARA (Zheng, Wang, Kong 2022) on torch tensors, positive map, merged coordinates (footnote 2).
+r"""LARA (Zheng, Wang, Kong 2022) on torch tensors, positive map, merged coordinates (footnote 2).
 
-Torch versions of :func:`rfkit.estimators.rfa.rfa_attention` (softmax form), :func:`rfkit.estimators.ra.ra_attention`
-(given its draws, or drawn with a ``torch.Generator``) and :func:`rfkit.estimators.lara.lara_attention` with the
-default Eq 34 proposals, Eq 9 weights and the softmax form. Every exponential is formed in log space as in the
+Torch version of :func:`rfkit.estimators.lara.lara_attention` with the default Eq 34 proposals, Eq 9 weights and
+the softmax form (RFA and RA: :mod:`rfkit.gpu.rfa`, :mod:`rfkit.gpu.ra`).
+Every exponential is formed in log space as in the
 reference (key statistics ``log Den_s = LSE_m(ω_s·k_m - ‖k_m‖²/2)``, ``F_s = Σ_m softmax_m(·) v_m``; a query's
 own factor cancels). Segment bounds come from :func:`rfkit.estimators.lara.segment_bounds`. Inputs are single
 ``(N, D)`` matrices (the reference loops over heads with ``over_heads``).
@@ -15,13 +15,13 @@ import math
 import torch
 
 from rfkit.base.checks import check_choice, check_positive_int
-from rfkit.estimators.lara import segment_bounds
-from rfkit.estimators.mis import RPRIME_AXES
-from rfkit.estimators.ra import RADraws
+from rfkit.estimators.lara import LARA_FORMS, PROPOSALS, segment_bounds
+from rfkit.estimators.mis import RPRIME_AXES, WEIGHTS
 
-from ._core import as_tensor, check_generator, check_qkv
+from ._core import as_generator, as_tensor, check_qkv
+from .rfa import _key_statistics
 
-__all__ = ["rfa_attention", "ra_attention", "lara_attention"]
+__all__ = ["lara_attention"]
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -33,61 +33,6 @@ def _half_sq(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * (x * x).sum(dim=-1)
 
 
-def _key_statistics(k: torch.Tensor, v: torch.Tensor, omega: torch.Tensor):
-    """``log Den_s = LSE_m(ω_s·k_m - ‖k_m‖²/2)`` and ``F_s = Σ_m softmax_m(·) v_m`` for ``omega (..., D)``."""
-    logits = omega @ k.mT - _half_sq(k)
-    return torch.logsumexp(logits, dim=-1), torch.softmax(logits, dim=-1) @ v
-
-
-def _samples(omega, shape: tuple[int, ...], q: torch.Tensor, name: str) -> torch.Tensor:
-    omega = as_tensor(omega, name, dtype=q.dtype, device=q.device)
-    if tuple(omega.shape) != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {tuple(omega.shape)}")
-    return omega
-
-
-def rfa_attention(q, k, v, *, omega, dtype=None) -> torch.Tensor:
-    r"""RFA (Eq 2) with shared samples ``omega (S, D)``, positive map, softmax form:
-    ``y_n = Σ_s softmax_s(ω_s·q_n + log Den_s) F_s``. Cost ``O(S(N + M)(D + D_v))``; randomness: the given ``ω``."""
-    q, k, v = check_qkv(q, k, v, dtype, matrices=True)
-    omega = as_tensor(omega, "omega", dtype=q.dtype, device=q.device, ndim=2)
-    if omega.shape[1] != q.shape[1] or omega.shape[0] == 0:
-        raise ValueError(f"omega must have shape (S >= 1, D = {q.shape[1]}), got {tuple(omega.shape)}")
-    log_den, f = _key_statistics(k, v, omega)
-    return torch.softmax(q @ omega.mT + log_den, dim=-1) @ f
-
-
-def _draw_ra(q: torch.Tensor, k: torch.Tensor, S: int, generator: torch.Generator):
-    """``z ~ Categorical(softmax_m(q_n·k_m))`` and ``ε ~ N(0, I)`` with a ``torch.Generator``."""
-    probs = torch.softmax(q.detach() @ k.detach().mT, dim=-1)
-    z = torch.multinomial(probs, check_positive_int(S, "S"), replacement=True, generator=check_generator(generator))
-    eps = torch.randn(z.shape + (q.shape[1],), generator=generator, device=q.device, dtype=q.dtype)
-    return z, eps
-
-
-def ra_attention(q, k, v, *, draws: RADraws | None = None, S: int = 1, generator: torch.Generator | None = None,
-                 dtype=None) -> torch.Tensor:
-    r"""Randomized attention ``RA(q_n) = (1/S) Σ_s f_n(ω_ns)``, ``ω_ns = q_n + k_{z_ns} + ε_ns ~ p_n`` (§3.2, positive
-    map, simplified integrand ``f_n(ω) = Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m``).
-
-    Randomness: the given :class:`~rfkit.estimators.ra.RADraws` (``z (N, S)``, ``eps (N, S, D)``) or ``S`` draws
-    per query from ``generator``. Cost ``O(NMD + S·N·M·(D + D_v))``: quadratic, like the reference.
-    """
-    q, k, v = check_qkv(q, k, v, dtype, matrices=True)
-    if draws is not None:
-        if draws.sign is not None:
-            raise ValueError("the torch RA covers the positive map (draws without signs)")
-        z = torch.as_tensor(draws.z, device=q.device)
-        eps = _samples(draws.eps, tuple(z.shape) + (q.shape[1],), q, "draws.eps")
-    elif generator is not None:
-        z, eps = _draw_ra(q, k, S, generator)
-    else:
-        raise TypeError("give draws= (RADraws) or generator= (a torch.Generator)")
-    omega = q[:, None, :] + k[z] + eps
-    _, f = _key_statistics(k, v, omega)
-    return f.mean(dim=1)
-
-
 def _landmarks(x: torch.Tensor, C: int, uneven: str) -> torch.Tensor:
     """Segment means ``x̃_c`` (G.3.1) by prefix sums over :func:`~rfkit.estimators.lara.segment_bounds`."""
     start, end = (torch.as_tensor(a, device=x.device) for a in segment_bounds(x.shape[0], C, uneven=uneven))
@@ -95,16 +40,17 @@ def _landmarks(x: torch.Tensor, C: int, uneven: str) -> torch.Tensor:
     return (cs[end] - cs[start]) / (end - start).to(x.dtype)[:, None]
 
 
-def _draws(mu: torch.Tensor, mode: str, S_c: int, omega, generator) -> torch.Tensor:
-    """``ω_cj``: given ``(C, S_c, D)``, ``μ_c`` (eval, G.3.3) or ``μ_c + ε`` from ``generator`` (train)."""
+def _draws(mu: torch.Tensor, mode: str, num_samples: int, omega, rng) -> torch.Tensor:
+    """``ω_cj``: given ``(C, S_c, D)``, ``μ_c`` (eval, G.3.3) or ``μ_c + ε`` from ``rng`` (train)."""
     if omega is not None:
         return as_tensor(omega, "omega", dtype=mu.dtype, device=mu.device, ndim=3)
     if mode == "eval":
         return mu[:, None, :]
-    if generator is None:
-        raise TypeError("mode='train' needs omega= or generator=")
-    shape = (mu.shape[0], check_positive_int(S_c, "S_c"), mu.shape[1])
-    return mu[:, None, :] + torch.randn(shape, generator=check_generator(generator), device=mu.device, dtype=mu.dtype)
+    if rng is None:
+        raise TypeError("mode='train' needs omega= or rng=")
+    shape = (mu.shape[0], check_positive_int(num_samples, "num_samples"), mu.shape[1])
+    gen = as_generator(rng, mu.device)
+    return mu[:, None, :] + torch.randn(shape, generator=gen, device=mu.device, dtype=mu.dtype)
 
 
 def _eq9_weights(omega: torch.Tensor, mu: torch.Tensor, q: torch.Tensor, q_landmarks: torch.Tensor, beta: float,
@@ -127,9 +73,9 @@ def _mis_softmax_form(q, k, v, omega, mu, alpha) -> torch.Tensor:
     return (a.reshape(a.shape[0], -1) @ f.reshape(-1, f.shape[-1])) / a.sum(dim=(1, 2))[:, None]
 
 
-def lara_attention(q, k, v, *, C: int, omega=None, generator: torch.Generator | None = None, mode: str = "train",
-                   S_c: int = 1, beta: float = 1.0, rprime_axis: str = "queries", uneven: str = "error",
-                   dtype=None) -> torch.Tensor:
+def lara_attention(q, k, v, *, C: int, rng=None, omega=None, proposal: str = "eq34", weights: str = "eq9",
+                   beta: float = 1.0, rprime_axis: str = "queries", mode: str = "train", num_samples: int = 1,
+                   form: str = "softmax", uneven: str = "error", dtype=None) -> torch.Tensor:
     r"""LARA (Eq 10, G.3) with Eq 34 proposals ``N(q̃_c + k̃_c, I)``, Eq 9 weights and the softmax form.
 
     Parameters
@@ -137,11 +83,14 @@ def lara_attention(q, k, v, *, C: int, omega=None, generator: torch.Generator | 
     q, k, v : ``(N, D)``, ``(M, D)``, ``(M, D_v)`` (merged coordinates)
     C : int
         Landmarks = proposals (segment means of queries and keys, ``uneven`` as the reference).
+    rng : torch.Generator, seed or numpy Generator
+        Draws ``num_samples`` per proposal (``mode="train"``) when ``omega`` is not given.
     omega : ``(C, S_c, D)``, optional
-        Explicit draws (shareable with the numpy reference); else ``μ_c`` (``mode="eval"``) or ``μ_c + ε`` drawn
-        with ``generator``.
+        Explicit draws (shareable with the numpy reference); else ``μ_c`` (``mode="eval"``) or ``μ_c + ε``.
     beta, rprime_axis
         Eq 9/38's correction coefficient and the softmax axis of ``r'`` (``queries`` as printed).
+    proposal, weights, form
+        Only ``"eq34"``, ``"eq9"`` and ``"softmax"``; the other values raise ``NotImplementedError``.
 
     Notes
     -----
@@ -149,11 +98,20 @@ def lara_attention(q, k, v, *, C: int, omega=None, generator: torch.Generator | 
     """
     check_choice(mode, "mode", ("train", "eval"))
     check_choice(rprime_axis, "rprime_axis", RPRIME_AXES)
+    check_choice(proposal, "proposal", PROPOSALS)
+    check_choice(weights, "weights", WEIGHTS)
+    check_choice(form, "form", LARA_FORMS)
+    given = [f"{name}={value!r}" for name, value, default in (("proposal", proposal, "eq34"),
+                                                              ("weights", weights, "eq9"), ("form", form, "softmax"))
+             if value != default]
+    if given:
+        raise NotImplementedError(f"the torch lara_attention runs Eq 34 proposals, Eq 9 weights and the softmax form; "
+                                  f"not {', '.join(given)} (use the numpy reference)")
     q, k, v = check_qkv(q, k, v, dtype, matrices=True)
     C = check_positive_int(C, "C")
     q_landmarks = _landmarks(q, C, uneven)
     mu = q_landmarks + _landmarks(k, C, uneven)
-    omega = _draws(mu, mode, S_c, omega, generator)
+    omega = _draws(mu, mode, num_samples, omega, rng)
     if omega.shape[0] != C or omega.shape[2] != q.shape[1]:
         raise ValueError(f"omega must have shape (C={C}, S_c, D={q.shape[1]}), got {tuple(omega.shape)}")
     alpha = _eq9_weights(omega, mu, q, q_landmarks, float(beta), rprime_axis)

@@ -32,7 +32,7 @@ from ._core import TorchFeatures, as_tensor
 from .favor import _buffers as _linear_buffers
 from .favor import _with_ones
 
-__all__ = ["rmf_features", "rmfa", "rmfa_replicates", "result_to_numpy"]
+__all__ = ["rmf_features", "rmfa", "rmfa_replicates"]
 
 
 def _segment_products(projections: torch.Tensor, draw: RMFDraw) -> torch.Tensor:

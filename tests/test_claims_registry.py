@@ -13,7 +13,7 @@ from rfkit.validation.report import html_report, markdown_report
 from rfkit.validation.stats import exact_test
 
 #: Papers whose claims are ported and audited (issues 13-15 add theirs as they land).
-AUDITED = ("performer",)
+AUDITED = ("performer", "lara")
 
 
 def test_related_claims_exist_and_are_declared_on_both_sides():

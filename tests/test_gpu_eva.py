@@ -86,9 +86,9 @@ def test_eva_causal_output_ignores_future_tokens(rng, qkv):
 
 def test_generator_noise_is_reproducible(qkv):
     q, k, v = qkv
-    a = gpu.eva_practical(q, k, v, block_size=8, num_chunks=4, generator=gpu.make_generator(1, "cpu"))
-    b = gpu.eva_practical(q, k, v, block_size=8, num_chunks=4, generator=gpu.make_generator(1, "cpu"))
-    c = gpu.eva_practical(q, k, v, block_size=8, num_chunks=4, generator=gpu.make_generator(2, "cpu"))
+    a = gpu.eva_practical(q, k, v, block_size=8, num_chunks=4, rng=gpu.make_generator(1, "cpu"))
+    b = gpu.eva_practical(q, k, v, block_size=8, num_chunks=4, rng=gpu.make_generator(1, "cpu"))
+    c = gpu.eva_practical(q, k, v, block_size=8, num_chunks=4, rng=gpu.make_generator(2, "cpu"))
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
@@ -108,7 +108,7 @@ def test_gradcheck_through_eva(causal):
 
 def test_bad_input_raises(qkv):
     q, k, v = qkv
-    with pytest.raises(TypeError, match="generator"):
+    with pytest.raises(TypeError, match="rng"):
         gpu.eva_practical(q, k, v, block_size=8, num_chunks=4)
     with pytest.raises(ValueError):
         gpu.eva_practical(q, k[:-1], v[:-1], block_size=8, num_chunks=4, mode="eval")

@@ -68,7 +68,7 @@ def test_features_kernel_is_unbiased_for_softmax_kernel():
     # rate < 1e-18); deterministic for this seed.
     gen = gpu.make_generator(7, "cpu")
     x, y = torch.tensor([[0.3, -0.2, 0.1]], dtype=torch.float64), torch.tensor([[0.1, 0.4, -0.3]], dtype=torch.float64)
-    w = gpu.gaussian_projection(200_000, 3, generator=gen)
+    w = gpu.gaussian_projection(200_000, 3, rng=gen)
     target = float(torch.exp(x @ y.mT))
     for fmap in gpu.FEATURE_MAPS.values():
         est_kernel = float(fmap(x, w).dense() @ fmap(y, w).dense().mT)
@@ -151,9 +151,9 @@ def test_favor_attention_with_given_projection_matches_numpy(rng, kind, causal):
 
 def test_favor_attention_draws_with_the_generator_reproducibly(rng):
     q, k, v, _ = _inputs(rng, length=20)
-    a = gpu.favor_attention(q, k, v, m=32, generator=gpu.make_generator(3, "cpu"), causal=True)
-    b = gpu.favor_attention(q, k, v, m=32, generator=gpu.make_generator(3, "cpu"), causal=True)
-    c = gpu.favor_attention(q, k, v, m=32, generator=gpu.make_generator(4, "cpu"), causal=True)
+    a = gpu.favor_attention(q, k, v, m=32, rng=gpu.make_generator(3, "cpu"), causal=True)
+    b = gpu.favor_attention(q, k, v, m=32, rng=gpu.make_generator(3, "cpu"), causal=True)
+    c = gpu.favor_attention(q, k, v, m=32, rng=gpu.make_generator(4, "cpu"), causal=True)
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
@@ -162,12 +162,12 @@ def test_favor_attention_draws_with_the_generator_reproducibly(rng):
 
 def test_orthogonal_projection_blocks_are_orthogonal_and_shaped():
     gen = gpu.make_generator(0, "cpu")
-    w = gpu.orthogonal_projection(11, 4, generator=gen, norms="unit", size=3)
+    w = gpu.orthogonal_projection(11, 4, rng=gen, norms="unit", size=3)
     assert w.shape == (3, 11, 4)
     for block in (w[:, :4], w[:, 4:8], w[:, 8:]):
         gram = block @ block.mT
         assert torch.allclose(gram, torch.eye(block.shape[1], dtype=w.dtype).expand_as(gram), atol=1e-12)
-    sq = gpu.orthogonal_projection(5, 4, generator=gen, norms="sqrt_d")
+    sq = gpu.orthogonal_projection(5, 4, rng=gen, norms="sqrt_d")
     assert torch.allclose(torch.linalg.vector_norm(sq, dim=-1), torch.full((5,), 2.0, dtype=sq.dtype))
 
 
@@ -175,18 +175,18 @@ def test_orthogonal_projection_laws():
     # Seeded KS tests at level 1e-3 each (false-failure rate 1e-3 per statistic under the true law; deterministic
     # for this seed): chi(d) row norms, and a Haar direction's first coordinate squared ~ Beta(1/2, (d-1)/2).
     d, n = 5, 4000
-    w = gpu.orthogonal_projection(d, d, generator=gpu.make_generator(11, "cpu"), size=n // d).reshape(-1, d)
+    w = gpu.orthogonal_projection(d, d, rng=gpu.make_generator(11, "cpu"), size=n // d).reshape(-1, d)
     norms = torch.linalg.vector_norm(w, dim=-1).numpy()
     assert scipy.stats.kstest(norms, scipy.stats.chi(d).cdf).pvalue > 1e-3
     first = (w[:, 0].numpy() / norms) ** 2
     assert scipy.stats.kstest(first, scipy.stats.beta(0.5, (d - 1) / 2).cdf).pvalue > 1e-3
-    g = gpu.gaussian_projection(n, 1, generator=gpu.make_generator(12, "cpu")).numpy()[:, 0]
+    g = gpu.gaussian_projection(n, 1, rng=gpu.make_generator(12, "cpu")).numpy()[:, 0]
     assert scipy.stats.kstest(g, "norm").pvalue > 1e-3
 
 
 def test_projection_dtypes_and_reproducibility():
-    a = gpu.draw_projection("orthogonal", 6, 3, generator=gpu.make_generator(5, "cpu"), dtype=torch.float32)
-    b = gpu.draw_projection("orthogonal", 6, 3, generator=gpu.make_generator(5, "cpu"), dtype=torch.float32)
+    a = gpu.draw_projection("orthogonal", 6, 3, rng=gpu.make_generator(5, "cpu"), dtype=torch.float32)
+    b = gpu.draw_projection("orthogonal", 6, 3, rng=gpu.make_generator(5, "cpu"), dtype=torch.float32)
     assert a.dtype == torch.float32 and torch.equal(a, b)
 
 
@@ -201,7 +201,7 @@ def test_gradcheck_through_features_and_linear_attention(kind, causal):
     q = torch.randn(5, 3, generator=gen, dtype=torch.float64).mul(0.5).requires_grad_()
     k = torch.randn(5, 3, generator=gen, dtype=torch.float64).mul(0.5).requires_grad_()
     v = torch.randn(5, 2, generator=gen, dtype=torch.float64).requires_grad_()
-    w = gpu.orthogonal_projection(4, 3, generator=gen)
+    w = gpu.orthogonal_projection(4, 3, rng=gen)
     fmap = gpu.FEATURE_MAPS[kind]
 
     def attend(q, k, v):
@@ -233,9 +233,9 @@ def test_gradcheck_through_softmax_attention():
     (lambda: gpu.linear_attention(np.ones((3, 2)), np.ones((3, 2)), [[1.0], [np.inf], [0.0]]), ValueError),
     (lambda: gpu.favor_attention(np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 1))), ValueError),
     (lambda: gpu.favor_attention(np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 1)), kind="relu"), ValueError),
-    (lambda: gpu.orthogonal_projection(3, 2, generator=np.random.default_rng(0)), TypeError),
-    (lambda: gpu.orthogonal_projection(0, 2, generator=gpu.make_generator(0, "cpu")), ValueError),
-    (lambda: gpu.orthogonal_projection(3, 2, generator=gpu.make_generator(0, "cpu"), norms="gamma"), ValueError),
+    (lambda: gpu.orthogonal_projection(3, 2, rng=None), TypeError),
+    (lambda: gpu.orthogonal_projection(0, 2, rng=gpu.make_generator(0, "cpu")), ValueError),
+    (lambda: gpu.orthogonal_projection(3, 2, rng=gpu.make_generator(0, "cpu"), norms="gamma"), ValueError),
     (lambda: gpu.softmax_attention(np.ones((3, 2)), np.ones((4, 2)), np.ones((4, 1)), causal=True), ValueError),
 ])
 def test_bad_input_raises(call, error):
@@ -258,5 +258,5 @@ def test_cuda_matches_numpy(rng, causal):
 
 @CUDA
 def test_cuda_generator_draws_on_the_device():
-    w = gpu.orthogonal_projection(8, 4, generator=gpu.make_generator(0, "cuda"))
+    w = gpu.orthogonal_projection(8, 4, rng=gpu.make_generator(0, "cuda"))
     assert w.device.type == "cuda"

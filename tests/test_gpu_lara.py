@@ -46,7 +46,7 @@ def test_ra_with_a_generator_is_unbiased(qkv):
     # Seeded MC: 4000 samples per query; each output's sd is < 0.03, the bound 0.15 is > 5 sd per entry (false-failure
     # rate < 1e-5 over the 72 entries); deterministic for this seed.
     q, k, v = qkv
-    got = gpu.ra_attention(_t(q), _t(k), _t(v), S=4000, generator=gpu.make_generator(0, "cpu"))
+    got = gpu.ra_attention(_t(q), _t(k), _t(v), num_samples=4000, rng=gpu.make_generator(0, "cpu"))
     want = softmax_attention(q, k, v, scale=1.0)
     assert np.abs(got.numpy() - want).max() < 0.15
 
@@ -58,8 +58,8 @@ def test_lara_matches_numpy(rng, qkv, mode, axis, beta):
     q, k, v = qkv
     omega = rng.normal(size=(4, 2, 4)) + 0.3
     explicit = dict(omega=omega) if mode == "train" else {}
-    want = lara.lara_attention(q, k, v, C=4, mode=mode, rprime_axis=axis, S_c=2, beta=beta, **explicit)
-    got = gpu.lara_attention(_t(q), _t(k), _t(v), C=4, mode=mode, rprime_axis=axis, S_c=2, beta=beta,
+    want = lara.lara_attention(q, k, v, C=4, mode=mode, rprime_axis=axis, num_samples=2, beta=beta, **explicit)
+    got = gpu.lara_attention(_t(q), _t(k), _t(v), C=4, mode=mode, rprime_axis=axis, num_samples=2, beta=beta,
                              **{name: _t(a) for name, a in explicit.items()})
     assert _rel(got, want) < 1e-10
 
@@ -68,7 +68,7 @@ def test_lara_uneven_segments_and_generator(rng, qkv):
     q, k, v = (a[:22] for a in qkv)
     want = lara.lara_attention(q, k, v, C=4, mode="eval", uneven="adaptive")
     assert _rel(gpu.lara_attention(_t(q), _t(k), _t(v), C=4, mode="eval", uneven="adaptive"), want) < 1e-10
-    a, b = (gpu.lara_attention(q, k, v, C=4, uneven="adaptive", generator=gpu.make_generator(5, "cpu"))
+    a, b = (gpu.lara_attention(q, k, v, C=4, uneven="adaptive", rng=gpu.make_generator(5, "cpu"))
             for _ in range(2))
     assert torch.equal(a, b)
 

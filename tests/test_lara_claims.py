@@ -170,7 +170,7 @@ def test_confirm_balance_terms_at_own_samples_do_not_sum_to_one():
     draws = np.array([[0.3, -0.2], [1.1, 0.4]])                      # ω_c near q_c
     total = sum(_mp_gauss(draws[c], means[c]) / sum(_mp_gauss(draws[c], m) for m in means) for c in range(2))
     assert abs(total - 1) > 0.1
-    lq = mis_est.GaussianProposals(means).log_density(draws)
+    lq = mis_est.GaussianProposals(means).logpdf_cross(draws)
     got = mis_est.eq27_weights(lq, np.zeros((2, 2)), argument="own").sum()
     assert got == pytest.approx(float(total), rel=1e-13)
     assert mis_est.eq27_weights(lq, np.zeros((2, 2)), argument="typeset").sum() == pytest.approx(float(total))

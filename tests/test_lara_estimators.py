@@ -149,9 +149,9 @@ def test_mixture_log_density_matches_the_component_sum(rng):
                 if symmetric:
                     terms = [0.5 * t + 0.5 * pi[n, m] * math.exp(_log_normal_loop(w, -q[n] - k[m]))
                              for m, t in enumerate(terms)]
-                assert mix.log_density(pts)[i, n] == pytest.approx(math.log(sum(terms)), abs=1e-12)
-        own = mix.log_density_own(np.broadcast_to(pts, (len(q),) + pts.shape))
-        np.testing.assert_allclose(own, mix.log_density(pts).T, atol=1e-12)
+                assert mix.logpdf_cross(pts)[i, n] == pytest.approx(math.log(sum(terms)), abs=1e-12)
+        own = mix.logpdf(np.broadcast_to(pts, (len(q),) + pts.shape))
+        np.testing.assert_allclose(own, mix.logpdf_cross(pts).T, atol=1e-12)
 
 
 def test_categorical_inverse_cdf_is_exact_on_a_uniform_grid():
@@ -168,7 +168,7 @@ def test_mixture_sampler_law_in_one_dimension():
     rng = np.random.default_rng(6_518_224_001_977_221_943)
     q, k = np.array([[0.4]]), np.array([[-1.0], [0.3], [1.5]])
     mix = ra_est.attention_mixture(q, k)
-    draws = mix.draw(20_000, rng)[0, :, 0]
+    draws = mix.sample(rng, 20_000)[0, :, 0]
     pi = np.exp(mix.log_weights[0])
     cdf = lambda x: sum(p * stats.norm.cdf(x, loc=q[0, 0] + km[0]) for p, km in zip(pi, k, strict=True))  # noqa: E731
     assert stats.kstest(draws, cdf).pvalue > 1e-3
@@ -233,7 +233,7 @@ def _proposals(rng, c=3, d=3):
 
 def test_weights_match_their_definitions(rng):
     props = _proposals(rng)
-    omega = props.draw(2, rng)                                          # (C, S_c, D)
+    omega = props.sample(rng, 2)                                          # (C, S_c, D)
     lq = mis_est.cross_log_density(props, omega)
     q = rng.normal(size=(4, 3))
     r = mis_est.rprime(q, rng.normal(size=(3, 3)), axis="landmarks")
@@ -281,7 +281,7 @@ def test_eq27_readings(rng):
 def test_mis_matches_eq8_loop_and_is_unbiased(rng):
     q, k, v = _inputs(rng, n=4)
     props = _proposals(rng)
-    omega = props.draw(2, rng)
+    omega = props.sample(rng, 2)
     got = mis_est.mis_attention(q, k, v, props, omega=omega, weights="balance")
     mix = ra_est.attention_mixture(q, k)
     lq = mis_est.cross_log_density(props, omega)
@@ -291,7 +291,7 @@ def test_mis_matches_eq8_loop_and_is_unbiased(rng):
         for c in range(3):
             for j in range(2):
                 w = omega[c, j]
-                ratio = math.exp(mix.log_density(w[None])[0, n] - _log_normal_loop(w, props.means[c]))
+                ratio = math.exp(mix.logpdf_cross(w[None])[0, n] - _log_normal_loop(w, props.means[c]))
                 total = total + alpha[0, c, j] * ratio * rfa_est.integrand(q, k, v, w[None])[n, 0] / 2
         np.testing.assert_allclose(got[n], total, rtol=1e-11)
     # seeded: Eq 8 is unbiased; 3,000 replicates, max |z| over 8 coordinates below 4.4 (probability > 0.9999)
@@ -354,11 +354,11 @@ def _lara_loop(q, k, v, omega, alpha, log_q_own):
 def test_lara_forms_match_the_eq10_loop(rng, proposal, weights):
     q, k, v = _inputs(rng, n=6, m=6)
     lp = lara_est.lara_proposals(q, k, 3, proposal=proposal)
-    omega = lp.proposals.draw(2, rng)
+    omega = lp.proposals.sample(rng, 2)
     lq = mis_est.cross_log_density(lp.proposals, omega)
     r = mis_est.rprime(q, lp.q_landmarks) if weights in ("eq9", "eq37") else None
     alpha = np.broadcast_to(mis_est.mis_weights(weights, lq, rprime=r, n_queries=6), (6, 3, 2))
-    want = _lara_loop(q, k, v, omega, alpha, lp.proposals.log_density_own(omega))
+    want = _lara_loop(q, k, v, omega, alpha, lp.proposals.logpdf(omega))
     for form in lara_est.LARA_FORMS:
         got = lara_est.lara_attention(q, k, v, proposals=lp, omega=omega, weights=weights, form=form)
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11, err_msg=form)
@@ -370,10 +370,10 @@ def test_lara_algorithm3_and_eval_mode(rng):
     mean = lp.proposals.mean()[:, None, :]
     np.testing.assert_allclose(lara_est.lara_attention(q, k, v, proposals=lp, mode="eval"),
                                lara_est.lara_attention(q, k, v, proposals=lp, omega=mean), rtol=1e-13)
-    omega = lp.proposals.draw(1, rng)
+    omega = lp.proposals.sample(rng, 1)
     lq = mis_est.cross_log_density(lp.proposals, omega)
     alpha = mis_est.mis_weights("eq9", lq, rprime=mis_est.rprime(q, lp.q_landmarks))
-    loops = lara_est.lara_algorithm3(q, k, v, omega[:, 0], alpha[:, :, 0], lp.proposals.log_density_own(omega)[:, 0])
+    loops = lara_est.lara_algorithm3(q, k, v, omega[:, 0], alpha[:, :, 0], lp.proposals.logpdf(omega)[:, 0])
     np.testing.assert_allclose(loops, lara_est.lara_attention(q, k, v, proposals=lp, omega=omega, weights="eq9"),
                                rtol=1e-10)
 
@@ -391,13 +391,16 @@ def test_lara_stats_report_signed_weights(rng):
 
 
 @pytest.mark.parametrize("call, error", [
-    (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 1)), S=2, rng=0), ValueError),
-    (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((3, 1)), S=2, rng=0), ValueError),
-    (lambda: rfa_est.rfa_attention(np.full((2, 3), np.nan), np.ones((2, 3)), np.ones((2, 1)), S=2, rng=0),
+    (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 1)), num_samples=2, rng=0),
      ValueError),
-    (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 1)), S=0, rng=0), ValueError),
+    (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((3, 1)), num_samples=2, rng=0),
+     ValueError),
+    (lambda: rfa_est.rfa_attention(np.full((2, 3), np.nan), np.ones((2, 3)), np.ones((2, 1)), num_samples=2, rng=0),
+     ValueError),
+    (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 1)), num_samples=0, rng=0),
+     ValueError),
     (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 1))), TypeError),
-    (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 1)), S=2, rng=0,
+    (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 1)), num_samples=2, rng=0,
                                    feature_map="trig_sincos", form="softmax"), ValueError),
     (lambda: rfa_est.rfa_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 1)), omega=np.ones((2, 3)),
                                    feature_map="trig_cos_phase"), ValueError),

@@ -35,8 +35,8 @@ def test_fig1_lara_mse_is_the_per_element_error():
     from rfkit.estimators.ra import ra_attention
     from rfkit.estimators.rfa import rfa_attention
 
-    ra_attention(q, k, v, S=1, rng=rng)
-    rfa_attention(q, k, v, S=4, rng=rng)
+    ra_attention(q, k, v, num_samples=1, rng=rng)
+    rfa_attention(q, k, v, num_samples=4, rng=rng)
     y = lara_attention(q, k, v, C=4, rng=rng, uneven="adaptive")
     assert heads["LARA"][0, 0] == pytest.approx(float(np.mean((y - exact) ** 2)), rel=1e-12)
 

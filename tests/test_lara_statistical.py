@@ -42,7 +42,7 @@ def test_lara_replicates_match_the_estimator(weights):
     lp = lara_est.lara_proposals(q, k, 4, proposal="eq34")
     rng = np.random.default_rng(2)
     R, s_c = 3, 2
-    omega = lp.proposals.draw(R * s_c, rng)
+    omega = lp.proposals.sample(rng, R * s_c)
     alpha = st._weights(weights, lp.proposals, q, lp.q_landmarks, omega)
     batch = st._lara_replicates(q, k, v, lp, omega, alpha, R)
     for r in range(R):
@@ -55,7 +55,7 @@ def test_lara_replicates_match_the_estimator(weights):
 def test_mis_replicates_match_the_estimator():
     q, k, v = _inputs(n=8)
     lp = lara_est.lara_proposals(q, k, 4, proposal="eq34")
-    omega = lp.proposals.draw(2, np.random.default_rng(3))
+    omega = lp.proposals.sample(np.random.default_rng(3), 2)
     alpha = st._weights("balance", lp.proposals, q, lp.q_landmarks, omega)
     g, b = st._mis_replicates(q, k, v, lp.proposals, omega, alpha)
     for r in range(2):
@@ -89,7 +89,7 @@ def test_weight_moments_match_quadrature(power):
     mix = ra_est.attention_mixture(q, k)
 
     def integrand(w):
-        lp = mix.log_density(np.array([[w]]))[0, 0]
+        lp = mix.logpdf_cross(np.array([[w]]))[0, 0]
         lq = rfa_est.log_normal(np.array([w]), mu)
         return math.exp(power * lp - (power - 1) * lq)
 
@@ -115,7 +115,7 @@ def test_second_moment_as_a_mixture_expectation():
     q = q[:1]
     mu = ra_est.attention_mixture(q, k).mean()[0] + np.array([0.5, -0.3])
     m2, m3 = (float(np.exp(theory.log_is_weight_moment(q, k, mu, j)[0])) for j in (2, 3))
-    omega = ra_est.attention_mixture(q, k).draw(400_000, np.random.default_rng(5))[0]
+    omega = ra_est.attention_mixture(q, k).sample(np.random.default_rng(5), 400_000)[0]
     w = np.exp(st._log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu))
     assert abs(w.mean() - m2) < 5 * math.sqrt((m3 - m2**2) / w.size)
     assert w.var() == pytest.approx(m3 - m2**2, rel=0.1)
@@ -174,8 +174,8 @@ def test_eq20_quadrature_matches_monte_carlo():
     v = np.abs(v)
     sol = theory.appd_grid_solution(q, k, v, means)
     props = mis_est.GaussianProposals(means)
-    omega = props.draw(200_000, rng)                                             # (C, R, 1)
-    log_w = st._log_mixture(q, k, omega) - props.log_density_own(omega)
+    omega = props.sample(rng, 200_000)                                             # (C, R, 1)
+    log_w = st._log_mixture(q, k, omega) - props.logpdf(omega)
     g = rfa_est.key_statistics(k, v, omega).F[..., 0] - sol.mu[0]
     bh = mis_est.cross_log_density(props, omega)
     bh = np.exp(bh - bh.max(-1, keepdims=True))
@@ -221,9 +221,9 @@ def test_every_statistical_claim_runs_at_smoke_without_failing_cells():
     assert not failing
 
 
-def _uniform_index_draws(q, k, S=1, *, rng, feature_map="positive"):
+def _uniform_index_draws(q, k, num_samples=1, *, rng, feature_map="positive"):
     """Planted bug: component indices uniform instead of π_n."""
-    draws = ra_est.draw_ra(q, k, S, rng=rng)
+    draws = ra_est.draw_ra(q, k, num_samples, rng=rng)
     z = np.random.default_rng(rng.integers(2**32)).integers(k.shape[0], size=draws.z.shape)
     return ra_est.RADraws(z, draws.eps)
 
@@ -283,8 +283,8 @@ def test_delta_method_misses_the_single_sample_variance():
     ys = np.stack([lara_est.lara_attention(q[:1], k, v, proposals=lp, weights="constant", rng=rng)[0]
                    for _ in range(4_000)])
     empirical = float(((ys - ys.mean(0)) ** 2).sum(-1).mean())
-    omega = lp.proposals.draw(200_000, rng)
-    log_w = st._log_mixture(q[0], k, omega) - lp.proposals.log_density_own(omega)
+    omega = lp.proposals.sample(rng, 200_000)
+    log_w = st._log_mixture(q[0], k, omega) - lp.proposals.logpdf(omega)
     aw = 0.25 * np.exp(log_w)
     f = rfa_est.key_statistics(k, v, omega).F
     _, eq20 = theory.snis_delta_bias_variance(aw, f, st._softmax_rows(q[:1], k, v)[0], 1)

@@ -171,3 +171,56 @@ def test_kernel_variance_planted_formula_error_is_refuted(monkeypatch):
     monkeypatch.setattr(st.theory, "kernel_relative_variance", lambda *a, **k: 1.01 * original(*a, **k))
     params = dict(route="exact", feature="positive", d=2, S=1, **st.VARIANCE_QUICK_SWEEP)
     assert st._kernel_variance_cell(_ctx(st.KERNEL_VARIANCE, params)).effect > 1.0
+
+
+# ------------------------------------------------------------------ lara.sec3_1.rfa_biased / rfa_consistent
+
+def test_rfa_biased_existential_reading_decides_and_every_input_is_beside():
+    assert st.RFA_BIASED.deciding() == ["exists"]
+    assert st.RFA_BIASED.beside("every")
+    assert "lara.sec3_1.rfa_consistent" in st.RFA_BIASED.related
+    assert "lara.sec3_1.rfa_biased" in st.RFA_CONSISTENT.related
+    table = coverage_table(st.RFA_BIASED)
+    for tier in ("quick", "full"):
+        assert table[tier]["exists"]["covered"], (tier, table[tier]["exists"]["coverage"])
+
+
+def test_rfa_bias_witness_reproduces_from_its_seed():
+    ctx = _ctx(st.RFA_BIASED, dict(S=4, d=2, inputs="search"))
+    ev = st._rfa_biased_cell(ctx)
+    assert ev.upper <= st.RFA_BIAS_RESOLUTION and not ev.flags and ev.p_value == 1.0
+    w = ev.extra["witness"]
+    q, k, v = attention_inputs(w["inputs"], np.random.default_rng(w["seed"]), w["N"], w["M"], 2, None,
+                               w["logit_std"])
+    mu = st._softmax_rows(q[:1], k, v)[0]
+    y = st._rfa_replicates(q[:1], k, v, np.random.default_rng(1).standard_normal((20_000, 4, 2)))[:, 0]
+    assert np.linalg.norm(y.mean(axis=0) - mu) > 10 * y.std(axis=0).max() / np.sqrt(len(y))
+
+
+def test_rfa_bias_without_a_witness_is_undecided_not_a_failure(monkeypatch):
+    # identical keys: f_n constant, RFA exact, no candidate can show a bias
+    monkeypatch.setattr(st, "RFA_BIAS_CANDIDATES", (("identical_keys", 1.0, 4), ("single_key", 1.0, 4)))
+    ev = st._rfa_biased_cell(_ctx(st.RFA_BIASED, dict(S=4, d=2, inputs="search")))
+    assert ev.p_value == 1.0 and ev.flags and "no witness" in ev.flags[0]
+    assert len(ev.extra["candidates_tried"]) == 2
+
+
+def test_rfa_is_exact_on_degenerate_inputs_so_the_universal_reading_fails():
+    for inputs in ("single_key", "identical_keys"):
+        ev = st._rfa_biased_cell(_ctx(st.RFA_BIASED, dict(S=8, d=4, inputs=inputs)))
+        assert ev.p_value == 0.0 and ev.extra["max_abs_error"] <= 1e-12, inputs
+
+
+def test_rfa_consistent_quick_covers_what_it_can_decide_and_full_covers_the_domain():
+    table = coverage_table(st.RFA_CONSISTENT)
+    assert table["full"]["default"]["covered"], table["full"]["default"]["coverage"]
+    assert not table["quick"]["default"]["covered"]
+    for params in (dict(inputs="gauss", logit_std=0.0, d=4, N=16), dict(inputs="gauss", logit_std=1.0, d=4, N=1)):
+        ev = st._rfa_consistent_cell(_ctx(st.RFA_CONSISTENT, dict(S_max=512, design="sparse", **params)))
+        assert ev.validity == "exact" and ev.effect <= 1e-12 and ev.p_value == 1.0, params
+
+
+def test_rfa_consistent_pre_asymptotic_cell_is_undecided_from_theory():
+    params = dict(S_max=512, design="dense", inputs="peaked", logit_std=1.0, d=4, N=16)
+    ev = st._rfa_consistent_cell(_ctx(st.RFA_CONSISTENT, params))
+    assert ev.p_value == 1.0 and ev.flags[0].startswith("pre-asymptotic") and ev.n == 0

@@ -20,7 +20,7 @@ def test_mixture_moments_by_quadrature():
     q, k = np.array([[0.3]]), np.array([[-1.0], [0.5], [2.0]])
     mean, cov = theory.mixture_moments(q, k)
     mix = ra_est.attention_mixture(q, k)
-    pdf = lambda x: math.exp(mix.log_density(np.array([[x]]))[0, 0])  # noqa: E731
+    pdf = lambda x: math.exp(mix.logpdf_cross(np.array([[x]]))[0, 0])  # noqa: E731
     m1 = integrate.quad(lambda x: x * pdf(x), -np.inf, np.inf, epsabs=1e-13)[0]
     m2 = integrate.quad(lambda x: (x - m1) ** 2 * pdf(x), -np.inf, np.inf, epsabs=1e-13)[0]
     assert mean[0, 0] == pytest.approx(m1, abs=1e-10)
@@ -32,7 +32,7 @@ def test_mixture_moments_match_the_sampler():
     rng = np.random.default_rng(3_995_130_224_783_905_163)
     q, k = rng.normal(size=(2, 2)), rng.normal(size=(5, 2))
     mean, cov = theory.mixture_moments(q, k)
-    draws = ra_est.attention_mixture(q, k).draw(200_000, rng)
+    draws = ra_est.attention_mixture(q, k).sample(rng, 200_000)
     se = np.sqrt(np.diagonal(cov, axis1=1, axis2=2) / 200_000)
     assert (np.abs(draws.mean(1) - mean) < 6 * se).all()
 
@@ -44,7 +44,7 @@ def test_is_weight_second_moment_by_grid_quadrature():
     x = np.linspace(-14, 14, 561)
     h = x[1] - x[0]
     pts = np.stack(np.meshgrid(x, x), -1).reshape(-1, 2)
-    log_p = ra_est.attention_mixture(q, k).log_density(pts)
+    log_p = ra_est.attention_mixture(q, k).logpdf_cross(pts)
     quad = np.exp(2 * log_p - rfa_est.log_normal(pts, mu)[:, None]).sum(0) * h * h
     np.testing.assert_allclose(theory.is_weight_second_moment(q, k, mu), quad, rtol=1e-9)
 
@@ -118,7 +118,7 @@ def test_appd_d1_solution_against_scipy_quadrature():
     mix = ra_est.attention_mixture(np.array([[q]]), k[:, None])
     qd = lambda c, w: stats.norm.pdf(w, means[c])  # noqa: E731
     total = lambda w: sum(qd(c, w) for c in range(3))  # noqa: E731
-    g = lambda w: math.exp(mix.log_density(np.array([[w]]))[0, 0]) * (  # noqa: E731
+    g = lambda w: math.exp(mix.logpdf_cross(np.array([[w]]))[0, 0]) * (  # noqa: E731
         rfa_est.integrand(np.array([[q]]), k[:, None], v[:, None], np.array([[w]]))[0, 0, 0] - sol.mu)
     for c in range(3):
         for c2 in range(3):
@@ -160,10 +160,10 @@ def test_unnormalised_mis_variance_matches_monte_carlo():
     props = mis_est.GaussianProposals(center + np.array([[0.3, 0.0], [-0.2, 0.2]]))
     assert theory.is_weight_second_moment(q, k, props.means[0])[0] < 1.2
     reps = np.array([mis_est.mis_attention(q, k, v, props, rng=rng, weights="balance")[0] for _ in range(4000)])
-    big = props.draw(100_000, rng)
+    big = props.sample(rng, 100_000)
     lq = mis_est.cross_log_density(props, big)
     alpha = mis_est.mis_weights("balance", lq)[0]
-    log_w = ra_est.attention_mixture(q, k).log_density(big)[..., 0] - props.log_density_own(big)
+    log_w = ra_est.attention_mixture(q, k).logpdf_cross(big)[..., 0] - props.logpdf(big)
     f = rfa_est.integrand(q, k, v, big.reshape(-1, 2))[0].reshape(2, -1, 2)
     predicted = theory.unnormalised_mis_variance(alpha * np.exp(log_w), f, 1)
     assert reps.var(0).sum() == pytest.approx(predicted, rel=0.15)

@@ -90,8 +90,8 @@ def test_unnormalised_variance_refutes_shared_draws(monkeypatch):
     setup = variance._mis_setup
 
     class Shared(mis.GaussianProposals):
-        def draw(self, S, rng):
-            return self.means[:, None, :] + rng.standard_normal((S, self.means.shape[1]))[None]
+        def sample(self, rng, size):
+            return self.means[:, None, :] + rng.standard_normal((size, self.means.shape[1]))[None]
 
     def shared_setup(ctx, q, k):
         lp = setup(ctx, q, k)

@@ -322,7 +322,7 @@ def test_lara_prefix_replicates_match_lara_replicates():
     q, k, v = va._cell_inputs(ctx, ctx.params["N"])
     lp = va._mis_setup(ctx, q, k)
     n_c, R, s_max = lp.proposals.n_components, 5, 16
-    omega = lp.proposals.draw(R * s_max, np.random.default_rng(0))
+    omega = lp.proposals.sample(np.random.default_rng(0), R * s_max)
     opts = va._weight_options("eq9_b1_queries")
     alpha = va._weights(opts.pop("kind"), lp.proposals, q, lp.q_landmarks, omega, **opts)[:3]
     om4, al4 = omega.reshape(n_c, R, s_max, -1), alpha.reshape(3, n_c, R, s_max)

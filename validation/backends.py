@@ -6,7 +6,8 @@ calling conventions), so :mod:`rfkit.gpu` never imports the validation layer.
 Each role callable takes and returns what the numpy role takes and returns (numpy arrays, numpy
 :class:`~rfkit.estimators.Features`, numpy generators), so checks run unchanged: arrays travel through
 :func:`rfkit.validation.adapters.adapt` (float64 tensors on ``device``), factored features are moved here,
-and a role that draws converts the cell's numpy ``rng`` into a ``torch.Generator`` seeded from it.
+and a role that draws passes the cell's numpy ``rng`` on (the torch functions take ``rng=`` as numpy's do and seed a
+``torch.Generator`` from it, :func:`rfkit.gpu._core.as_generator`).
 
 Roles left out on purpose: those that only complexity claims call (``favor_attention``,
 ``favor_from_features``, ``softmax_attention``: their checks measure numpy's time and ``tracemalloc`` memory,
@@ -27,8 +28,8 @@ import numpy as np
 from rfkit.estimators import Features
 from rfkit.estimators import ra as ra_reference
 from rfkit.estimators.rmf import RMFAResult
-from rfkit.gpu import eva, favor, lara, rmf
-from rfkit.gpu._core import TorchFeatures, generator_from_rng
+from rfkit.gpu import attention, eva, features, projections, ra, rmf
+from rfkit.gpu._core import TorchFeatures, as_generator
 from rfkit.validation.adapters import adapt
 
 __all__ = ["implementations"]
@@ -57,35 +58,23 @@ def _role(fn: Callable, device: str) -> Callable:
     return call
 
 
-def _numpy_rng_to_generator(fn: Callable, device: str) -> Callable:
-    """``fn`` taking ``generator=`` called with a cell's ``rng=`` (a ``torch.Generator`` seeded from it)."""
-
-    @functools.wraps(fn)
-    def call(*args, rng=None, **kwargs):
-        if rng is not None:
-            kwargs["generator"] = generator_from_rng(rng, device)
-        return fn(*args, **kwargs)
-
-    return call
-
-
 def _orthogonal_projection(device: str):
     def sample(m, d, *, rng, norms="chi", size=None, dtype=np.float64):
-        gen = generator_from_rng(rng, device)
-        return favor.orthogonal_projection(m, d, generator=gen, norms=norms, size=size, dtype=dtype).cpu().numpy()
+        gen = as_generator(rng, device)
+        return projections.orthogonal_projection(m, d, rng=gen, norms=norms, size=size, dtype=dtype).cpu().numpy()
 
     return sample
 
 
 def _linear_attention(q_features, k_features, v, *, causal, chunk_size=None):
-    return favor.linear_attention(q_features, k_features, v, causal=causal, chunk_size=chunk_size)
+    return attention.linear_attention(q_features, k_features, v, causal=causal, chunk_size=chunk_size)
 
 
 def _ra_attention(device: str) -> Callable:
     """RA on torch for the form the torch path implements (positive map, sampled evaluation, simplified
     integrand); other forms (feature maps, evaluation modes, the literal integrand, returned samples) run on the
     numpy reference, so claims that sweep them still compute a verdict."""
-    on_torch = _role(_numpy_rng_to_generator(lara.ra_attention, device), device)
+    on_torch = _role(ra.ra_attention, device)
 
     @functools.wraps(ra_reference.ra_attention)
     def call(q, k, v, *, feature_map="positive", eval_mode="sample", f_form="simplified", return_samples=False,
@@ -103,11 +92,11 @@ def implementations(device: str = "cpu") -> dict[str, Callable]:
 
     The callables take and return numpy objects (see the module docstring); inputs become float64 tensors.
     """
-    roles = {f"feature_map.{kind}": _role(fmap, device) for kind, fmap in favor.FEATURE_MAPS.items()}
+    roles = {f"feature_map.{kind}": _role(fmap, device) for kind, fmap in features.FEATURE_MAPS.items()}
     roles["linear_attention"] = _role(_linear_attention, device)
     roles["orthogonal_projection"] = _orthogonal_projection(device)
     roles["rmf_features"] = _role(rmf.rmf_features, device)
     roles["rmfa_replicates"] = _role(rmf.rmfa_replicates, device)
-    roles["eva_causal"] = _role(_numpy_rng_to_generator(eva.eva_causal, device), device)
+    roles["eva_causal"] = _role(eva.eva_causal, device)
     roles["ra_attention"] = _ra_attention(device)
     return roles

@@ -247,7 +247,7 @@ def _ra_case(length: int, d: int) -> Case:
     def setup():
         q, k, v = _qkv(length, d, d, np.float64, 1)
         rng = np.random.default_rng(2)
-        return lambda: ra_attention(q * scale, k * scale, v, S=RA_SAMPLES, rng=rng)
+        return lambda: ra_attention(q * scale, k * scale, v, num_samples=RA_SAMPLES, rng=rng)
 
     return Case(f"ra S={RA_SAMPLES} (bidirectional, sampling included)",
                 dict(L=length, d=d, m=RA_SAMPLES, dtype="float64", causal=False), setup,
@@ -307,7 +307,7 @@ def _torch_favor_case(length: int, d: int, m: int, causal: bool, dtype) -> Case:
         from rfkit import gpu
 
         q, k, v = (torch.from_numpy(a) for a in _qkv(length, d, d, dtype, 1))
-        omega = gpu.orthogonal_projection(m, d, generator=gpu.make_generator(2, "cpu"), dtype=q.dtype)
+        omega = gpu.orthogonal_projection(m, d, rng=gpu.make_generator(2, "cpu"), dtype=q.dtype)
         return lambda: gpu.favor_attention(q, k, v, omega=omega, causal=causal)
 
     direction = "causal" if causal else "bidirectional"

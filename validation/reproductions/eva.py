@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from rfkit.estimators import softmax_attention
-from rfkit.estimators.eva import eva_practical, rfa_attention
+from rfkit.estimators import rfa_attention, softmax_attention
+from rfkit.estimators.eva import eva_practical
 from rfkit.theory.cost import feature_map_gemms, gemm_flops, linear_attention_gemms, softmax_attention_gemms
 from rfkit.theory.eva import eva_practical_gemms
 from rfkit.validation.reproductions import Reproduction
@@ -53,7 +53,7 @@ def attention_call(mechanism: str, length: int, options: dict, rng: np.random.Ge
         return lambda: softmax_attention(q, k, v, scale=1.0)
     if mechanism == "performer":
         omega = rng.standard_normal((options["features"], d))
-        return lambda: rfa_attention(q, k, v, omega=omega)
+        return lambda: rfa_attention(q, k, v, omega=omega, form="features")
     if mechanism == "local":
         return lambda: eva_practical(q, k, v, block_size=window, num_chunks=0)
     if mechanism == "eva":

@@ -78,9 +78,9 @@ def fig1_heads(n: int, samples, rng: np.random.Generator, *, heads: int, d: int 
     for h in range(heads):
         q, k, v = attention_inputs(generator, rng, n, n, d, d, logit_std)
         exact = softmax_attention(q, k, v, scale=1.0)
-        out["RA"][h] = _mse(ra_attention(q, k, v, S=1, rng=rng), exact)
+        out["RA"][h] = _mse(ra_attention(q, k, v, num_samples=1, rng=rng), exact)
         for j, c in enumerate(samples):
-            out["RFA"][h, j] = _mse(rfa_attention(q, k, v, S=c, rng=rng), exact)
+            out["RFA"][h, j] = _mse(rfa_attention(q, k, v, num_samples=c, rng=rng), exact)
             out["LARA"][h, j] = _mse(lara_attention(q, k, v, C=c, rng=rng, **_lara_options(options, n)), exact)
     return out
 

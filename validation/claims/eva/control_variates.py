@@ -44,6 +44,7 @@ import math
 import numpy as np
 from scipy import optimize
 
+from rfkit.estimators import proposals as proposals_est
 from rfkit.estimators import softmax_attention
 from rfkit.estimators.control_variates import control_variate_estimate, optimal_coefficient
 from rfkit.estimators.eva import (
@@ -59,7 +60,7 @@ from rfkit.estimators.eva import (
     rfa_attention,
     token_coefficients,
 )
-from rfkit.estimators.lara import lara_attention, lara_proposals, log_ratio_to_standard
+from rfkit.estimators.lara import lara_attention, lara_proposals
 from rfkit.estimators.mis import cross_log_density, mis_weights
 from rfkit.theory import eva as theory
 from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
@@ -132,7 +133,7 @@ def _replicated_terms(ctx: CellContext, q, k, v, proposal: GaussianProposal, num
     per_batch = max(1, BATCH_ENTRIES // (num_samples * k.shape[0] * q.shape[0]))
     for n in chunks(replicates, per_batch):
         omega = proposal.sample(ctx.rng, n * num_samples).reshape(n, num_samples, -1)
-        yield _terms(ctx, q, k, v, omega, proposal.log_ratio(omega))
+        yield _terms(ctx, q, k, v, omega, proposals_est.log_ratio(proposal, omega))
 
 
 def _collect(ctx, q, k, v, proposal, num_samples, replicates, fn) -> np.ndarray:
@@ -148,7 +149,7 @@ def _terms_draw(ctx: CellContext, q, k, v, proposal: GaussianProposal, num_sampl
         out = []
         for size in chunks(n, per_batch):
             omega = proposal.sample(rng, size * num_samples).reshape(size, num_samples, -1)
-            out.append(fn(_terms(ctx, q, k, v, omega, proposal.log_ratio(omega))))
+            out.append(fn(_terms(ctx, q, k, v, omega, proposals_est.log_ratio(proposal, omega))))
         return np.concatenate(out)
 
     return draw
@@ -375,7 +376,7 @@ def _eq20_cell(ctx: CellContext):
         return margin_evidence(_eq20_closed_margin(q[0], k, v, mu, subset, ctx.rng), tolerance=ctx.tolerance)
     proposal = GaussianProposal(mu)
     omega = proposal.sample(ctx.rng, 64 * ctx.params["S"]).reshape(64, ctx.params["S"], -1)
-    terms = _terms(ctx, q, k[subset], v[subset], omega, proposal.log_ratio(omega))
+    terms = _terms(ctx, q, k[subset], v[subset], omega, proposals_est.log_ratio(proposal, omega))
     g, h = terms.g[:, 0], terms.h[:, 0]
 
     def sample_trace_var(beta):
@@ -570,7 +571,8 @@ def _nonzero_bias_evidence(ctx: CellContext, q, k, v, mu, s_count: int):
         out = []
         for m in chunks(n, per_batch):
             x = rng.standard_normal((m, s_count, mu.size))
-            pair = [_terms(ctx, q, k, v, mu + sign * x, proposal.log_ratio(mu + sign * x)).coefficient[:, 0] - y
+            pair = [_terms(ctx, q, k, v, mu + sign * x,
+                           proposals_est.log_ratio(proposal, mu + sign * x)).coefficient[:, 0] - y
                     for sign in (1.0, -1.0)]
             out.append(0.5 * (pair[0] + pair[1]))
         return np.concatenate(out)
@@ -849,7 +851,7 @@ def _prop1_opt_cell(ctx: CellContext):
         return margin_evidence(_prop1_closed_margin(q[0], k, v, mu, ctx.rng), tolerance=ctx.tolerance)
     proposal = GaussianProposal(mu)
     omega = proposal.sample(ctx.rng, 64 * ctx.params["S"]).reshape(64, ctx.params["S"], -1)
-    terms = _terms(ctx, q, k, v, omega, proposal.log_ratio(omega))
+    terms = _terms(ctx, q, k, v, omega, proposals_est.log_ratio(proposal, omega))
     g, h = terms.g_tokens[:, 0], terms.h_tokens[:, 0]                   # (R, M, d_v), (R, M)
     usable = np.var(h, axis=0) > 1e-20 * np.mean(h**2, axis=0)      # Var[h_m] > 0 (Eq 20's hypothesis)
     coef = np.stack([optimal_coefficient(g[:, m], h[:, m]) if usable[m] else v[m] for m in range(k.shape[0])])
@@ -898,7 +900,7 @@ def _zero_variance_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
     proposal = GaussianProposal(_mean_vector(ctx, q, k))
     omega = proposal.sample(ctx.rng, 64 * ctx.params["S"]).reshape(64, ctx.params["S"], -1)
-    terms = _terms(ctx, q, k, v, omega, proposal.log_ratio(omega))
+    terms = _terms(ctx, q, k, v, omega, proposals_est.log_ratio(proposal, omega))
     per_token = ctx.variant == "per_token"
     tilde = control_variate_family(terms, token_coefficients(terms), per_token=per_token)[:, 0]
     shared = control_variate_family(terms, terms.coefficient[..., None, :], per_token=per_token)[:, 0]
@@ -937,7 +939,7 @@ def _cost_calls(n: int, d: int, num_samples: int, rng):
         return control_variate_family(terms, token_coefficients(terms))
 
     def shared():
-        return rfa_attention(q, k, v, omega=omega)
+        return rfa_attention(q, k, v, omega=omega, form="features")
 
     return per_token, shared
 
@@ -1214,7 +1216,7 @@ def _global_beta(ctx: CellContext, kind: str, q, k, v) -> np.ndarray:
     """A shared β: the realised RFA coefficient β̂(ω) (S = 4), the softmax over U, 0, or random."""
     if kind == "rfa":
         proposal = GaussianProposal(_mean_vector(ctx, q, k))
-        return rfa_attention(q, k, v, proposal=proposal, num_samples=4, rng=ctx.rng)[0]
+        return rfa_attention(q, k, v, proposal=proposal, num_samples=4, rng=ctx.rng, form="features")[0]
     if kind == "softmax":
         return _softmax(q, k, v)[0]
     if kind == "zero":
@@ -1382,7 +1384,7 @@ def _kernel_moment_cell(ctx: CellContext):
 
     def values(rng, n):
         omega = proposal.sample(rng, n)[:, None, :]
-        base = proposal.log_ratio(omega) + log_xi(x[None], omega)[:, 0]                   # (n, 1)
+        base = proposals_est.log_ratio(proposal, omega) + log_xi(x[None], omega)[:, 0]                   # (n, 1)
         return np.exp(base + log_xi(np.stack([y, y2]), omega)[:, :, 0])                   # (n, 2)
 
     if ctx.variant == "mean":
@@ -1577,9 +1579,9 @@ def _lara_setup(ctx: CellContext):
     q, k, v = _inputs(ctx, n=ctx.params["N"])
     n_props, per = ctx.params["C"], ctx.params["S_c"]
     props = lara_proposals(q, k, n_props, proposal="eq34")
-    omega = props.proposals.draw(per, ctx.rng)
+    omega = props.proposals.sample(ctx.rng, per)
     alpha = mis_weights("balance", cross_log_density(props.proposals, omega))           # (1, C, S_c)
-    log_ratio = (np.log(n_props * alpha[0]) + log_ratio_to_standard(props.proposals, omega)).ravel()
+    log_ratio = (np.log(n_props * alpha[0]) + proposals_est.log_ratio(props.proposals, omega)).ravel()
     return q, k, v, props, omega, log_ratio
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from scipy import integrate
 from scipy.special import logsumexp
 
+from rfkit.estimators import proposals as proposals_est
 from rfkit.estimators import snis_estimate, softmax_attention
 from rfkit.estimators.control_variates import control_variate_estimate
 from rfkit.estimators.eva import (
@@ -97,7 +98,7 @@ def _draws(ctx: CellContext, proposal: GaussianProposal, sets: int = SETS):
     """``(omega (sets, S, d), log r)``: independent sample sets of ``S`` draws from the proposal."""
     s, d = ctx.params.get("S", 4), proposal.dim
     omega = proposal.sample(ctx.rng, sets * s).reshape(sets, s, d)
-    return omega, proposal.log_ratio(omega)
+    return omega, proposals_est.log_ratio(proposal, omega)
 
 
 def _terms(ctx: CellContext, q, k, v, omega, log_ratio, **kw):
@@ -140,7 +141,7 @@ def _eq4_cell(ctx: CellContext):
     omega, log_ratio = _draws(ctx, proposal)
     terms = control_variate_terms(q, k, v, omega=omega, log_ratio=log_ratio)
     snis = snis_estimate(terms.f, log_weights=_log_importance_weights(q, k, omega, proposal))
-    phi_form = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega)
+    phi_form = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, form="features")
     return _identity(ctx, snis, phi_form)
 
 
@@ -364,7 +365,8 @@ def _eq7_cell(ctx: CellContext):
     omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
     terms = _terms(ctx, q, k, v, omega, log_ratio)
     tokens = control_variate_family(terms, shared_coefficients(terms), per_token=True)
-    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
+    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio,
+                                                                 form="features")
     return _identity(ctx, tokens.sum(axis=-2), rfa, tokens.sum(axis=-2), terms.g, lead=2)
 
 
@@ -386,7 +388,8 @@ def _eq14_cell(ctx: CellContext):
     omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
     terms = _terms(ctx, q, k, v, omega, log_ratio)
     ratio = terms.g_tokens.sum(axis=-2) / terms.h_tokens.sum(axis=-1)[..., None]
-    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
+    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio,
+                                                                 form="features")
     return _identity(ctx, ratio, rfa)
 
 
@@ -436,7 +439,8 @@ def _recovery_cell(ctx: CellContext):
     g_tilde = tokens.sum(axis=-2)
     if part == "b":
         return _identity(ctx, g_tilde, np.broadcast_to(_softmax(q, k, v), g_tilde.shape), terms.g)
-    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio)
+    rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)(q, k, v, omega=omega, log_ratio=log_ratio,
+                                                                 form="features")
     return _identity(ctx, rfa, g_tilde, extra=dict(reading="RFA_ρ(q_n) = g̃(ω), the chain's first equality"))
 
 
@@ -485,7 +489,7 @@ def _partition_labels(ctx: CellContext, m: int, chunks: int, exact=None, keys=No
 def _shared_beta(ctx: CellContext, kind: str, q, k, v, alpha, values):
     if kind == "rfa":
         omega = ctx.rng.normal(size=(16, q.shape[1]))
-        return rfa_attention(q, k, v, omega=omega)[0]
+        return rfa_attention(q, k, v, omega=omega, form="features")[0]
     if kind == "softmax_U":
         return alpha @ values
     if kind == "zero":
@@ -541,7 +545,8 @@ def _eq11_cell(ctx: CellContext):
     rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)
     lhs = np.stack([tokens[..., labels == c, :].sum(axis=-2) for c in range(log_pi.shape[-1])])
     rhs = np.stack([np.exp(log_pi[:, c])[:, None] * rfa(q, k[labels == c], v[labels == c], omega=omega,
-                                                         log_ratio=log_ratio) for c in range(log_pi.shape[-1])])
+                                                         log_ratio=log_ratio, form="features")
+                    for c in range(log_pi.shape[-1])])
     return _identity(ctx, lhs, rhs, np.abs(tokens).sum(axis=-2)[None], lead=3)
 
 
@@ -586,7 +591,7 @@ def _eq15_cell(ctx: CellContext):
     else:
         proposal = _chunk_proposals(ctx, q, k, labels, chunks)
         omega = proposal.sample(ctx.rng, SETS * s).reshape(chunks, SETS, s, -1).transpose(1, 0, 2, 3)
-        log_ratio = proposal.log_ratio(omega)
+        log_ratio = proposals_est.log_ratio(proposal, omega)
         terms = [_terms(ctx, q, k, v, omega[:, c], log_ratio[:, c]) for c in range(chunks)]
     eq13 = ctx.impl("eva_ideal", eva_ideal)(q, k, v, labels, omega=omega, log_ratio=log_ratio, sampling=p["sampling"])
     form = _cv_sum(terms, labels) if p["form"] == "cv_sum" else _eq15_form(terms, q, k, v, labels)
@@ -670,7 +675,7 @@ def _eq16_cell(ctx: CellContext):
         labels = np.full(k.shape[0], EXACT)
         labels[part.chunks[b].ravel()] = np.repeat(np.arange(part.num_chunks), part.chunks.shape[-1])
         omega = det.omega[b]                                                   # (C, 1, d): ω_c of this block
-        log_ratio = GaussianProposal(det.mu[b]).log_ratio(omega)
+        log_ratio = proposals_est.log_ratio(GaussianProposal(det.mu[b]), omega)
         eq13[queries] = eva_ideal(q[queries], k, v, labels, omega=omega, log_ratio=log_ratio, sampling="per_chunk")
     gaps = _representative_log_gaps(q, k, det)
     return _identity(ctx, y16[None], eq13[None], extra=dict(log_mass_ratio_quantiles=gaps))
@@ -745,7 +750,7 @@ def _single_sample_cell(ctx: CellContext):
     omega = mu + ctx.rng.normal(size=mu.shape)                       # the one sample ω^c ~ ρ_c
     proposal = GaussianProposal(mu)
     labels = np.zeros(k.shape[0], dtype=np.int64)                    # one subset P_c, E = ∅ (π_c = 1)
-    general = eva_ideal(q, k, v, labels, omega=omega[None], log_ratio=proposal.log_ratio(omega[None]))
+    general = eva_ideal(q, k, v, labels, omega=omega[None], log_ratio=proposals_est.log_ratio(proposal, omega[None]))
     _, det = ctx.impl("eva_practical", eva_practical)(q, k, v, block_size=0, num_chunks=1, mode="eval",
                                                       mu_rule=omega, return_details=True)
     query_free = det.coefficients[0, 0]
@@ -960,8 +965,8 @@ def _singleton_cell(ctx: CellContext):
         shape = (SETS, p["S"], d) if p["sampling"] == "shared" else (SETS, n, p["S"], d)
         proposal = _proposal(ctx, q, k)
         omega = proposal.sample(ctx.rng, int(np.prod(shape[:-1]))).reshape(shape)
-        y = ctx.impl("eva_ideal", eva_ideal)(q, k, v, np.arange(n), omega=omega, log_ratio=proposal.log_ratio(omega),
-                                             sampling=p["sampling"])
+        y = ctx.impl("eva_ideal", eva_ideal)(q, k, v, np.arange(n), omega=omega,
+                                             log_ratio=proposals_est.log_ratio(proposal, omega), sampling=p["sampling"])
     else:
         sigma = _sigma(SINGLETON_SIGMAS[ctx.variant], d, ctx.rng)
         y = ctx.impl("eva_practical", eva_practical)(q, k, v, block_size=0, num_chunks=n, sigma_q=sigma,
@@ -1000,7 +1005,7 @@ def _one_chunk_cell(ctx: CellContext):
     if ctx.variant == "ideal":
         omega = ctx.rng.normal(size=(SETS, p["S"], q.shape[1]))
         y = ctx.impl("eva_ideal", eva_ideal)(q, k, v, np.zeros(k.shape[0], dtype=np.int64), omega=omega)
-        return _identity(ctx, y, rfa(q, k, v, omega=omega))
+        return _identity(ctx, y, rfa(q, k, v, omega=omega, form="features"))
     rule = "zero" if ctx.variant == "practical_mu_zero" else "q+k"
     y, det = ctx.impl("eva_practical", eva_practical)(q, k, v, block_size=0, num_chunks=1, mu_rule=rule,
                                                       mode=p["mode"], rng=ctx.rng, return_details=True)
@@ -1246,7 +1251,7 @@ def _f_invariant_cell(ctx: CellContext):
     omega, log_ratio = _draws(ctx, _proposal(ctx, q, k), sets=1)
     f = control_variate_terms(q, k, v, omega=omega, log_ratio=log_ratio).f[0]           # (N, S, d_v)
     rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)
-    query_free = rfa(np.zeros((1, q.shape[1])), k, v, omega=omega[0][:, None, :])[:, 0]  # S = 1 RFA at q = 0
+    query_free = rfa(np.zeros((1, q.shape[1])), k, v, omega=omega[0][:, None, :], form="features")[:, 0]  # S = 1, q = 0
     return _identity(ctx, f, np.broadcast_to(query_free, f.shape), lead=2)
 
 
@@ -1450,7 +1455,7 @@ def _eq13_decomposition_cell(ctx: CellContext):
     if p["part"] == "error":
         log_pi, local = theory.local_softmax(q, k, v, labels)
         rfa = ctx.impl("rfa_attention_with_proposal", rfa_attention)
-        beta_hat = np.stack([rfa(q, k[labels == c], v[labels == c], omega=omega, log_ratio=log_ratio)
+        beta_hat = np.stack([rfa(q, k[labels == c], v[labels == c], omega=omega, log_ratio=log_ratio, form="features")
                              for c in range(chunks)], axis=-2)                      # (sets, N, C, d_v)
         predicted = theory.eq13_error(log_pi, beta_hat, local)
         return _identity(ctx, y - _softmax(q, k, v), predicted, y, np.abs(beta_hat).max(axis=-2))

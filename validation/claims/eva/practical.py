@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from rfkit.estimators import proposals as proposals_est
 from rfkit.estimators import softmax_attention
 from rfkit.estimators.eva import (
     GaussianProposal,
@@ -148,7 +149,7 @@ def _draw(ctx: CellContext, mu: np.ndarray, shape: tuple[int, ...]) -> tuple[np.
     """``ω ~ N(μ, I)`` of shape ``shape + (d,)`` and ``log r(ω)``."""
     proposal = GaussianProposal(mu)
     omega = mu + ctx.rng.standard_normal(shape + (mu.shape[-1],))
-    return omega, proposal.log_ratio(omega)
+    return omega, proposals_est.log_ratio(proposal, omega)
 
 
 def _paired_excess(ctx: CellContext, errors: np.ndarray, reference: np.ndarray, floor: float, *,
@@ -192,7 +193,7 @@ def _rfa_and_eva13(ctx: CellContext, problem: Problem, labels: np.ndarray, mu: n
             pooled, pooled_ratio = omega.reshape(size, -1, mu.shape[-1]), log_ratio.reshape(size, -1)
         eva = eva_ideal(problem.q, problem.k, problem.v, labels, omega=omega, log_ratio=log_ratio,
                         sampling="shared" if n_sub == 0 else sampling)
-        rfa = rfa_attention(problem.q, problem.k, problem.v, omega=pooled, log_ratio=pooled_ratio)
+        rfa = rfa_attention(problem.q, problem.k, problem.v, omega=pooled, log_ratio=pooled_ratio, form="features")
         return problem.squared_error(eva), problem.squared_error(rfa)
 
     return _in_batches(batch, replicates, problem.q.shape[0] * problem.k.shape[0] * num_samples)
@@ -554,7 +555,7 @@ def _vs_rfa_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> 
     def batch(size):
         omega, log_ratio = _draw(ctx, np.zeros(problem.q.shape[-1]), (size, num_samples))
         rfa = problem.squared_error(rfa_attention(problem.q, problem.k, problem.v, omega=omega, log_ratio=log_ratio,
-                                                  frame=problem.frame))
+                                                  frame=problem.frame, form="features"))
         if labels is not None:
             eva = problem.squared_error(eva_ideal(problem.q, problem.k, problem.v, labels, omega=omega,
                                                   log_ratio=log_ratio, frame=problem.frame))
@@ -845,7 +846,7 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
 
     def squared_errors(size, n):
         omega, log_ratio = _draw(ctx, mu, (n, size))
-        est = rfa_attention(q[None], keys, values, omega=omega, log_ratio=log_ratio)[:, 0]
+        est = rfa_attention(q[None], keys, values, omega=omega, log_ratio=log_ratio, form="features")[:, 0]
         return ((est - beta[0]) ** 2).sum(axis=-1)
 
     if exact:
@@ -1166,7 +1167,7 @@ def _linear_setup(ctx: CellContext, n: int) -> Callable[[], object]:
     if ctx.variant == "eva":
         return lambda: eva_practical(q, k, v, block_size=p["E"], num_chunks=p["C"], rng=np.random.default_rng(seed))
     omega = np.random.default_rng(seed).standard_normal((p["E"] + p["C"], p["d"]))
-    return lambda: rfa_attention(q, k, v, omega=omega)
+    return lambda: rfa_attention(q, k, v, omega=omega, form="features")
 
 
 def _linear_flops(variant: str, n: int, p: dict) -> int:

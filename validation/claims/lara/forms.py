@@ -131,7 +131,7 @@ def _eq10_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     q, k, v = _inputs(ctx, p["N"], p["N"], p["d"])
     lp = _lara_setup(q, k, p["C"], p["proposal"])
-    omega = lp.proposals.draw(1, ctx.rng)
+    omega = lp.proposals.sample(ctx.rng, 1)
     alpha = _weights_for(ctx, p["weights"], lp, q, omega)
     exact_p = np.asarray(ctx.impl("mis_attention", mis_est.mis_attention)(q, k, v, lp.proposals, omega=omega,
                                                                           alpha=alpha, normalise=True))
@@ -280,7 +280,7 @@ def _lara_forms_cell(ctx: CellContext, left: str, right: str) -> Evidence:
     p = ctx.params
     q, k, v = _inputs(ctx, p["N"], p["N"], p["d"])
     lp = _lara_setup(q, k, p["C"], p["proposal"])
-    omega = lp.proposals.draw(1, ctx.rng) if p.get("mode", "train") == "train" else lp.proposals.mean()[:, None]
+    omega = lp.proposals.sample(ctx.rng, 1) if p.get("mode", "train") == "train" else lp.proposals.mean()[:, None]
     alpha = _weights_for(ctx, p["weights"], lp, q, omega)
     lara = ctx.impl("lara_attention", lara_est.lara_attention)
     a = np.asarray(lara(q, k, v, proposals=lp, omega=omega, alpha=alpha, form=left))
@@ -340,7 +340,7 @@ def _rfa_special_cell(ctx: CellContext) -> Evidence:
     C, n = p["C"], p["N"]
     q, k, v = _inputs(ctx, n, n, p["d"])
     lp = lara_est.lara_proposals(q, k, C, proposal="standard")
-    omega = lp.proposals.draw(1, ctx.rng)                                       # ω_1..ω_C ~ N(0, I)
+    omega = lp.proposals.sample(ctx.rng, 1)                                       # ω_1..ω_C ~ N(0, I)
     kappa = None if ctx.variant == "K1" else ctx.rng.dirichlet(np.ones(C), size=n)
     lara = np.asarray(ctx.impl("lara_attention", lara_est.lara_attention)(q, k, v, proposals=lp, omega=omega,
                                                                           weights="constant", kappa=kappa))
@@ -437,7 +437,7 @@ def _corc1_cell(ctx: CellContext) -> Evidence:
     rfa = np.asarray(ctx.impl("rfa_attention", rfa_est.rfa_attention)(q, k, v, omega=shared, feature_map="hyperbolic"))
     snis, _ = ctx.impl("rfa_snis", rfa_est.rfa_snis)(q, k, v, shared, feature_map="hyperbolic")
     errors["snis_error"] = _row_error(rfa, snis, _value_scale(v))
-    ra = ra_est.ra_attention(q, k, v, S=500, rng=ctx.rng, feature_map="hyperbolic")
+    ra = ra_est.ra_attention(q, k, v, num_samples=500, rng=ctx.rng, feature_map="hyperbolic")
     exact = softmax_attention(q, k, v, scale=1.0)
     report = dict(ra_hyperbolic_error_to_softmax=float(np.abs(ra - exact).max() / _value_scale(v)))
     return _exact(max(errors.values()), ctx, dict(errors, **report))
@@ -558,9 +558,9 @@ def _alg3_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     q, k, v = _inputs(ctx, p["N"], p["N"], p["d"])
     lp = _lara_setup(q, k, p["C"], p["proposal"])
-    omega = lp.proposals.draw(1, ctx.rng)
+    omega = lp.proposals.sample(ctx.rng, 1)
     alpha = _weights_for(ctx, "eq9", lp, q, omega, beta=p["beta"], axis=p["axis"])
-    log_q_own = lp.proposals.log_density_own(omega)[:, 0]
+    log_q_own = lp.proposals.logpdf(omega)[:, 0]
     loops = np.asarray(ctx.impl("lara_algorithm3", lara_est.lara_algorithm3)(
         q, k, v, omega[:, 0], alpha[:, :, 0], log_q_own, reading=ctx.variant))
     eq10 = lara_est.lara_attention(q, k, v, proposals=lp, omega=omega, alpha=alpha, form="eq10")
@@ -672,7 +672,7 @@ def _rank_outputs(ctx: CellContext, estimator: str, draws: int, q, k, v):
         y = ctx.impl("rfa_attention", rfa_est.rfa_attention)(q, k, v, omega=omega)
         return np.asarray(y), theory.cancelled_integrand(k, v, omega), True
     lp = lara_est.lara_proposals(q, k, draws, proposal="eq34")
-    omega = lp.proposals.draw(2, ctx.rng)
+    omega = lp.proposals.sample(ctx.rng, 2)
     f = theory.cancelled_integrand(k, v, omega.reshape(-1, d))
     if estimator == "lara":
         y = ctx.impl("lara_attention", lara_est.lara_attention)(q, k, v, proposals=lp, omega=omega, weights="eq9")
@@ -780,11 +780,11 @@ def _density_ratio_errors(omega, means) -> float:
     """``log N(ω;0,I) - log N(ω;μ_c,I)`` (direct) against ``-ω·μ_c + ‖μ_c‖²/2`` and ``-log ξ(μ_c, ω)``; balance
     heuristic from proposal densities against ``softmax_c(ω·μ_c - ‖μ_c‖²/2)``."""
     props = mis_est.GaussianProposals(means)
-    direct = rfa_est.log_normal(omega)[:, None] - props.log_density(omega)             # (P, C)
+    direct = rfa_est.log_normal(omega)[:, None] - props.logpdf_cross(omega)             # (P, C)
     closed = theory.log_density_ratio_standard(omega[:, None, :], means[None])
     _, log_xi = rfa_est.xi(means, omega)                                                # (C, P, 1)
     mag = 1.0 + _half_sq(omega)[:, None] + _half_sq(means)[None] + np.abs(omega @ means.T)
-    bh = mis_est.balance_heuristic(props.log_density(omega))
+    bh = mis_est.balance_heuristic(props.logpdf_cross(omega))
     bh_closed = theory.gaussian_balance_heuristic(omega, means)
     return max(float((np.abs(direct - closed) / mag).max()), float((np.abs(closed + log_xi[..., 0].T) / mag).max()),
                float((np.abs(bh - bh_closed) / mag).max()))
@@ -855,8 +855,8 @@ def _symmetry_cell(ctx: CellContext) -> Evidence:
     if p["M"] == 1:
         # one key: both integrands are v_1 at every ω (a weighted average of one value), so the two expectations
         # are equal exactly; the difference at a few draws of each law is judged exactly (round-off only)
-        hyp = ra_est.attention_mixture(q[:1], k, feature_map="hyperbolic").draw(1_000, ctx.rng)[0]
-        plain = ra_est.attention_mixture(q[:1], k).draw(1_000, ctx.rng)[0]
+        hyp = ra_est.attention_mixture(q[:1], k, feature_map="hyperbolic").sample(ctx.rng, 1_000)[0]
+        plain = ra_est.attention_mixture(q[:1], k).sample(ctx.rng, 1_000)[0]
         diff = (theory.hyperbolic_integrand(q[:1], k, v, hyp) - theory.hyperbolic_integrand(q[:1], k, v, plain))[0]
         return combine([exact, exact_test(diff / scale, 0.0, tolerance=ctx.tolerance)], extra=errors)
     mixture_hyp = ra_est.attention_mixture(q[:1], k, feature_map="hyperbolic")
@@ -864,7 +864,7 @@ def _symmetry_cell(ctx: CellContext) -> Evidence:
 
     def draw(j):
         def replicates(rng, n):
-            hyp, plain = mixture_hyp.draw(n, rng)[0], mixture.draw(n, rng)[0]
+            hyp, plain = mixture_hyp.sample(rng, n)[0], mixture.sample(rng, n)[0]
             return (theory.hyperbolic_integrand(q[:1], k, v, hyp)[0, :, j]
                     - theory.hyperbolic_integrand(q[:1], k, v, plain)[0, :, j])
         return replicates

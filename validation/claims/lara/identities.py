@@ -137,7 +137,7 @@ def _omega_points(ctx: CellContext, placement: str, q, k, count: int) -> np.ndar
     if placement == "standard":
         return ctx.rng.standard_normal((n, count, d))
     if placement == "target":
-        return ra_est.attention_mixture(q, k).draw(count, ctx.rng)
+        return ra_est.attention_mixture(q, k).sample(ctx.rng, count)
     return 50.0 * unit_vectors(ctx.rng, n * count, d).reshape(n, count, d)
 
 
@@ -174,7 +174,7 @@ def _lara_log_ratio(q, k, omega, lp) -> np.ndarray:
     """``log p̃_n(ω_c) - log q_c(ω_c)``, shape ``(N, C, S_c)`` (for conditioning only)."""
     n_c, s_c, d = omega.shape
     log_pt = rfa_est.log_implied_target(q, k, omega.reshape(-1, d)).reshape(q.shape[0], n_c, s_c)
-    return log_pt - lp.proposals.log_density_own(omega)[None]
+    return log_pt - lp.proposals.logpdf(omega)[None]
 
 
 # ==================================================================== Eq 2: RFA's forms (§2.2)
@@ -296,7 +296,7 @@ def _eq3_quadrature_error(mix, f, mu, v) -> float:
     d = mu.shape[0]
     nodes, weights = gauss_hermite_rule(300 if d == 1 else 200, d)
     w = mu + nodes
-    ratio = np.exp(mix.log_density(w).T - rfa_est.log_normal(w, mu))         # (N, G): p/q
+    ratio = np.exp(mix.logpdf_cross(w).T - rfa_est.log_normal(w, mu))         # (N, G): p/q
     num = np.einsum("g,ng,ngd->nd", weights, ratio, f(w))
     den = ratio @ weights
     return _row_error(num / den[:, None], _component_expectation(mix, f, nodes, weights), _value_scale(v))
@@ -309,7 +309,7 @@ def _eq3_cell(ctx: CellContext) -> Evidence:
     mix, f = _eq3_target(p["target"], q, k, v)
     mu = _eq3_proposal_mean(ctx, q, k, mix)
     omega = mu + ctx.rng.standard_normal((p["S"], d))
-    log_w = mix.log_density(omega).T - rfa_est.log_normal(omega, mu)
+    log_w = mix.logpdf_cross(omega).T - rfa_est.log_normal(omega, mu)
     snis = ctx.impl("snis_estimate", snis_estimate)
     fv = f(omega)
     with_p = np.asarray(snis(fv, log_weights=log_w))
@@ -363,7 +363,7 @@ def _log_pair_sum(q, k, omega):
 def _eq4_errors(ctx: CellContext, q, k, v, omega) -> dict:
     """Both lines of Eq 4 at ``omega (N, S, D)``, with ``p`` the Eq 5 mixture and ``Z = Σ_m exp(q_n·k_m)``."""
     mixture = ctx.impl("attention_mixture", ra_est.attention_mixture)
-    log_pq = mixture(q, k).log_density_own(omega) - rfa_est.log_normal(omega)       # log p/q, (N, S)
+    log_pq = mixture(q, k).logpdf(omega) - rfa_est.log_normal(omega)       # log p/q, (N, S)
     _, log_z = ra_est.softmax_log_weights(q, k)
     log_sum, pair = _log_pair_sum(q, k, omega)
     rhs = log_sum - log_z[:, None]
@@ -488,7 +488,7 @@ def _component_errors(q, k, omega) -> dict:
     _, log_z = ra_est.softmax_log_weights(q, k)
     log_sum, pair = _log_pair_sum(q, k, omega)
     log_eq15 = rfa_est.log_normal(omega) + log_sum - log_z[:, None]
-    log_eq5 = ra_est.attention_mixture(q, k).log_density_own(omega)
+    log_eq5 = ra_est.attention_mixture(q, k).logpdf(omega)
     mag = _log_magnitude(omega, q[:, None, :]) + float(_half_sq(k).max()) * 2
     log_cond = rfa_est.log_normal(omega)[..., None] + pair - (q @ k.T)[:, None, :]      # log p(ω|m)
     tilted = theory.tilted_gaussian_log_density(omega[:, :, None, :], q[:, None, None, :], k[None, None, :, :])
@@ -728,7 +728,7 @@ def _weight_inputs(ctx: CellContext, C: int, d: int):
     landmarks = lara_est.segment_landmarks(q, C, uneven="adaptive")
     means = p["separation"] * ctx.rng.standard_normal((C, d))
     props = mis_est.GaussianProposals(means)
-    near = props.draw(1, ctx.rng)
+    near = props.sample(ctx.rng, 1)
     far = near + 20.0 * unit_vectors(ctx.rng, C, d)[:, None, :]
     return q, landmarks, props, np.concatenate([near, far], axis=1)
 
@@ -875,7 +875,7 @@ def _g3_2_cell(ctx: CellContext) -> Evidence:
 
 def _g3_2_errors(ctx: CellContext, props, draws, r) -> tuple[float, float, float]:
     """Sum errors of Eq 27 at the draws under the cell's reading, and the sum of the balance terms."""
-    log_q = props.log_density(draws)                                            # [c, c'] = log q_c'(ω_c)
+    log_q = props.logpdf_cross(draws)                                            # [c, c'] = log q_c'(ω_c)
     eq27 = ctx.impl("eq27_weights", mis_est.eq27_weights)
     if ctx.variant == "A":
         alpha = np.asarray(eq27(log_q, r, argument="common"))                   # (C points, C)

@@ -160,7 +160,7 @@ def _rfa_cost_cell(ctx: CellContext) -> Evidence:
     def make_call(sh):
         q, k, v = _qkv_nm(ctx, sh["N"], sh["N"], RFA_D)
         seed = int(ctx.rng.integers(2**32))
-        return lambda: attend(q, k, v, S=sh["S"], rng=seed)
+        return lambda: attend(q, k, v, num_samples=sh["S"], rng=seed)
 
     counts = [cost.gemm_flops(theory.rfa_gemms(sh["N"], sh["N"], sh["S"], RFA_D, RFA_D)) for sh in shapes]
     return _cost_cell(ctx, axes, sizes, shapes, make_call, counts, 1.0)
@@ -214,7 +214,7 @@ def _ra_cost_cell(ctx: CellContext) -> Evidence:
     def make_call(sh):
         q, k, v = _qkv_nm(ctx, sh["N"], sh["M"], RA_D)
         seed = int(ctx.rng.integers(2**32))
-        return lambda: attend(q, k, v, S=sh["S"], rng=seed)
+        return lambda: attend(q, k, v, num_samples=sh["S"], rng=seed)
 
     counts = [cost.gemm_flops(theory.ra_gemms(sh["N"], sh["M"], RA_D, RA_D, sh["S"])) for sh in shapes]
     return _cost_cell(ctx, axes, sizes, shapes, make_call, counts, _ra_claimed(axes))
@@ -493,7 +493,7 @@ def _lara_performer_cell(ctx: CellContext) -> Evidence:
         return lara_est.lara_attention(q, k, v, C=s, rng=seed, uneven="adaptive")
 
     def performer():
-        return rfa_est.rfa_attention(q, k, v, S=s, rng=seed)
+        return rfa_est.rfa_attention(q, k, v, num_samples=s, rng=seed)
 
     if ctx.params["quantity"] == "time":
         # a relative excess e of the ratio over 1 is the log-violation log(1 + e)

@@ -12,6 +12,7 @@ from scipy.special import softmax
 from rfkit.base.numerics import gauss_hermite_rule
 from rfkit.estimators import lara as lara_est
 from rfkit.estimators import mis as mis_est
+from rfkit.estimators import proposals as proposals_est
 from rfkit.estimators import ra as ra_est
 from rfkit.estimators import rfa as rfa_est
 from rfkit.theory import lara as theory
@@ -419,7 +420,7 @@ def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evid
     q, k, v = _cell_inputs(ctx, p["N"])
     lp = _mis_setup(ctx, q, k)
     weight_name = weight_name or p["weights"]
-    omega = lp.proposals.draw(ctx.replicates, ctx.rng)                                  # (C, R, D): R replicates
+    omega = lp.proposals.sample(ctx.rng, ctx.replicates)                                  # (C, R, D): R replicates
     options = _weight_options(weight_name)
     kind = options.pop("kind")
     alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=ctx.rng, **options)
@@ -458,8 +459,8 @@ def _mis_quadrature_means(ctx: CellContext, weight_name: str, q, k, v, lp):
     alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=ctx.rng, **options)
     alpha = alpha[:tested] if alpha.shape[0] > 1 else alpha
     n_c, n_p, d = omega.shape
-    log_p = ra_est.attention_mixture(q[:tested], k).log_density(omega.reshape(-1, d)).T.reshape(tested, n_c, n_p)
-    a = alpha * np.exp(log_p - lp.proposals.log_density_own(omega)[None]) * qw[None]  # (N, C, P)
+    log_p = ra_est.attention_mixture(q[:tested], k).logpdf_cross(omega.reshape(-1, d)).T.reshape(tested, n_c, n_p)
+    a = alpha * np.exp(log_p - lp.proposals.logpdf(omega)[None]) * qw[None]  # (N, C, P)
     f = rfa_est.key_statistics(k, v, omega).F                                           # (C, P, D_v)
     return np.einsum("ncp,cpd->nd", a, f), a.sum(axis=(1, 2)), alpha
 
@@ -649,7 +650,7 @@ LARA_N = (64, 96, 128, 176, 256)
 
 def _lara_mse(ctx: CellContext, q, k, v, lp, S_c: int, R: int, weight_name: str) -> tuple[float, float]:
     """Mean and standard error of LARA's per-query squared error (tested queries) over ``R`` replicates."""
-    omega = lp.proposals.draw(R * S_c, ctx.rng)
+    omega = lp.proposals.sample(ctx.rng, R * S_c)
     options = _weight_options(weight_name)
     kind = options.pop("kind")
     alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=ctx.rng, **options)
@@ -672,7 +673,7 @@ def _lara_mse_path(ctx: CellContext, q, k, v, lp, sizes, R: int, weight_name: st
     mu = _softmax_rows(q[:tested], k, v)[None]
     sq = [[] for _ in sizes]
     for size in chunks(R, max(1, LARA_CHUNK_DRAWS // (n_c * s_max))):
-        omega = lp.proposals.draw(size * s_max, ctx.rng)                               # (C, size·S_max, D)
+        omega = lp.proposals.sample(ctx.rng, size * s_max)                               # (C, size·S_max, D)
         alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=ctx.rng, **options)
         alpha = (alpha[:tested] if alpha.shape[0] > 1 else alpha).reshape(-1, n_c, size, s_max)
         ys = _lara_prefix_replicates(q[:tested], k, v, lp, omega.reshape(n_c, size, s_max, d), alpha, sizes)
@@ -690,7 +691,7 @@ def _lara_prefix_replicates(q, k, v, lp, omega, alpha, sizes) -> list[np.ndarray
     n_c, R, s_max, d = omega.shape
     flat = omega.reshape(n_c, R * s_max, d)
     stats = rfa_est.key_statistics(k, v, flat)
-    ratio = lara_est.log_ratio_to_standard(lp.proposals, flat)
+    ratio = proposals_est.log_ratio(lp.proposals, flat)
     log_t = (np.einsum("nd,cjd->ncj", q, flat) + (stats.log_den + ratio)[None]).reshape(q.shape[0], n_c, R, s_max)
     a = np.broadcast_to(alpha, log_t.shape) * np.exp(log_t - log_t.max(axis=(1, 3), keepdims=True))
     num = np.cumsum(np.einsum("ncrj,crjd->nrjd", a, stats.F.reshape(n_c, R, s_max, -1)), axis=2)
@@ -900,7 +901,7 @@ def _proposal_points(ctx: CellContext, lp, nodes: tuple[int, int] | None = None
     ``None`` (plain averages)."""
     props = lp.proposals
     if props.dim > 2:
-        return props.draw(REFERENCE_PER_PROPOSAL, ctx.rng), None
+        return props.sample(ctx.rng, REFERENCE_PER_PROPOSAL), None
     means, log_rho = _proposal_terms(props)
     nodes = (GH_PROPOSAL_NODES, GH_MIXTURE_NODES) if nodes is None else nodes
     nodes, weights = gauss_hermite_rule(nodes[0] if log_rho is None else nodes[1], props.dim)
@@ -919,7 +920,7 @@ def _proposal_expectations(ctx: CellContext, q, k, v, lp, weight_name: str, part
     kind = options.pop("kind")
     rng = ctx.rng if partition is None else np.random.default_rng(partition)
     alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=rng, **options)[0]
-    log_w = _log_mixture(q[0], k, omega) - lp.proposals.log_density_own(omega)
+    log_w = _log_mixture(q[0], k, omega) - lp.proposals.logpdf(omega)
     return alpha * np.exp(log_w), rfa_est.key_statistics(k, v, omega).F, weights
 
 
@@ -954,7 +955,7 @@ def _delta_cell(ctx: CellContext) -> Evidence:
     def draw(rng, n):  # n variance replicates, each from VARIANCE_GROUP independent LARA estimates of query 0
         out = []
         for size in chunks(n, per_chunk):
-            omega = lp.proposals.draw(size * VARIANCE_GROUP * S_c, rng)
+            omega = lp.proposals.sample(rng, size * VARIANCE_GROUP * S_c)
             alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=np.random.default_rng(partition),
                              **options)
             y = _lara_replicates(q[:1], k, v, lp, omega, alpha[:1], size * VARIANCE_GROUP)[:, 0]
@@ -1107,13 +1108,13 @@ def _unnormalised_variance_cell(ctx: CellContext) -> Evidence:
     def draw(rng, n):
         out = []
         for size in chunks(n, per_chunk):
-            omega = lp.proposals.draw(size * S, rng)                                   # (C, size·S, D)
+            omega = lp.proposals.sample(rng, size * S)                                   # (C, size·S, D)
             alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=np.random.default_rng(partition),
                              **options)[:1]
             g = _mis_replicates(q[:1], k, v, lp.proposals, omega, alpha)[0][:, 0]        # (size·S, D_v): Σ_c terms
             g = g.reshape(size, S, -1).mean(axis=1)                                      # S_c draws per proposal
-            log_p = mixture.log_density(omega.reshape(-1, omega.shape[-1])).T.reshape(n_c, -1)
-            t = (alpha[0] * np.exp(log_p - lp.proposals.log_density_own(omega)))[..., None] * \
+            log_p = mixture.logpdf_cross(omega.reshape(-1, omega.shape[-1])).T.reshape(n_c, -1)
+            t = (alpha[0] * np.exp(log_p - lp.proposals.logpdf(omega)))[..., None] * \
                 rfa_est.key_statistics(k, v, omega).F                                   # (C, size·S, D_v)
             x = t.reshape(n_c, size, S, -1) - m_c[:, None, None, :]
             control = (x**2).sum(axis=(0, 2, 3)) / S**2
@@ -1344,8 +1345,8 @@ def _rfa_nonpositive(ctx: CellContext, q, k, v, fmap: str) -> dict:
     for S in (1, 4, 16, 64, 256):
         count = 0
         for _ in range(20):
-            _, st = quiet(rfa_est.rfa_attention, q, k, v, S=S, rng=ctx.rng, feature_map=fmap, form="double_sum",
-                           return_stats=True)
+            _, st = quiet(rfa_est.rfa_attention, q, k, v, num_samples=S, rng=ctx.rng, feature_map=fmap,
+                          form="double_sum", return_stats=True)
             count += st.n_nonpositive
         out[S] = count / 20
     return out
