@@ -6,7 +6,6 @@ import numpy as np
 
 from rfkit.estimators import softmax_attention
 from rfkit.estimators.maclaurin_kernels import MASK_FILLS, kernelized_attention
-from rfkit.estimators.ppsbn import presbn
 from rfkit.estimators.rmf import RMFDraw, draw_rmf, rmf_features, rmfa, rmfa_replicates
 from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import chunks, quiet
@@ -24,6 +23,7 @@ from .common import (
     _mask,
     _mask_options,
     _p_range,
+    _presbn_qk,
     _rel_error,
 )
 
@@ -76,8 +76,7 @@ DEF2_EXP_SOFTMAX = Claim(
 def _mask_conversion_cell(ctx: CellContext) -> Evidence:
     n, kernel, d = ctx.params["length"], ctx.params["kernel"], 8
     if ctx.params["inputs"] == "presbn":
-        out = presbn(ctx.rng.standard_normal((n, d)), ctx.rng.standard_normal((n, d)), eps=1e-12)
-        q, k = out.q, out.k
+        q, k = _presbn_qk(ctx.rng, n, d, eps=1e-12)
     else:
         q, k = (_ball_matrix(ctx.rng, n, d, "row", "interior") for _ in range(2))
     v, keep = ctx.rng.standard_normal((n, 3)), _mask(ctx.params["mask"], n, ctx.rng)
@@ -174,9 +173,8 @@ FACTORIZATION = Claim(
 BALLS = {b: Reading(f"ℓ2(0,1) read with the {b} norm") for b in ("row", "fro", "spec")}
 
 #: Inputs (n, d, inputs, mask) of the ``listed`` design. ``line``: d = 1 with positive q, k (RMF products are then
-#: non-negative and RMFA is a convex combination of V); ``cancel``: ±-paired keys whose single-feature denominators
-#: nearly cancel; ``interior`` / ``boundary``: Gaussian directions inside / on the ball; ``presbn``: pre-SBN
-#: outputs. The first ones are crossed with the core settings; the last four cover the domain's ends.
+#: non-negative, RMFA a convex combination of V); ``cancel``: ±-paired keys whose single-feature denominators nearly
+#: cancel. The first five are crossed with the core settings; the last four cover the domain's ends.
 CASES = ((2, 1, "line", "none"), (4, 1, "line", "causal"), (4, 4, "interior", "none"), (2, 2, "cancel", "none"),
          (8, 4, "boundary", "padding"),
          (1, 1, "line", "none"), (16, 4, "interior", "none"), (4, 64, "interior", "none"), (4, 4, "presbn", "general"))
@@ -221,8 +219,7 @@ def _thm_grid(quick: dict, smoke: dict, full: dict) -> dict:
 
 
 def _thm_samples(ctx: CellContext, ball: str, replicates: int, rows: int | None = None):
-    """``V`` (entries in ``[-1, 1]``), ``attn_K`` and RMFA replicates of the first ``rows`` queries of a Theorem 1-2
-    cell, with ``Q, K`` in the unit ball read with ``ball``."""
+    """``V`` (entries in [-1, 1]), ``attn_K`` and RMFA replicates of the first ``rows`` queries, ``Q, K`` in a ball."""
     n, d, geometry, rng = ctx.params["n"], ctx.params["d"], ctx.params["inputs"], ctx.rng
     if geometry == "line":
         q, k = (_ball_matrix_like(_ball_matrix(rng, n, 1, ball, "interior", positive=True) + 0.05, ball)
@@ -232,23 +229,21 @@ def _thm_samples(ctx: CellContext, ball: str, replicates: int, rows: int | None 
         keys[np.arange(n), np.arange(n) % d] = np.where(np.arange(n) % 2 == 0, 1.0, -0.9)
         k = _ball_matrix_like(keys + 0.01 * rng.standard_normal((n, d)), ball)
     elif geometry == "presbn":
-        out = presbn(rng.standard_normal((n, d)), rng.standard_normal((n, d)), norm_reading=ball)
-        q, k = out.q, out.k
+        q, k = _presbn_qk(rng, n, d, norm_reading=ball)
     else:
         q, k = (_ball_matrix(rng, n, d, ball, geometry) for _ in range(2))
     v = rng.uniform(-1.0, 1.0, size=(n, 2))
     if geometry == "cancel":  # signs alternating with the keys' pairs
         v[:, 0] = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
     v[0, 0] = 1.0
-    keep = _mask(ctx.params["mask"], n, rng)
-    target = kernelized_attention(q, k, v, ctx.params["kernel"], mask=keep)[:rows]
-    q, keep = q[:rows], None if keep is None else keep[:rows]
-    return v, target, _rmfa_samples(ctx, q, k, v, keep, ctx.params["kernel"], ctx.params["D"], replicates,
-                                    ctx.params["p"])
+    keep, kernel = _mask(ctx.params["mask"], n, rng), ctx.params["kernel"]
+    target = kernelized_attention(q, k, v, kernel, mask=keep)[:rows]
+    keep = None if keep is None else keep[:rows]
+    return v, target, _rmfa_samples(ctx, q[:rows], k, v, keep, kernel, ctx.params["D"], replicates, ctx.params["p"])
 
 
-def _feature_budget(ctx: CellContext, num_features: int) -> int:
-    return max(2_000, ctx.replicates // num_features)  # an estimate's variance falls like 1/D
+def _feature_budget(ctx: CellContext, num_features: int) -> int:  # an estimate's variance falls like 1/D
+    return max(2_000, ctx.replicates // num_features)
 
 
 def _rmfa_samples(ctx: CellContext, q, k, v, keep, kernel: str, num_features: int, replicates: int,
@@ -357,8 +352,7 @@ def _range_cell(ctx: CellContext) -> Evidence:
 
 
 def _range_search(ctx: CellContext) -> Evidence:
-    """One feature of degree 1 with ω = +1 (d = 1); ``q``, two keys in the ball, ``V = (1, v_2)`` (L = 1);
-    maximise |RMFA|/L over ``(q, k_1, k_2, v_2)``."""
+    """Maximise |RMFA|/L over ``(q, k_1, k_2, v_2)``, ``V = (1, v_2)``, one degree-1 feature with ω = +1 (d = 1)."""
     draw = RMFDraw(np.array([1]), np.array([0]), np.ones((1, 1), np.int8), 2.0, "geom")
 
     def ratio(z):

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rfkit.estimators.maclaurin_kernels import MACLAURIN_KERNELS
-from rfkit.estimators.ppsbn import matrix_norm
+from rfkit.estimators.ppsbn import matrix_norm, presbn
 from rfkit.validation.domain import Range
 from rfkit.validation.model import CellContext
 from rfkit.validation.stats import Evidence, exact_test
@@ -75,13 +75,12 @@ def _mask(kind: str, n: int, rng: np.random.Generator) -> np.ndarray | None:
 
 def _mask_options(kind: str, keep: np.ndarray | None) -> dict:
     """rmfa's keyword arguments for a mask type with keep-matrix ``keep``: none, key padding, causal or general."""
-    if kind == "padding":
-        return dict(key_padding=keep[0])
-    return dict(mask=keep) if kind == "general" else dict(causal=kind == "causal")
+    return dict(key_padding=keep[0]) if kind == "padding" else dict(mask=keep) if kind == "general" else \
+        dict(causal=kind == "causal")
 
 
 def _route_options(kind: str, n: int, rng: np.random.Generator) -> dict:
-    return _mask_options(kind, None if kind in ("none", "causal") else _mask(kind, n, rng))
+    return _mask_options(kind, _mask(kind, n, rng))  # none and causal draw nothing
 
 
 def _ball_matrix(rng: np.random.Generator, n: int, d: int, reading: str, placement: str,
@@ -95,9 +94,21 @@ def _ball_matrix(rng: np.random.Generator, n: int, d: int, reading: str, placeme
     return x * radius / matrix_norm(x, reading)
 
 
+def _ball_qkv(rng: np.random.Generator, n: int, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``Q, K`` with rows inside the unit ball and standard Gaussian ``V (n, 3)``."""
+    q, k = (_ball_matrix(rng, n, d, "row", "interior") for _ in range(2))
+    return q, k, rng.standard_normal((n, 3))
+
+
 def _ball_matrix_like(x: np.ndarray, reading: str) -> np.ndarray:
     """``x`` shrunk into the unit ball of a reading where it lies outside (rows one by one for ``row``)."""
     return x / np.maximum(matrix_norm(x, reading), 1.0)
+
+
+def _presbn_qk(rng: np.random.Generator, *shape: int, **options) -> tuple[np.ndarray, np.ndarray]:
+    """Pre-SBN ``Q^SBN, K^SBN`` of standard Gaussian raw inputs of a shape."""
+    out = presbn(rng.standard_normal(shape), rng.standard_normal(shape), **options)
+    return out.q, out.k
 
 
 def _gaussian_qkv(rng: np.random.Generator, n: int, d: int, scale: float = 0.5):

@@ -26,8 +26,7 @@ def _sweep(lo: int, hi: int) -> list[int]:  # √2-spaced sizes from lo to hi (h
     return geometric_sizes(lo, hi, round(2 * math.log2(hi / lo)) + 1)
 
 
-def _swept(ctx: CellContext) -> tuple[str, list[int], list[dict]]:
-    """The one grid axis whose value is a list of sizes, its sizes and the cell's parameters at each."""
+def _swept(ctx: CellContext) -> tuple[str, list[int], list[dict]]:  # the swept axis, its sizes, params at each
     axis = next(a for a, s in ctx.params.items() if isinstance(s, list))
     return axis, ctx.params[axis], [dict(ctx.params, **{axis: s}) for s in ctx.params[axis]]
 

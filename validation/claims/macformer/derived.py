@@ -10,7 +10,6 @@ import numpy as np
 
 from rfkit.estimators import softmax_attention
 from rfkit.estimators.maclaurin_kernels import kernel_values
-from rfkit.estimators.ppsbn import presbn
 from rfkit.estimators.rmf import draw_rmf, rmf_features, rmfa, rmfa_replicates
 from rfkit.theory import cost
 from rfkit.theory import maclaurin as theory
@@ -23,9 +22,11 @@ from .attention import _feature_budget, _rmfa_samples
 from .common import (
     KERNEL_NAMES,
     _ball_matrix,
+    _ball_qkv,
     _exact,
     _gaussian_qkv,
     _p_range,
+    _presbn_qk,
     _rel_error,
     _replicate_cap,
     _route_options,
@@ -142,10 +143,8 @@ RMF_FEATURE_MOMENTS = Claim(
 
 def _weight_invariance_cell(ctx: CellContext) -> Evidence:
     p, n, d, kernel = ctx.params["p"], ctx.params["length"], ctx.params["d"], ctx.params["kernel"]
-    q, k = (_ball_matrix(ctx.rng, n, d, "row", "interior") for _ in range(2))  # rows in the unit ball
-    v = ctx.rng.standard_normal((n, 3))
-    draw = draw_rmf(ctx.params["D"], d, rng=ctx.rng, p=p)
-    weights = ("printed", "importance")
+    q, k, v = _ball_qkv(ctx.rng, n, d)
+    draw, weights = draw_rmf(ctx.params["D"], d, rng=ctx.rng, p=p), ("printed", "importance")
     printed, importance = (rmf_features(np.concatenate([q, k]), draw, kernel, weight=w) for w in weights)
     feature_error = np.abs(printed - math.sqrt(p - 1) * importance) / (float(np.abs(printed).max()) or 1.0)
     outputs = [quiet(rmfa, q, k, v, kernel, draw=draw, weight=w, return_details=True) for w in weights]
@@ -247,24 +246,21 @@ RMFA_RATIO_BIAS = Claim(
     replicates=tiers(32_000, smoke=8_000, full=100_000),  # replicates of z (each 2D features)
     roles=("rmfa_replicates",), plot_x="D",
     notes="μ_a ≠ 0 and G finite, else undecidable; geom-importance features, p = 2. Per cell the two entries with "
-          "the largest |b|/sqrt(v), each a sequential mean of z = 2y_{2D} - (y'_D + y''_D)/2, where "
-          "y_D = D·(RMFA - attn^κ - (N̂ - attn^κ μ̂)/μ) subtracts from D × (error) its linear term (mean 0 with "
-          "unbiased features, spread O(√D)) and the D-feature estimates are the halves of the 2D features (common "
-          "random numbers): z spreads O(1) (about 4|b| against 20|b| at the quick inputs). Budgets: replicates of z.",
+          "the largest |b|/sqrt(v), each a sequential mean of z = 2y_{2D} - (y'_D + y''_D)/2: y_D subtracts from "
+          "D × (error) its linear term (mean 0, spread O(√D)), the D-feature arms are the halves of the 2D features "
+          "(common random numbers), so z spreads O(1) (about 4|b| against 20|b| at the quick inputs).",
 )
 
 
 def _ratio_mse_cell(ctx: CellContext) -> Evidence:
     num_features = ctx.params["D"]
     if ctx.params["check"] == "toy_nmse":  # one 32×64 matrix after pre-SBN: Monte Carlo against delta-method NMSE
-        pre = presbn(ctx.rng.standard_normal((32, 64)), ctx.rng.standard_normal((32, 64)), eps=1e-12)
+        q, k = _presbn_qk(ctx.rng, 32, 64, eps=1e-12)
         v = ctx.rng.standard_normal((32, 64))
-        target = softmax_attention(pre.q, pre.k, v)
-        predicted = theory.nmse_prediction(theory.rmfa_delta_method(pre.q, pre.k, v, "exp", p=2.0), target,
-                                           num_features)
-        # the tier's feature budget, each replicate charged 24·D features: 1.6M features give ~1000 replicates at
-        # D = 64 and 260 at D = 256 (where one 32×64 replicate costs ~15 ms), at least 256
-        samples = _rmfa_samples(ctx, pre.q, pre.k, v, None, "exp", num_features,
+        target = softmax_attention(q, k, v)
+        predicted = theory.nmse_prediction(theory.rmfa_delta_method(q, k, v, "exp", p=2.0), target, num_features)
+        # the feature budget at 24·D features a replicate: ~1000 replicates at D = 64, 260 at D = 256 (~15 ms each)
+        samples = _rmfa_samples(ctx, q, k, v, None, "exp", num_features,
                                 max(256, ctx.replicates // (24 * num_features)))
         errors = ((samples - target) ** 2).sum(axis=(1, 2)) / (target**2).sum()
         return mean_test(errors, predicted, scale=predicted, **ctx.test, extra=dict(predicted=predicted))
@@ -298,10 +294,9 @@ RMFA_RATIO_MSE = Claim(
     where=lambda p, v: p["check"] == "entry_mse" or p["kernel"] == "exp",
     replicates=tiers(1_600_000, smoke=200_000, full=16_000_000), roles=("rmfa_replicates",), plot_x="D",
     notes="As derived.rmfa_ratio_bias (interior inputs); toy: one 32×64 pre-SBN matrix, exp kernel. Entry MSEs "
-          "include b²/D. Budgets in features (replicates × D). The replicates D·(RMFA - attn^κ)² square a ratio "
-          "whose denominator comes near 0 in about 1e-3 of draws (D = 16), so their tail index is about 3 at D = 64 "
-          "and the sequence flags them; no closed-form variance bound or range exists. Deciding D = 64 and inv "
-          "needs a proven bound on E[(RMFA - attn^κ)⁴] or the full tier's larger D.",
+          "include b²/D; budgets in features (replicates × D). D·(RMFA - attn^κ)² squares a ratio whose denominator "
+          "nears 0 in about 1e-3 of draws (D = 16): tail index about 3 at D = 64, flagged by the sequence (no "
+          "variance bound exists); deciding D = 64 and inv needs a bound on E[(RMFA - attn^κ)⁴] or the full tier.",
 )
 
 
@@ -379,8 +374,7 @@ def _trigh_cell(ctx: CellContext) -> Evidence:
                       extra=dict(t=t, trigh=float(got[0]), exp=float(want[0])))
     if check == "coefficients":
         return _exact([float(theory.derived_coefficients("trigh", 40) != theory.derived_coefficients("exp", 40))], ctx)
-    q, k = (_ball_matrix(ctx.rng, 16, 8, "row", "interior") for _ in range(2))
-    v = ctx.rng.standard_normal((16, 3))
+    q, k, v = _ball_qkv(ctx.rng, 16, 8)
     draw = draw_rmf(ctx.params["D"], 8, rng=ctx.rng)
     outs = [rmf_features(q, draw, kernel) if check == "rmf" else quiet(rmfa, q, k, v, kernel, draw=draw)
             for kernel in ("trigh", "exp")]

@@ -54,8 +54,7 @@ def _kernel_replicates(ctx: CellContext, x, y, kernel: str, num_features: int, r
 
 def _stratified_replicates(ctx: CellContext, x, y, kernel: str, replicates: int, log_mass, p: float, n_law: str,
                            weight: str, coeffs: str) -> np.ndarray:
-    """``replicates`` draws of ``Y = Σ_{n <= n_max} π_n Z_n``, ``Z_n`` one feature product with its degree fixed
-    at ``n`` (fresh Rademacher vectors), ``π_n = exp(log_mass[n])`` the law's mass."""
+    """Draws of ``Y = Σ_{n <= n_max} π_n Z_n``, ``Z_n`` one feature product of degree ``n``, ``log π = log_mass``."""
     features, total = ctx.impl("rmf_features", rmf_features), np.zeros(replicates)
     for n, log_pi in enumerate(log_mass):
         signs = (ctx.rng.integers(0, 2, size=(replicates * n, x.size), dtype=np.int8) * 2 - 1).astype(np.int8)

@@ -18,7 +18,7 @@ from rfkit.validation.reproductions.macformer import fig4_data, nmse
 from rfkit.validation.stats import Evidence, combine, mean_test, undecided
 from rfkit.validation.timing import single_threaded_blas, timing_ratio_slope_test, timing_ratio_test
 
-from .common import _jackknife
+from .common import _jackknife, _presbn_qk
 from .complexity import TREND, TREND_TOLERANCE, _one_sweep, _swept
 
 #: The toy protocol's domain (register "Reproduction targets"; the paper gives no grid): lengths 200..4000, D up to
@@ -99,10 +99,9 @@ FIG4A_DECREASES = Claim(
     replicates=tiers(120, smoke=30, full=200), plot_x="length",
     notes="The toy protocol (rfkit.validation.reproductions.macformer): pre-SBN (row norm, feature_batch statistics, "
           "ε = 1e-12), p = 2, N(0,1) data, global NMSE; one batch × head below the full tier. Two sub-tests per "
-          "length (Bonferroni): log NMSE falls with log D, and its decrease over consecutive equal spans of the D "
-          "grid (at least 5 spans) shrinks against the span's first D. A pure power law NMSE ∝ 1/D has shrinking "
-          "linear decrements but constant log decrements per doubling. 120 repeats at quick (Hill's tail diagnostic "
-          "needs >= 100), each at every D with the same data and max(1, 16/D) draws.",
+          "length (Bonferroni): log NMSE falls with log D, and its decrease over at least 5 equal spans of the D grid "
+          "shrinks (NMSE ∝ 1/D has shrinking linear but constant log decrements per doubling). 120 repeats at quick "
+          "(Hill's tail diagnostic needs >= 100), each at every D with the same data and max(1, 16/D) draws.",
 )
 
 
@@ -153,12 +152,11 @@ FIG4A_INCREASES = Claim(
 
 def _pair_calls(ctx: CellContext, n: int, num_features: int, sampling: str = "included"):
     """Calls of softmax attention and RMFA_exp on the same pre-SBN inputs (one head, d = 64; pre-SBN untimed)."""
-    shape = (1, 1, n, 64)
-    pre = presbn(ctx.rng.standard_normal(shape), ctx.rng.standard_normal(shape), eps=1e-12)
-    v = ctx.rng.standard_normal(shape)
+    q, k = _presbn_qk(ctx.rng, 1, 1, n, 64, eps=1e-12)
+    v = ctx.rng.standard_normal((1, 1, n, 64))
     rmf = (dict(draw=draw_rmf(num_features, 64, rng=ctx.rng)) if sampling == "excluded"
            else dict(num_features=num_features, rng=ctx.rng))
-    return functools.partial(softmax_attention, pre.q, pre.k, v), functools.partial(quiet, rmfa, pre.q, pre.k, v, **rmf)
+    return functools.partial(softmax_attention, q, k, v), functools.partial(quiet, rmfa, q, k, v, **rmf)
 
 
 def _faster_cell(ctx: CellContext) -> Evidence:

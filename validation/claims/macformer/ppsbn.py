@@ -19,8 +19,6 @@ from .common import _capped, _exact, _readings, _rel_error
 
 EPS = 1e-12  # the toy experiment's ε ("ε = 10^-12")
 
-# ------------------------------------------------------------------ Algorithm 1 steps 1-2: domain and unit ball
-
 #: Step-2 norm readings: ``fro_tensor`` is the Frobenius norm of the whole tensor, the others are per matrix.
 PRESBN_READINGS = _readings(norm=["row", "fro", "fro_tensor", "spec"], bn_stats=list(BN_STATS),
                             var=list(VAR_ESTIMATORS))
@@ -141,8 +139,6 @@ PRESBN_L2_BALL = Claim(
           "three balls (e.g. row-normalised outputs have Frobenius norm √n, outside the Frobenius ball for n >= 2).",
 )
 
-# ------------------------------------------------------------------------------------------------ Theorem 3
-
 #: Readings where Theorem 3's r is a scalar: matrix norms and scalar statistics of one matrix (row norms make r an
 #: n×n array and per-feature statistics a d-vector: not evaluable).
 THM3_READINGS = _readings(norm=["fro", "spec"], r_norm_of=["raw", "bn"], t=["matmul", "fit_scalar", "fit_column"],
@@ -168,8 +164,7 @@ def _nd_axes(n_words: str, n_up_to: int, d_words: str, more: str = "; the regist
 def _thm3_inputs(rng: np.random.Generator, n: int, d: int, v_sign: str, centred: bool = False, c: float = 1.0):
     """Raw ``Q, K`` (times ``c``) with feature-dependent scales and offsets, and ``V`` (positive or signed)."""
     scales, offsets = rng.uniform(0.3, 3.0, size=(2, 1, d)), rng.uniform(-2.0, 2.0, size=(2, 1, d))
-    q = (rng.standard_normal((n, d)) * scales[0] + (0.0 if centred else offsets[0])) * c
-    k = (rng.standard_normal((n, d)) * scales[1] + (0.0 if centred else offsets[1])) * c
+    q, k = ((rng.standard_normal((n, d)) * scales[i] + (0.0 if centred else offsets[i])) * c for i in range(2))
     v = rng.uniform(0.1, 1.0, size=(n, d)) if v_sign == "positive" else rng.standard_normal((n, d))
     return q, k, v
 
@@ -226,9 +221,8 @@ def _thm3_cell(ctx: CellContext) -> Evidence:
     values = _discrepancy(left, quiet(_rhs, left, raw, k, v, pre, r, reading), reading["reference"])
     saturated = int((values >= 1.0).sum())
     extra = dict(r=r, median=float(np.median(values)), saturated=saturated)
-    # Capped discrepancies are bounded: the mean gets the betting sequence (non-asymptotic). Saturated replicates
-    # (all at the cap) are decided by the exact binomial test of P(discrepancy = 1) <= tolerance, which bounds the
-    # mean from below (Markov); Bonferroni over the two sub-tests.
+    # Bounded values: the betting sequence (non-asymptotic); saturated ones (at the cap) by the exact binomial test of
+    # P(discrepancy = 1) <= tolerance, a lower bound on the mean (Markov); Bonferroni over the two.
     return combine([mean_test(values, 0.0, alternative="less", bounds=(0.0, 1.0), **ctx.sub_test(2), extra=extra),
                     binomial_test(saturated, values.size, 0.0, **ctx.sub_test(2),
                                   extra=dict(test="P(discrepancy = 1) <= tolerance"))], extra=extra)
@@ -236,8 +230,7 @@ def _thm3_cell(ctx: CellContext) -> Evidence:
 
 def _presbn_scores_cell(ctx: CellContext) -> Evidence:
     """Both sides of the score identity (``r_ai = ‖q_a‖‖k_i‖ sqrt((σ_Q+ε)(σ_K+ε))`` under ``row``) and their outputs."""
-    reading, p = PRESBN_SCORE_READINGS[ctx.variant], ctx.params
-    n, d = p["length"], p["d"]
+    reading, p, n, d = PRESBN_SCORE_READINGS[ctx.variant], ctx.params, ctx.params["length"], ctx.params["d"]
     q, k, _ = _thm3_inputs(ctx.rng, n, d, "positive", centred=not p["offsets"])
     if p["scales"] == "equal":
         q, k = q / q.std(axis=0), k / k.std(axis=0)
@@ -296,8 +289,6 @@ PRESBN_SCORES = Claim(
     grid=tiers(dict(length=[2, 16, 256], d=[1, 4, 64], scales=["equal", "unequal"], offsets=[False, True]),
                smoke=dict(length=[16], d=[4], scales=["unequal"], offsets=[True])),
 )
-
-# ------------------------------------------------------------------------------ post-SBN: γ = t and β = r
 
 GAMMA_BETA_READINGS = _readings(fit=["plugin", "instance", "shared"], reference=["total", "query"])
 SHARED_INSTANCES = 100
@@ -369,8 +360,6 @@ GAMMA_BETA_RESTORE = Claim(
           "the plug-in t and r are defined. 'shared' fits one (γ, β) over 100 instances (what trained parameters "
           "would be) and reports the largest in-sample residual.",
 )
-
-# ------------------------------------------------------------------- derived: attention after pre-SBN
 
 PRESBN_EXP_READINGS = _readings(norm=["row", "fro", "spec"], bn_stats=list(BN_STATS))
 
