@@ -73,7 +73,8 @@ def test_thm7_names_every_kernel_and_prefactor_at_quick():
 def test_any_precision_design_is_unchanged_by_the_cap_pairing():
     claim = get_claim("performer.sec2_1.any_precision_time")
     counts = {t: [len(claim.cells(t, v)) for v in ("a/E", "a/R", "b/E", "b/R")] for t in TIERS}
-    assert counts == {"smoke": [2, 2, 3, 3], "quick": [4, 4, 5, 5], "full": [48, 48, 60, 60]}
+    # full: l, p and the base d each move off the base point one at a time (conv._AP_BASE), not crossed
+    assert counts == {"smoke": [2, 2, 3, 3], "quick": [4, 4, 5, 5], "full": [20, 20, 25, 25]}
 
 
 @pytest.mark.parametrize("claim_id", GPU)

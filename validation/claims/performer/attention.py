@@ -74,10 +74,20 @@ from rfkit.validation.harness import (
 )
 from rfkit.validation.model import CellContext, Claim, per_tier, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, binomial_test, combine, exact_test, mean_test, required_replicates
+from rfkit.validation.stats import (
+    Evidence,
+    binomial_test,
+    combine,
+    exact_test,
+    mean_test,
+    required_replicates,
+    slope_test,
+)
 from rfkit.validation.timing import (
+    TIMING_FLOOR,
     count_slope_test,
     geometric_sizes,
+    interleaved_times,
     loglog_slope,
     peak_bytes,
     timing_slope_test,
@@ -979,6 +989,9 @@ class Sweep:
     axis: str = ""
     #: Named constructions the sweep measures (grid axes, e.g. ``projection="iid"``).
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Time sweeps: ``best_of`` consecutive rounds form a block and each size's time in a block is its best there
+    #: (:func:`_best_of_blocks_slope`); 1: every round is a point of the fit (:func:`timing_slope_test`).
+    best_of: int = 1
 
 
 def _claimed_slope(order: Callable[[int], Sequence[float]], sizes: Sequence[int]) -> float:
@@ -991,6 +1004,10 @@ def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
     sweep = sweeps[name]
     sizes = list(ctx.params[_swept_axis(name, sweep)])
     claimed = _claimed_slope(sweep.order, sizes)
+    if sweep.measure == "time" and sweep.best_of > 1:
+        return _best_of_blocks_slope(sizes, [sweep.setup(ctx, s) for s in sizes], claimed, blocks=ctx.replicates,
+                                     best_of=sweep.best_of, alpha=ctx.alpha, tolerance=ctx.tolerance,
+                                     alternative="two-sided" if sweep.two_sided else "less")
     if sweep.measure == "time":
         # every repeated CPU time is a point of the fit (a timing is a random variable), every size is fitted
         return timing_slope_test(sizes, [sweep.setup(ctx, s) for s in sizes], claimed, repeats=ctx.replicates,
@@ -1011,6 +1028,31 @@ def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
     exact = exact_test(counts, reference, tolerance=0.0, scale=reference,
                        extra=dict(reference=reference.tolist()))
     return combine([evidence, exact], extra=dict(evidence.extra, reference=reference.tolist()))
+
+
+def _best_of_blocks_slope(sizes, calls, claimed: float, *, blocks: int, best_of: int, alpha: float,
+                          tolerance: float, alternative: str) -> Evidence:
+    """Log-log slope of CPU time against ``sizes`` from ``blocks`` blocks of ``best_of`` consecutive round-robin
+    rounds (:func:`rfkit.validation.timing.interleaved_times`): each size's point in a block is its best (smallest)
+    time there, and the fit is :func:`rfkit.validation.timing.timing_slope_test`'s (one intercept per block, one
+    slope, relative resolution ``TIMING_FLOOR``, Student t when the scatter exceeds it).
+
+    Other processes' load only ever adds CPU time to a measurement (cache and memory-bandwidth contention,
+    interrupts): a single disturbed round at one size is an outlier of the all-rounds fit, whose lack-of-fit
+    inflation then widens the whole interval (the verdict followed the machine's load). The best of a block is
+    disturbed only when all its rounds are at that size, and every block still holds every size, so a block's
+    machine speed is common to its sizes as before; the blocks are independent points of the fit.
+    """
+    times = interleaved_times(calls, repeats=blocks * best_of)
+    best = times.reshape(blocks, best_of, len(calls)).min(axis=1)
+    best = np.maximum(best, TIMING_FLOOR * np.median(best, axis=0))
+    x = np.broadcast_to(np.asarray(sizes, dtype=np.float64), best.shape)
+    groups = np.broadcast_to(np.arange(blocks)[:, None], best.shape)
+    info = dict(claimed_slope=claimed, sizes=[float(s) for s in sizes], blocks=blocks, best_of=best_of,
+                seconds=best.min(axis=0).tolist(),
+                measured=f"CPU time of the calling thread, single-threaded BLAS, best of {best_of} rounds per block")
+    return slope_test(x, best, TIMING_FLOOR * best, claimed, alpha=alpha, tolerance=tolerance,
+                      alternative=alternative, groups=groups, extra=info)
 
 
 #: Repeated CPU-time measurements per size of a timing sweep (every one a point of the fit: 5 sizes × 8 repeats =
@@ -1137,11 +1179,17 @@ EXACT_TIME_SIZES = {"L": {"smoke": geometric_sizes(256, 1024), "quick": geometri
                           "full": geometric_sizes(2048, 8192)},
                     "d": {"smoke": geometric_sizes(128, 512)}}
 
+#: Rounds per block of the Eq 1 timings (the best of each block is fitted, TIMING_REPEATS blocks): with every round
+#: fitted, a loaded machine's disturbed rounds (L = 2048 holds a 32 MB A, the size most exposed to cache and
+#: memory contention) inflated the slope's interval past the tolerance in about 1 run of 3 (verdict flipping
+#: between supported and underpowered with the load).
+EXACT_BEST_OF = 2
+
 EXACT_SWEEPS = {
     "time_vs_L": Sweep("time", EXACT_TIME_SIZES["L"], lambda n: [n * n * EXACT_FIXED_D],
-                       setup=lambda ctx, n: _exact_call(ctx, n, EXACT_FIXED_D)),
+                       setup=lambda ctx, n: _exact_call(ctx, n, EXACT_FIXED_D), best_of=EXACT_BEST_OF),
     "time_vs_d": Sweep("time", EXACT_TIME_SIZES["d"], lambda d: [EXACT_FIXED_L ** 2 * d],
-                       setup=lambda ctx, d: _exact_call(ctx, EXACT_FIXED_L, d)),
+                       setup=lambda ctx, d: _exact_call(ctx, EXACT_FIXED_L, d), best_of=EXACT_BEST_OF),
     "memory_vs_L": Sweep("memory", EXACT_SIZES["L"], lambda n: [n * n, n * EXACT_FIXED_D],
                          setup=lambda ctx, n: _exact_call(ctx, n, EXACT_FIXED_D)),
     "memory_vs_d": Sweep("memory", EXACT_SIZES["d"], lambda d: [EXACT_FIXED_L ** 2, EXACT_FIXED_L * d],
@@ -1159,11 +1207,13 @@ EXACT_COST = _complexity_claim(
     id="performer.eq1.exact_cost", source="Sec 2.1, after Eq 1",
     statement="Computing Eq 1 takes time O(L²d) and space O(L² + Ld), because A is stored explicitly.",
     orders=dict(L="time O(L²d), space O(L² + Ld): the length L", d="time O(L²d), space O(L² + Ld): the width d"),
-    replicates=TIMING_REPEATS,
+    # blocks of EXACT_BEST_OF rounds; smoke as quick: 4 blocks (15 dof) left the smoke slope's radius at ~0.25 under
+    # load, and its sizes (L <= 1024) cost milliseconds a round
+    replicates=tiers(8, smoke=8, full=12),
     roles=("softmax_attention",),
     notes="Dense computation that stores A (rfkit.estimators.softmax_attention, not blocked); d_v = d; float64, "
-          "numpy, this machine's BLAS. Time: repeated CPU times (every repeat fitted), slopes against L at d = 64 and "
-          "against d at L = 256. "
+          "numpy, this machine's BLAS. Time: repeated CPU times, best of each block of 2 consecutive rounds (load "
+          "only adds time), every block fitted, slopes against L at d = 64 and against d at L = 256. "
           "Memory: tracemalloc peak (deterministic). Counts: the GEMM flops of rfkit.theory.cost. The Torch backend "
           "is not run.",
 )

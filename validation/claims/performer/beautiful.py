@@ -322,16 +322,43 @@ class Tail:
 BoundFn = Callable[[Tail, float], bt.SignedLog]
 
 
-def _lemma4_bound(sign: int) -> BoundFn:
-    """Eq 40 with the printed ``+θma`` (``sign = +1``) or the Chernoff ``-θma`` (``sign = -1``)."""
+#: ``log M_X(θ)`` of a fixed ``(g, Ω, ‖z‖)`` as a function of ``θ`` (a sweep cell's memo: see :func:`_mgf_memo`).
+LogMgf = Callable[[float], float]
+
+
+def _lemma4_bound(sign: int, log_mgf: LogMgf | None = None) -> BoundFn:
+    """Eq 40 with the printed ``+θma`` (``sign = +1``) or the Chernoff ``-θma`` (``sign = -1``); ``log_mgf``: the
+    memo of a sweep cell whose points share ``(g, Ω, ‖z‖)`` (default: the quadrature at each call)."""
     def bound(tail: Tail, theta: float) -> bt.SignedLog:
-        log_mgf = bt.log_mgf(tail.g, tail.law, tail.z_norm, theta)
-        return bt.SignedLog(1, bt.lemma4_log_bound(log_mgf, theta, tail.m, tail.a, sign=sign))
+        lm = bt.log_mgf(tail.g, tail.law, tail.z_norm, theta) if log_mgf is None else log_mgf(theta)
+        return bt.SignedLog(1, bt.lemma4_log_bound(lm, theta, tail.m, tail.a, sign=sign))
     return bound
 
 
 def _thm5_bound(tail: Tail, theta: float) -> bt.SignedLog:
     return bt.thm5_bound(tail.g, tail.law, tail.z_norm, tail.a, theta, tail.m)
+
+
+def _thm5_bound_memo(log_mgf: LogMgf) -> BoundFn:
+    """:func:`rfkit.theory.beautiful.thm5_bound` with a sweep cell's memoised ``log M_X(θ)`` (the same formula:
+    ``e^{-θma}(M_X(θ)^m - Eq 68's right-hand side)``)."""
+    def bound(tail: Tail, theta: float) -> bt.SignedLog:
+        diff = bt.SignedLog.difference(tail.m * log_mgf(theta),
+                                       bt.log_orf_gap_bound(tail.g, tail.law, tail.z_norm, theta, tail.m))
+        return diff.scaled(-theta * tail.m * tail.a)
+    return bound
+
+
+def _mgf_memo(g: Maclaurin, law: IsotropicLaw, z_norm: float) -> LogMgf:
+    """``θ -> log M_X(θ)`` memoised: a sweep cell's points (m, a) share ``(g, Ω, ‖z‖)``, and the θ scan of
+    :func:`_tightest` (and, since ``m`` only scales Lemma 4's key, its Brent steps) visit the same θ for each."""
+    memo: dict[float, float] = {}
+
+    def log_mgf(theta: float) -> float:
+        if theta not in memo:
+            memo[theta] = bt.log_mgf(g, law, z_norm, theta)
+        return memo[theta]
+    return log_mgf
 
 
 def _thm3_ort_bound(tail: Tail, theta: float) -> bt.SignedLog:
@@ -400,6 +427,91 @@ def _tail_cell(bound: BoundFn, tail_of: Callable[[CellContext], tuple[Tail, Call
         tail, exceedances = tail_of(ctx)
         theta, b, table = _tightest(bound, tail)
         return _tail_evidence(ctx, b, exceedances, dict(theta=theta, a=tail.a, m=tail.m, bounds=table))
+    return cell
+
+
+def _as_tuple(value) -> tuple:
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+
+def _tightest_at(bound: BoundFn, tail: Tail, theta_star: float) -> tuple[float, bt.SignedLog, dict]:
+    """:func:`_tightest` with the minimising θ given: Lemma 4's log-bound is ``m·(log M_X(θ) ∓ θa)``, so its
+    minimiser over θ does not depend on ``m`` and is found once per ``a`` (at ``m = 1``)."""
+    values = {theta: bound(tail, theta) for theta in (*THETAS, theta_star)}
+    best = min(values, key=lambda th: values[th].key)
+    table = {f"{th:.4g}": [v.sign, v.log_abs] for th, v in values.items()}
+    return best, values[best], table
+
+
+def _tail_sweep_cell(make_bound: Callable[[LogMgf | None], BoundFn], orthogonal: bool, m_scales: bool = False):
+    """A tail cell at one ``(Ω, g, d, ‖z‖)`` that sweeps tuple-valued ``m`` and ``mult`` (the full grids; a cell
+    with scalar values is the one-point :func:`_tail_cell`).
+
+    Every point ``(m, a = mult·F)`` is the one-point cell's test at the Bonferroni level ``alpha / points``
+    (:meth:`CellContext.sub_test`; the engine's per-cell level grows by the same factor, as the cells are that
+    many fewer), combined by :func:`combine`. Shared work: ``log M_X(θ)`` is memoised over θ (:func:`_mgf_memo`);
+    ``m_scales`` (Lemma 4: the log-bound is ``m`` times that of ``m = 1``) minimises over θ once per ``a``; the
+    estimates of one ``m`` are drawn once, as many as its most demanding point needs, and compared with each
+    ``a`` (common random numbers; Bonferroni allows the dependence); iid terms are drawn once for the largest
+    ``m``, and ``F̂^iid_m`` is the mean of the first ``m`` columns (iid columns: the law of each estimate is
+    unchanged)."""
+    one_point = _tail_cell(make_bound(None), _beautiful_tail_of(orthogonal))
+
+    def cell(ctx: CellContext) -> Evidence:
+        p = ctx.params
+        ms, mults = _as_tuple(p["m"]), _as_tuple(p["mult"])
+        if len(ms) == 1 and len(mults) == 1:
+            return one_point(ctx)
+        d = p["d"]
+        g, law = G_FAMILIES[p["g"]], _law(p["omega"], d)
+        F = bt.beautiful_value(g, law, p["z"])
+        bound = make_bound(_mgf_memo(g, law, p["z"]))
+        points = [(_m(m, d) if isinstance(m, str) else m, mult) for m in ms for mult in mults]
+        sub = replace(ctx, alpha=ctx.alpha / len(points))
+        rows, theta_star = [], {}
+        for m, mult in points:
+            tail = Tail(g, law, p["z"], m, mult * F)
+            if m_scales:
+                if mult not in theta_star:
+                    one_row = replace(tail, m=1)
+                    theta_star[mult] = bt.minimize_over_theta(lambda th, t=one_row: bound(t, th).key,
+                                                              lo=1e-8, hi=1e8, points=25)[0]
+                rows.append((m, mult, tail, *_tightest_at(bound, tail, theta_star[mult])))
+            else:
+                rows.append((m, mult, tail, *_tightest(bound, tail)))
+        need: dict[int, int] = {}
+        for m, _, _, _, b, _ in rows:
+            if b.sign > 0 and b.log_abs < math.log1p(-ctx.tolerance):  # the binomial route of _tail_evidence
+                need[m] = max(need.get(m, 0), _tail_replicates(sub, b.value))
+        z = p["z"] * _unit(d, ctx.rng)
+        if orthogonal or not need:
+            est = {m: _terms(ctx, g, law, m, z, n, orthogonal).mean(axis=1) for m, n in need.items()}
+        else:
+            # iid terms in column blocks: the columns m' < j <= m are drawn for as many rows as the largest m'' >= m
+            # needs; the first n_m rows of the first m columns are an iid sample of F̂^iid_m
+            ms_sorted, blocks, width = sorted(need), [], 0
+            for m in ms_sorted:
+                rows_needed = max(need[k] for k in ms_sorted if k >= m)
+                blocks.append(_terms(ctx, g, law, m - width, z, rows_needed, False))
+                width = m
+            est = {}
+            for m in ms_sorted:
+                n, cols, total = need[m], 0, 0.0
+                for block in blocks:
+                    if cols >= m:
+                        break
+                    total = total + block[:n].sum(axis=1)
+                    cols += block.shape[1]
+                est[m] = total / m
+        parts = []
+        for m, mult, tail, theta, b, table in rows:
+            def exceedances(n: int, m=m, a=tail.a) -> tuple[int, int]:
+                return int((est[m][:n] > a).sum()), n
+            parts.append(_tail_evidence(sub, b, exceedances, dict(theta=theta, a=tail.a, m=m, mult=mult,
+                                                                  bounds=table)))
+        worst = max(range(len(parts)), key=lambda i: parts[i].effect if math.isfinite(parts[i].effect) else -1)
+        return combine(parts, extra=dict(points=len(parts), worst_m=rows[worst][0], worst_mult=rows[worst][1],
+                                         worst_theta=rows[worst][3]))
     return cell
 
 
@@ -476,7 +588,8 @@ _LEMMA4_DESIGN = _one_at_a_time(dict(omega=("reg", "uniform", "gaussian"), g=("e
 
 
 def _lemma4_cell(ctx: CellContext) -> Evidence:
-    return _tail_cell(_lemma4_bound(_lemma4_sign(ctx)), _beautiful_tail_of(False))(ctx)
+    sign = _lemma4_sign(ctx)
+    return _tail_sweep_cell(lambda log_mgf: _lemma4_bound(sign, log_mgf), False, m_scales=True)(ctx)
 
 
 def _lemma4_search(ctx: CellContext) -> Evidence:
@@ -522,9 +635,10 @@ LEMMA4 = Claim(
     grid=tiers(dict(omega=list(LEMMA4_OMEGAS), g=list(LEMMA4_G), d=[3], m=[1, 8], z=[0.0, 1.0, 4.0],
                     mult=[1.1, 2.0, 5.0], design=["sparse"]),
                smoke=dict(omega=["reg"], g=["exp"], m=[1, 4], z=[1.0], mult=[1.1, 2.0], design=["product"]),
-               # full: the register's m <= 16 (m up to 64 is the search's: see the m axis)
-               full=dict(d=list(TAIL_D), m=[1, 2, 4, 8, 16], z=[0.0, 0.25, 0.5, 1.0, 2.0, 4.0],
-                         mult=[1.01, 1.1, 1.5, 2.0, 5.0], design=["product"])),
+               # full: the register's m <= 16 (m up to 64 is the search's: see the m axis); one cell sweeps every
+               # (m, mult) of an (Ω, g, d, ‖z‖): they share M_X(θ) (see _tail_sweep_cell)
+               full=dict(d=list(TAIL_D), m=[(1, 2, 4, 8, 16)], z=[0.0, 0.25, 0.5, 1.0, 2.0, 4.0],
+                         mult=[(1.01, 1.1, 1.5, 2.0, 5.0)], design=["product"])),
     where=lambda p, v: _lemma4_domain(p, v) and _LEMMA4_DESIGN(p),
     universal=True, restarts=tiers(1, full=160),
     replicates=tiers(20_000, smoke=15_000, full=1_000_000),
@@ -569,13 +683,14 @@ THM5 = Claim(
                   why="the register's ‖z‖ ∈ {0, ..., 4}; the search reaches 4"),
         mult=_mult_axis()),
     searched=("d",),
-    cell=_tail_cell(_thm5_bound, _beautiful_tail_of(True)),
+    cell=_tail_sweep_cell(lambda log_mgf: _thm5_bound if log_mgf is None else _thm5_bound_memo(log_mgf), True),
     grid=tiers(dict(omega=list(THM5_OMEGAS) + ["gaussian"], g=list(THM5_G), d=[2, 4], m=list(M_POINTS),
                     z=[0.0, 1.0, 4.0], mult=[1.1, 5.0], design=["sparse"]),
                smoke=dict(omega=["reg"], g=["exp/1000", "exp"], d=[2], m=["d"], z=[1.0], mult=[1.1],
                           design=["product"]),
+               # full: one cell sweeps every mult of an (Ω, g, d, m, ‖z‖): they share M_X(θ) (_tail_sweep_cell)
                full=dict(d=list(TAIL_D), m=list(M_RULES), z=[0.0, 0.25, 0.5, 1.0, 2.0, 4.0],
-                         mult=[1.01, 1.1, 1.5, 2.0, 5.0], design=["product"])),
+                         mult=[(1.01, 1.1, 1.5, 2.0, 5.0)], design=["product"])),
     where=lambda p, v: _m_ok(p) and _a_positive(p) and _gaussian_quadratic(p) and _THM5_DESIGN(p),
     search=_tail_search(_thm5_bound, _beautiful_space(THM5_OMEGAS, THM5_G, TAIL_D, lambda d: d),
                         _beautiful_search_exceedances(True)),
@@ -765,6 +880,81 @@ def _sharper_cell(ctx: CellContext) -> Evidence:
     return _bound_level_cell(ctx) if ctx.variant == "bound_level" else _probability_level_cell(ctx)
 
 
+class _Draws:
+    """Estimates drawn on demand and kept, so that a sweep cell's thresholds ``a`` compare the same draws (common
+    random numbers); ``first(n)`` extends the sample when a point needs more."""
+
+    def __init__(self, draw: Callable[[int], np.ndarray]):
+        self._draw, self._x = draw, np.empty(0)
+
+    def first(self, n: int) -> np.ndarray:
+        if self._x.size < n:
+            self._x = np.concatenate([self._x, np.asarray(self._draw(n - self._x.size), dtype=np.float64)])
+        return self._x[:n]
+
+
+def _sharper_sweep_cell(ctx: CellContext) -> Evidence:
+    """Both readings at one ``(family, pair, d, m)`` for every ``mult`` of a tuple (the full grid; a scalar ``mult``
+    is the one-point :func:`_sharper_cell`): the estimators' laws do not depend on ``a``, so one sample of each
+    (grown to what the most demanding point needs) is compared with every ``a``. Each point is the one-point test
+    at the Bonferroni level ``alpha / points`` (the engine's per-cell level grows by the same factor, as the cells
+    are that many fewer), combined by :func:`combine`."""
+    p = ctx.params
+    mults = _as_tuple(p["mult"])
+    if len(mults) == 1:
+        return _sharper_cell(ctx)
+    sub = replace(ctx, alpha=ctx.alpha / len(mults))
+    pair, d = THM3_PAIRS[p["pair"]], p["d"]
+    base = _smreg_tail(pair, d, _m(p["m"], d), 1.0)
+    if p["family"] == "smreg":
+        def draws(orthogonal: bool) -> _Draws:
+            return _Draws(lambda n: _smreg_estimates(replace(ctx, replicates=n), base, pair, orthogonal))
+    else:
+        g = G_FAMILIES[p["family"]]
+        base = Tail(g, base.law, base.z_norm, base.m, bt.beautiful_value(g, base.law, base.z_norm))
+        z = base.z_norm * _unit(d, ctx.rng)
+
+        def draws(orthogonal: bool) -> _Draws:
+            return _Draws(lambda n: _terms(ctx, base.g, base.law, base.m, z, n, orthogonal).mean(axis=1))
+    ort, iid = draws(True), draws(False)
+    parts = []
+    for mult in mults:
+        tail = replace(base, a=mult * base.a)
+        if ctx.variant == "bound_level":
+            parts.append(_bound_level_point(sub, tail, ort, iid))
+        else:
+            n = _probability_level_replicates(sub)
+            o, i = (ort.first(n) > tail.a).astype(np.float64), (iid.first(n) > tail.a).astype(np.float64)
+            parts.append(mean_test(o - i, 0.0, alternative="less", extra=dict(mult=mult, p_ort=o.mean(),
+                                                                                p_iid=i.mean()), **sub.test))
+    worst = max(range(len(parts)), key=lambda k: parts[k].effect if math.isfinite(parts[k].effect) else -1)
+    return combine(parts, extra=dict(points=len(parts), worst_mult=mults[worst]))
+
+
+def _bound_level_point(ctx: CellContext, tail: Tail, ort: _Draws, iid: _Draws) -> Evidence:
+    """:func:`_bound_level_cell` at ``tail`` (its ``a``) with the sweep's shared draws."""
+    log_gaps = [bt.thm3_log_correction(tail.sq_norms, tail.z_norm, th, tail.m, tail.law.d) - th * tail.m * tail.a
+                for th in THETAS]
+    strict = margin_evidence(0.0 if min(log_gaps) > -math.inf else -1.0, tolerance=ctx.tolerance,
+                             extra=dict(min_log_gap=min(log_gaps)))
+    parts = [strict]
+    for bound, draws in ((_iid_smreg_bound, iid), (_thm3_ort_bound, ort)):
+        theta, b, table = _tightest(bound, tail)
+
+        def count(n: int, draws=draws) -> tuple[int, int]:
+            return int((draws.first(n) > tail.a).sum()), n
+        parts.append(_tail_evidence(replace(ctx, alpha=ctx.alpha / 3), b, count, dict(theta=theta, bounds=table)))
+    return combine(parts, extra=dict(a=tail.a, strict=strict.extra, iid_bound=parts[1].extra,
+                                     orthogonal_bound=parts[2].extra))
+
+
+def _probability_level_replicates(ctx: CellContext) -> int:
+    """:func:`_probability_level_cell`'s pairs: outcome-free, from the level, power and tolerance."""
+    need = required_replicates(INDICATOR_DIFFERENCE_SD, alpha=ctx.alpha, tolerance=ctx.tolerance, power=ctx.power,
+                               alternative="less")
+    return int(min(ctx.replicates, math.ceil(need)))
+
+
 def _sharper_search(ctx: CellContext) -> Evidence:
     if ctx.variant == "bound_level":
         return _tail_search(_thm3_ort_bound, _smreg_space(2), _smreg_search_exceedances(True))(ctx)
@@ -824,12 +1014,13 @@ THM3_SHARPER = Claim(
                                      narrows=dict(family=Choice("Theorem 3's SMREG⁺ bounds", ("smreg",)))),
               "probability_level": Reading("(b) P[SMREG^ort+_m > a] <= P[SMREG⁺_m > a], and likewise for F̂^ort_m "
                                            "against F̂^iid_m")},
-    cell=_sharper_cell,
+    cell=_sharper_sweep_cell,
     grid=tiers(dict(family=list(SHARPER_FAMILIES), pair=[k for k in THM3_PAIRS if k != "zero"], d=[2, 4, 8],
                     m=["2", "d"], mult=[1.01, 2.0, 5.0], design=["sparse"]),
                smoke=dict(family=["smreg"], pair=["opposite", "parallel"], d=[2], m=["d"], mult=[1.01],
                           design=["product"]),
-               full=dict(d=list(TAIL_D), m=list(M_RULES), mult=[1.01, 1.1, 1.5, 2.0, 5.0], design=["product"])),
+               # full: one cell sweeps every mult of a (family, pair, d, m): the estimators' laws do not depend on a
+               full=dict(d=list(TAIL_D), m=list(M_RULES), mult=[(1.01, 1.1, 1.5, 2.0, 5.0)], design=["product"])),
     where=lambda p, v: _m_ok(p, minimum=2) and (v == "probability_level" or p["family"] == "smreg")
     and _SHARPER_DESIGN(p),
     search=_sharper_search, universal=True, restarts=tiers(1, full=80),

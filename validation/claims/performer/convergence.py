@@ -758,16 +758,21 @@ def _thm4_setup(norm: str) -> Callable[[CellContext, dict], _Setup]:
 #: What would decide each end of Theorem 4's axes where it is pre-asymptotic at the tier's sweep
 #: (:func:`_pre_asymptotic`); measured at quick, seed 0.
 _THM4_DECIDES = {
-    ("l", "low"): "decided where m* spans many ORF blocks on a dense low-l grid: with common random numbers, l = "
-                  "0.5, 0.6, 0.7, 0.85, 1.0 at δ/3 (m* ~ 50-220 at d = 4; at δ = 0.3 m* ~ 6-26 steps with the "
-                  "block ends of d = 4 rows) decided this end at 5 of 6 seed × rows runs, at ~+0.5 s per l cell: "
-                  "beyond the quick budget, and the high end of l then keeps a radius ~0.26-0.42 at 200 redraws "
-                  "(the full tier's 1000 redraws, δ = 0.1 and l from 0.177 are where this end is read)",
+    ("l", "low"): "every local slope of m*/m_pred is positive here (the ratio falls toward l -> 0, toward the l^4 law "
+                  "of the error variance (1 - e^{-‖x-y‖²})² ~ ‖x-y‖⁴), but a line through a curved end lacks fit and "
+                  "takes Student t with 3 dof. Measured (seed 0): a dense l = 0.5, 0.6, 0.7, 0.85, 1.0 at δ/3 with 3x "
+                  "redraws (600; ~8x this cell's cost) still left radii 3.6 (sphere) and 4.3 (adversarial), local "
+                  "slope 1.3 -> 2.5; a quadratic's local slope at l = 0.5 was 1.26 ± 0.24 (radius 0.82, adversarial), "
+                  "the sphere's still lacking fit. Decided by points where the local slope has settled, l <~ 0.25, "
+                  "with δ shrunk like l² so that m* (∝ l⁴/δ²) stays several blocks of d features: at δ = 0.1 and "
+                  "d = 8 the l⁴ law puts m* at the full tier's l = 0.177 near 1-2 features (from m* ≈ 48 "
+                  "measured at l = 0.5, d = 4, δ = 0.1), censored below",
     ("l", "high"): "decided by more redraws (radius ∝ R^{-1/2}: ~0.26-0.42 at 200, the full tier's 1000)",
     ("L", "high"): "on sphere rows at d = 4 m*(L) grows like log L (the maximum over L² entries) until the pairs "
                    "cover the ball at the error field's correlation length; decided by lengths where m*(L) meets "
-                   "the supremum over the ball (L in the hundreds at d = 4: a nested pass costs R·L²·m*, ~4x the "
-                   "quick L axis per doubling; thm4.no_l_dependence reads the plateau at d = 2)",
+                   "the supremum over the ball (L ~ 1024 at d = 4: a nested pass costs R·L²·m*, 256x the quick L "
+                   "axis' L = 64; at the full tier's d = 8 later still, beyond its L = 256; thm4.no_l_dependence "
+                   "reads the plateau at d = 2)",
     ("delta", "high"): "decided by smaller δ (the full tier's δ down to 0.01)",
     ("d", "high"): "decided by larger d (the full tier's d up to 64)",
 }
@@ -823,6 +828,13 @@ _R_NOTE = ("induced ∞-norm (largest absolute row sum), the linear-algebra conv
            "in a theorem titled 'uniform convergence': reported beside the verdict")
 
 
+#: The success probability of every axis cell; the other p of the full grid (its ends 0.05, 0.99 and 0.5) are
+#: crossed with the δ axis only (the axis along which the precision, hence c_p, is stressed): crossing them with
+#: every axis and base L repeated each sweep at 4x the cost (p sets which quantile of the maximum error must meet
+#: δ, a constant factor c_p; the other axes' slopes are the same sweep at another quantile).
+_BASE_P = 0.9
+
+
 # Budget: about 20 s at quick (17 cells of one to nine curves each, five per axis end, 200 redraws, and a search
 # restart per reading): three readings, each needing its own axes; the slowest cells are the L axes (L² entries per
 # redraw).
@@ -854,7 +866,7 @@ THM4_UNIFORM = Claim(
         full=dict(p=[0.05, 0.5, 0.9, 0.99], d=[8], delta=[0.1], L=[4, 16, 64])).items()},
     replicates=tiers(200, full=1000),
     restarts=tiers(1, full=10),
-    where=lambda p, v: _sweep_where(p, p["axis"], v[0]),
+    where=lambda p, v: _sweep_where(p, p["axis"], v[0]) and (p["p"] == _BASE_P or p["axis"] == "delta"),
     roles=("feature_map.trig", "orthogonal_projection"), plot_x="axis",
     notes="Trigonometric features of block ORFs (m > d: independent blocks). Each cell sweeps one axis (δ, l, d or "
           "L) through the base point and tests the log-log slope of m*/m_pred at the axis' asymptotic ends "
@@ -868,8 +880,9 @@ THM4_UNIFORM = Claim(
           "(the local slope changes across them) and that is undecided for power is flagged pre-asymptotic, with what "
           "would decide it. At quick (seed 0) that leaves the low end of l (l = 0.5-2 at δ = 0.3: m* ~6 -> 60, local "
           "slope 2.1 -> 0.8) and the L axis at d = 4 (m*(L) grows like log L, local slope 0.6 -> 0.09 over L = 4-64); "
-          "a dense low-l grid read at δ/3 decided the low end in 5 of 6 trials but costs ~+0.5 s per l cell and "
-          "leaves the l high end a radius 0.26-0.42 at 200 redraws, so both are left to the full tier.",
+          "a dense low-l grid read at δ/3 decided the low end in 5 of 6 trials in one measurement, but with 3x redraws "
+          "(~8x the l cell's cost) it left radii 3.6 and 4.3 at seed 0 in another (the line through a curved end; "
+          "see _THM4_DECIDES for what decides it), so both are left undecided at quick.",
 )
 
 
@@ -932,6 +945,12 @@ _NO_L_DECIDES = ("rows uniform in the ball put few rows near its boundary, so m*
                  "quick tier's L = 128)")
 
 
+#: The base (d, l, δ) of thm4.no_l_dependence's grid: a cell moves at most one of them off its base value (δ: below
+#: 0.1), so the full grid keeps every d, l and δ value (each end of each) without crossing them with each other,
+#: which repeated the L sweep at 4·3·2 points per design for the same question (is m*(L) bounded at that point?).
+_NO_L_BASE = dict(d=2, l=1.0, delta=0.1)
+
+
 def _no_l_grid(tier: str, **axes) -> dict:
     return dict(L=[_NO_L_LENGTHS[norm][tier] for norm in ("E", "R")], **axes)
 
@@ -958,7 +977,9 @@ NO_L_DEPENDENCE = Claim(
         dict(rows=["sphere", "ball"], d=[2], l=[1.0], delta=[0.3], p=[0.9], m_cap=[2**13]),
         smoke=dict(rows=["sphere"], m_cap=[2**11]),
         full=dict(d=[2, 8, 16, 64], l=[0.5, 1.0, 1.5], delta=[0.1, 0.03], m_cap=[2**17])).items()},
-    where=lambda p, v: any(p["L"] == lengths for lengths in _NO_L_LENGTHS[v].values()),
+    where=lambda p, v: (any(p["L"] == lengths for lengths in _NO_L_LENGTHS[v].values())
+                        and (p["d"] != _NO_L_BASE["d"]) + (p["l"] != _NO_L_BASE["l"])
+                        + (p["delta"] < _NO_L_BASE["delta"]) <= 1),
     replicates=tiers(200, full=1000),
     roles=("feature_map.trig", "orthogonal_projection"), plot_x="rows",
     notes="Theorem 4's setting: trigonometric features of block ORFs, p = 0.9, at the grid's (d, l, δ); d = 2 "
@@ -1129,7 +1150,15 @@ def _any_precision_where(p: dict, variant: str) -> bool:
     tier_lists = {"d": _AP_D, "delta": _AP_DELTA, "L": _AP_L[norm]}.get(swept)
     if tier_lists is not None and not any(p["m_cap"] == _M_CAP[t] and p[swept] == tier_lists[t] for t in _M_CAP):
         return False
+    if (p["l"] != _AP_BASE["l"]) + (p["p"] != _AP_BASE["p"]) + (p["d_ref"] != _AP_BASE["d_ref"]) > 1:
+        return False
     return swept == "L" or _norm_where({**p, "axis": part}, norm)
+
+
+#: The base point of the any-precision grid: a cell moves at most one of l, p and the base d (d_ref) off its base
+#: value, so the full grid keeps every value of each (both l ends, both p, both base d) without crossing them with
+#: each other, which repeated every part's sweep at 3·2·2 points for the same slope.
+_AP_BASE = dict(l=1.0, p=0.9, d_ref=4)
 
 
 ANY_PRECISION = Claim(
@@ -1451,7 +1480,12 @@ VARIANCE_VS_M = Claim(
                     m=[_VARIANCE_M]),
                smoke=dict(feature=["positive", "trig"], inputs=["I1"]),
                full=dict(d=[16, 64], m=[_VARIANCE_M_FULL])),
-    replicates=tiers(2048, smoke=1024, full=65536),
+    # full: sized from the quick tier's radii (0.02-0.13 at 2048 redraws, the widest for ORF cells fitted on d..5d
+    # with half the redraws): the radius scales like R^{-1/2} over the spread of log m, which the full list (to 1024;
+    # ORF multiples of d over a factor 16 or more) makes ~1.7x wider, so 4096 redraws put it near 0.04; measured
+    # (seed 0) 0.009-0.027 on hyperbolic/ORF/d 64, positive/iid/d 64 and trig/ORF/d 16, ~12-40 s CPU each (65536
+    # redraws: 16x the cost for radii far inside the tolerance 0.25)
+    replicates=tiers(2048, smoke=1024, full=4096),
     roles=tuple(f"feature_map.{k}" for k in FEATURE_MAPS) + ("orthogonal_projection",), plot_x="feature",
     notes="The monotone decrease is tested as a rate: the log-log slope of the variance against m is at most -1 "
           "(+ tolerance), the exact rate of a mean of independent terms (iid) or blocks (ORF, at multiples of d). "

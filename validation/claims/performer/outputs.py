@@ -8,14 +8,17 @@ output-MSE comparisons. Shared grids and pairs: :mod:`.common`.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import replace
 
 import numpy as np
 from scipy import stats
 
 from rfkit.estimators import (
+    NonPositiveDenominatorWarning,
     givens_projection,
     hadamard_projection,
+    linear_attention,
     softmax_attention,
     softmax_kernel,
 )
@@ -27,15 +30,11 @@ from rfkit.validation.claims.performer.common import (
 )
 from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import (
+    as_features,
     chunks,
     gram_estimates,
 )
-from rfkit.validation.model import CellContext, Claim, tiers
-from rfkit.validation.reproductions.performer import (
-    coupled_projections,
-    fig4_inputs,
-    fig4_output_mse,
-)
+from rfkit.validation.model import CellContext, Claim, per_tier, tiers
 from rfkit.validation.stats import Evidence, combine, mean_test, undecided
 
 #: Input generators for attention-level claims: I1 (iid N(0, c²) entries, scaled by d^{-1/4} inside
@@ -57,16 +56,54 @@ def _attention_rows(ctx: CellContext, length: int, d: int) -> tuple[np.ndarray, 
     return rows[0], rows[1]
 
 
-def _gram_draws(ctx: CellContext, kind: str, xs, ys, m: int, projection: str, n: int) -> np.ndarray:
-    """``(n, N, M)`` estimated attention matrices ``Â = Q'K'ᵀ`` (``projection``: iid, orthogonal = R-ORF,
-    hadamard = H-ORF, givens = G-ORF)."""
+def _gram_chunks(ctx: CellContext, kind: str, xs, ys, m: int, projection: str, n: int):
+    """Chunks ``(c, N, M)`` of ``n`` estimated attention matrices ``Â = Q'K'ᵀ`` (``projection``: iid,
+    orthogonal = R-ORF, hadamard = H-ORF, givens = G-ORF), each chunk a few million doubles."""
     fmap, d = _feature_map(ctx, kind), xs.shape[1]
-    size = max(1, 4_000_000 // (m * (d + 2 * (xs.shape[0] + ys.shape[0]))))  # projections + (2m-wide) features
-    if projection in STRUCTURED:
-        return np.concatenate([gram_estimates(fmap, xs, ys, _structured_rows(ctx, projection, c, m, d), c)
-                               for c in chunks(n, size)])
-    return np.concatenate([gram_estimates(fmap, xs, ys, _projections(ctx, projection, c, m, d), c)
-                           for c in chunks(n, size)])
+    size = max(1, min(4_000_000 // (m * (d + 2 * (xs.shape[0] + ys.shape[0]))),  # projections + features
+                      2_000_000 // (xs.shape[0] * ys.shape[0])))  # the Gram matrices
+    for c in chunks(n, size):
+        rows = (_structured_rows(ctx, projection, c, m, d) if projection in STRUCTURED
+                else _projections(ctx, projection, c, m, d))
+        yield gram_estimates(fmap, xs, ys, rows, c)
+
+
+def _entry_draws(ctx: CellContext, kind: str, xs, ys, m: int, projection: str, n: int, rows, cols) -> np.ndarray:
+    """``(n, E)`` estimates ``Â_ij`` of the entries ``(rows[e], cols[e])`` only: :func:`rfkit.validation.harness.
+    gram_estimates`'s bookkeeping without forming the ``N×M`` matrices (``E·m`` instead of ``N·M·m`` per draw)."""
+    fmap, d, n_x = _feature_map(ctx, kind), xs.shape[1], xs.shape[0]
+    size = max(1, 4_000_000 // (m * (d + 2 * (xs.shape[0] + ys.shape[0]))))
+    out = []
+    for c in chunks(n, size):
+        omega = (_structured_rows(ctx, projection, c, m, d) if projection in STRUCTURED
+                 else _projections(ctx, projection, c, m, d))
+        f = as_features(fmap(np.concatenate([xs, ys]), omega))
+        blocks = f.values.shape[-1] // (c * m)
+        vals = f.values.reshape(-1, blocks, c, m).transpose(2, 0, 1, 3).reshape(c, -1, blocks * m)
+        est = np.einsum("rek,rek->re", vals[:, rows], vals[:, n_x + cols])
+        out.append(est * c * np.exp(f.log_scale[rows] + f.log_scale[n_x + cols]))
+    return np.concatenate(out)
+
+
+def _gram_draws(ctx: CellContext, kind: str, xs, ys, m: int, projection: str, n: int) -> np.ndarray:
+    """``(n, N, M)`` estimated attention matrices (:func:`_gram_chunks`, concatenated)."""
+    return np.concatenate(list(_gram_chunks(ctx, kind, xs, ys, m, projection, n)))
+
+
+#: Full tier: the replicates of a cell with ``m`` features are ``replicates · max(min(1, M_REF/m), 1/16)``. An
+#: entry's variance is ∝ 1/m (a mean of m iid or block-orthogonal features: the exact variances of
+#: :func:`_entry_variances`; the delta method for the ratio), so ``n·m`` fixed keeps every cell at the
+#: resolution of the m = M_REF cell, and the same entries inside the Monte Carlo domain; the floor keeps large-m
+#: cells at >= 1/16 of the budget (tail diagnostics need a sample); quick and smoke keep their flat budget.
+M_REF = tiers(None, full=4)
+#: Looks of a full-tier output cell (n/16, n/4, n; Bonferroni over the looks): a cell stops at the first look
+#: that decides it (a violation far above the tolerance is refuted from n/16 replicates).
+OUTPUT_LOOKS = tiers(1, full=3)
+
+
+def _replicates(ctx: CellContext, m: int) -> int:
+    ref = per_tier(M_REF, ctx.tier)
+    return ctx.replicates if ref is None else max(1, math.ceil(ctx.replicates * max(min(1.0, ref / m), 1 / 16)))
 
 
 #: The structured samplers of B.2(2), as in performer.b2.hg_orf_bias (default sizes, chi norms).
@@ -124,7 +161,7 @@ def _entrywise_unbiased(ctx: CellContext, kind: str, projection: str, test: dict
     structured = projection in STRUCTURED
     sd = np.sqrt(_entry_variances(kind, xs, ys, m, "orthogonal" if structured else projection))
     relative = HG_SMALL_BIAS if structured else test["tolerance"]
-    replicates = ctx.replicates * (math.ceil((test["tolerance"] / relative) ** 2) if structured else 1)
+    replicates = _replicates(ctx, m) * (math.ceil((test["tolerance"] / relative) ** 2) if structured else 1)
     rel_sd = sd / exact
     feasible = rel_sd <= relative / 2 * math.sqrt(replicates) / 6
     entries = np.argwhere(feasible)
@@ -133,15 +170,20 @@ def _entrywise_unbiased(ctx: CellContext, kind: str, projection: str, test: dict
     if len(entries) == 0:
         return Evidence(math.nan, 0.0, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf, 0, "entrywise mean",
                         ("no entry inside the Monte Carlo domain",))
-    draws = _gram_draws(ctx, kind, xs, ys, m, projection, replicates)
+    rows, cols = entries[:, 0], entries[:, 1]
+    if 4 * len(entries) < exact.size:  # a few entries of a large Â: form only them
+        draws = _entry_draws(ctx, kind, xs, ys, m, projection, replicates, rows, cols)
+    else:
+        draws = np.concatenate([g[:, rows, cols] for g in _gram_chunks(ctx, kind, xs, ys, m, projection,
+                                                                         replicates)])
     sub = dict(test, alpha=test["alpha"] / len(entries))
     units = test["tolerance"] / relative
-    parts = [mean_test(draws[:, i, j], exact[i, j], scale=exact[i, j] / units,
-                       **({} if structured else dict(sd=float(sd[i, j]))), **sub) for i, j in entries]
+    parts = [mean_test(draws[:, e], exact[i, j], scale=exact[i, j] / units,
+                       **({} if structured else dict(sd=float(sd[i, j]))), **sub) for e, (i, j) in enumerate(entries)]
     return combine(parts, extra=dict(entries=len(entries), outside_mc_domain=int((~feasible).sum()),
-                                     relative_tolerance=relative,
-                                     max_relative_bias=float(max(abs(draws[:, i, j].mean() / exact[i, j] - 1)
-                                                                 for i, j in entries))))
+                                     relative_tolerance=relative, replicates=replicates,
+                                     max_relative_bias=float(np.max(np.abs(draws.mean(axis=0) / exact[rows, cols]
+                                                                           - 1)))))
 
 
 #: Projection names of the statement and the samplers that draw them.
@@ -154,7 +196,9 @@ def _unbiased_matrix_cell(ctx: CellContext) -> Evidence:
     return _entrywise_unbiased(ctx, ctx.params["kind"], MATRIX_PROJECTIONS[ctx.params["projection"]])
 
 
-# Budget: quick ~3-4 s (heavy): up to 64 entrywise tests per cell, R-ORF blocks sampled per replicate; H/G cells
+# Budget: quick ~3-4 s (heavy): up to 64 entrywise tests per cell, R-ORF blocks sampled per replicate (only the
+# tested entries of Â are formed: _entry_draws); full: replicates scaled by max(min(1, 4/m), 1/16) (M_REF) and the
+# extra axes d, m, L one at a time (144 cells instead of 432); H/G cells
 # draw (0.05/0.02)² = 6.25 -> 7 times the replicates.
 UNBIASED_ATTENTION_MATRIX = Claim(
     id="performer.abstract.unbiased_attention_matrix", source="Abstract; Sec 1; Sec 2.3; B.2",
@@ -176,6 +220,9 @@ UNBIASED_ATTENTION_MATRIX = Claim(
                smoke=dict(d=[4], L=[4], inputs=["I3(rho=0.5)"]),
                full=dict(d=[4, 16, 64], m=[4, 16, 256], L=[8, 64], inputs=["I1(c=0.25)", "I3(rho=0.5)"])),
     replicates=tiers(8_000, smoke=4_000, full=100_000),
+    # full: the extra axes d, m, L one at a time around (d, m, L) = (16, 16, 8) (each end reached, both inputs
+    # everywhere), not their cartesian product; the domain's kind x projection is crossed with all of them
+    where=lambda p, v: (p["d"] != 16) + (p["m"] != 16) + (p["L"] == 64) <= 1,
     roles=tuple(f"feature_map.{k}" for k in KINDS) + ("orthogonal_projection", "hadamard_projection",
                                                        "givens_projection"), plot_x="kind",
     notes="Extra grid axes d, m, L and inputs are the register's sweep (I1 with c = 0.25, I3 with ρ = 0.5); every "
@@ -194,10 +241,15 @@ def _attention_outputs(ctx: CellContext, kind: str, xs, ys, v, m: int, projectio
                        causal: bool = False) -> np.ndarray:
     """``(n, L, d_v)`` normalised outputs ``D̂⁻¹ÂV`` (bidirectional) or, ``causal``, their prefix-sum form
     (row ``i`` over keys ``j <= i``: Eq 2's ``tril``), one per feature draw."""
-    gram = _gram_draws(ctx, kind, xs, ys, m, projection, n)
-    if causal:
-        gram = np.tril(gram)
-    return (gram @ v) / gram.sum(axis=-1, keepdims=True)
+    return np.concatenate(list(_output_chunks(ctx, kind, xs, ys, v, m, projection, n, causal)))
+
+
+def _output_chunks(ctx: CellContext, kind: str, xs, ys, v, m: int, projection: str, n: int, causal: bool = False):
+    """:func:`_attention_outputs` in chunks of :func:`_gram_chunks`."""
+    for gram in _gram_chunks(ctx, kind, xs, ys, m, projection, n):
+        if causal:
+            gram = np.tril(gram)
+        yield (gram @ v) / gram.sum(axis=-1, keepdims=True)
 
 
 def _unbiased_output_cell(ctx: CellContext) -> Evidence:
@@ -209,19 +261,32 @@ def _unbiased_output_cell(ctx: CellContext) -> Evidence:
     xs, ys = _attention_rows(ctx, length, d)
     v = ctx.rng.standard_normal((length, d))
     exact = softmax_attention(xs * d**0.25, ys * d**0.25, v, causal=causal)
-    out = _attention_outputs(ctx, kind, xs, ys, v, m, projection, ctx.replicates, causal=causal)
     entries = [(i, a) for i in range(1 if causal else 0, length) for a in range(d)]  # causal row 0: o_0 = v_0
     if len(entries) > MAX_ENTRIES:
         entries = [entries[k] for k in ctx.rng.choice(len(entries), MAX_ENTRIES, replace=False)]
-    sub = ctx.sub_test(len(entries))
-    parts = [mean_test(out[:, i, a], exact[i, a], **sub) for i, a in entries]
-    return combine(parts, extra=dict(entries=len(entries)))
+    rows, cols = np.array(entries).T
+    n, looks = _replicates(ctx, m), per_tier(OUTPUT_LOOKS, ctx.tier)
+    sizes = [max(2, n >> 2 * (looks - 1 - k)) for k in range(looks)]
+    sub = dict(ctx.sub_test(len(entries) * looks))  # Bonferroni over the entries and the looks
+    out = np.empty((0, len(entries)))
+    for look, size in enumerate(sizes):
+        out = np.concatenate([out] + [o[:, rows, cols] for o in _output_chunks(ctx, kind, xs, ys, v, m, projection,
+                                                                               size - len(out), causal)])
+        parts = [mean_test(out[:, e], exact[i, a], **sub) for e, (i, a) in enumerate(entries)]
+        if looks > 1:
+            parts = [replace(ev, p_value=min(1.0, looks * ev.p_value)) for ev in parts]
+        ev = combine(parts, extra=dict(entries=len(entries), replicates=size, looks=sizes[: look + 1]))
+        if ev.p_value <= ctx.alpha or (ev.upper <= ctx.tolerance and not ev.flags):
+            break
+    return ev
 
 
 #: The statement's words, by the paper: "softmax attention" is Sec 2.1's Att↔ = D⁻¹AV (Eq 1) and Att→ (Eq 2).
 _SOFTMAX_ATTENTION = "softmax attention (Sec 2.1: Att↔(Q, K, V) = D⁻¹AV, Eq 1; unidirectional Att→, Eq 2)"
 
-# Budget: quick ~7 s: 20 000 feature draws per cell, 64 entrywise tests.
+# Budget: quick ~7 s: 20 000 feature draws per cell, 64 entrywise tests. Full: replicates scaled by
+# max(min(1, 4/m), 1/16) (M_REF), looks at n/16, n/4, n (OUTPUT_LOOKS), extra axes L = 4 at every d and d = 16 at
+# every L: 600 cells instead of 1080.
 UNBIASED_OUTPUT = Claim(
     id="performer.sec5.unbiased_output", source="Sec 5; Sec 2 opening; Abstract",
     related={"performer.abstract.unbiased_attention_matrix": "the unnormalised matrix Â of the same estimator, "
@@ -251,8 +316,9 @@ UNBIASED_OUTPUT = Claim(
                smoke=dict(projection=["iid"], m=[4], inputs=["I1(c=0.5)"]),
                full=dict(kind=["positive", "hyperbolic"], L=[4, 8, 32], d=[2, 4, 16], m=[1, 4, 16, 64, 256])),
     replicates=tiers(20_000, smoke=8_000, full=200_000),
-    # matrix (Â; tril(Â) for Eq 2 has the same entries): c = 1 puts every entry outside the Monte Carlo domain
-    where=lambda p, v: v == "output" or p["inputs"] == "I1(c=0.5)",
+    # matrix (Â; tril(Â) for Eq 2 has the same entries): c = 1 puts every entry outside the Monte Carlo domain;
+    # the extra axes L and d: L = 4 (the fewest keys: the noisiest renormaliser) at every d, d = 16 at every L
+    where=lambda p, v: (v == "output" or p["inputs"] == "I1(c=0.5)") and (p["L"] == 4 or p["d"] == 16),
     roles=("feature_map.positive", "feature_map.hyperbolic", "orthogonal_projection"), plot_x="m",
     notes="'Softmax attention' is the paper's Att (Sec 2.1, Eqs 1-2: the normalised output D⁻¹AV), so the output "
           "reading decides; the matrix reading (the Abstract's 'attention matrix') is reported beside it. Extra "
@@ -316,35 +382,78 @@ OUTPUT_DELTA_METHOD = Claim(
 FIG4_L = tiers([64], full=[1024])
 
 
-def _fig4_pairs(ctx: CellContext, worse: dict, better: dict, coupled: bool, rng: np.random.Generator,
-                n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Output MSEs of the two estimators for ``n`` iid replicates: each draws its own inputs (Q, K, V) and
-    one feature draw from ``rng``, so the replicates are independent.
+class _BatchedRows:
+    """``B`` projection matrices ``(B, m, d)`` applied to batched inputs ``(B, L, d)``, replicate ``b`` by its own
+    matrix (the operator protocol of :func:`rfkit.estimators.features.project`: ``apply``, ``m``, ``d``)."""
 
-    ``worse``/``better``: keyword sets for :func:`fig4_output_mse` (feature, projection, m); the claim says
-    ``better`` has the lower output MSE. ``coupled``: the iid and R-ORF projections of a replicate come from
-    one Gaussian matrix (:func:`coupled_projections`: each has its exact law, the pair is strongly
-    correlated); otherwise both estimators share the iid rows they have in common (common random numbers).
+    def __init__(self, omega: np.ndarray):
+        self.omega, (_, self.m, self.d) = omega, omega.shape
+
+    def apply(self, x, *, dtype=np.float64) -> np.ndarray:
+        return np.matmul(np.asarray(x, dtype=dtype), np.swapaxes(self.omega, -1, -2).astype(dtype, copy=False))
+
+
+def _coupled_batch(n: int, m: int, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` pairs of :func:`coupled_projections` at once, ``(n, m, d)`` each: per block of ``d`` rows,
+    ``Gᵀ = QR`` with positive ``diag R`` and ``W_ort = diag(‖g_i‖) Qᵀ`` (batched QR; same law, same coupling)."""
+    g = rng.standard_normal((n, m, d))
+    ort = np.empty_like(g)
+    for start in range(0, m, d):
+        block = g[:, start:start + d]
+        q, r = np.linalg.qr(np.swapaxes(block, -1, -2))
+        q = q * np.where(np.diagonal(r, axis1=-2, axis2=-1) < 0, -1.0, 1.0)[:, None, :]
+        ort[:, start:start + d] = np.swapaxes(q, -1, -2) * np.linalg.norm(block, axis=-1)[..., None]
+    return g, ort
+
+
+def _fig4_ms(ctx: CellContext) -> tuple[int, ...]:
+    """The cell's values of ``m``: one grid value, or a tuple that one cell sweeps on shared inputs."""
+    m = ctx.params["m"]
+    return tuple(m) if isinstance(m, (list, tuple)) else (m,)
+
+
+def _fig4_pairs(ctx: CellContext, worse: list[dict], better: list[dict], coupled: bool, rng: np.random.Generator,
+                n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Output MSEs ``(n, P)`` of the ``P`` estimator pairs ``(worse[p], better[p])`` for ``n`` iid replicates: each
+    replicate draws its own inputs (Q, K, V; the exact output computed once) and, per pair, one feature draw
+    from ``rng``, so the replicates are independent; the pairs of a replicate share its inputs (common random
+    numbers across the swept ``m``: each pair's test is still over iid replicates). Batched over replicates
+    (chunks bound the ``L×L`` exact attention at a few million doubles).
+
+    ``worse``/``better``: keyword sets (feature, projection, m); the claim says ``better`` has the lower output
+    MSE. ``coupled``: the iid and R-ORF projections of a pair come from one Gaussian matrix
+    (:func:`coupled_projections`: each has its exact law, the pair is strongly correlated); otherwise both
+    estimators share the iid rows they have in common (common random numbers).
     """
     length, d, c = ctx.params["L"], ctx.params["d"], ctx.params["c"]
-    pairs = np.empty((n, 2))
-    for i in range(n):
-        q, k, v = fig4_inputs(length, d, c, rng)
+    out = np.empty((2, n, len(worse)))
+    scale = d**-0.25
+    done = 0
+    for size in chunks(n, max(1, 4_000_000 // (length * (length + 4 * d)))):
+        q = rng.normal(0.0, c, size=(size, length, d))
+        k = rng.normal(0.0, c, size=(size, length, d))
+        v = rng.normal(size=(size, length, d))
         exact = softmax_attention(q, k, v)
-        omegas = _fig4_omegas(ctx, worse, better, coupled, d, rng)
-        pairs[i] = [fig4_output_mse(q, k, v, rng=rng, exact=exact, omega=omega,
-                                    feature_map=_feature_map(ctx, est["feature"]), **est)
-                    for est, omega in zip((worse, better), omegas, strict=True)]
-    return pairs[:, 0], pairs[:, 1]
+        for p, (w, b) in enumerate(zip(worse, better, strict=True)):
+            omegas = _fig4_omegas(ctx, w, b, coupled, size, d, rng)
+            for side, (est, omega) in enumerate(zip((w, b), omegas, strict=True)):
+                fmap, op = _feature_map(ctx, est["feature"]), _BatchedRows(omega)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", NonPositiveDenominatorWarning)
+                    att = linear_attention(fmap(q * scale, op), fmap(k * scale, op), v)
+                out[side, done:done + size, p] = np.mean((att - exact) ** 2, axis=(-2, -1))
+        done += size
+    return out[0], out[1]
 
 
-def _fig4_omegas(ctx: CellContext, worse: dict, better: dict, coupled: bool, d: int, rng: np.random.Generator):
+def _fig4_omegas(ctx: CellContext, worse: dict, better: dict, coupled: bool, n: int, d: int,
+                 rng: np.random.Generator):
     if coupled:
-        iid, ort = coupled_projections(worse["m"], d, rng)
+        iid, ort = _coupled_batch(n, worse["m"], d, rng)
         return (iid, ort) if worse["projection"] == "iid" else (ort, iid)
     rows = max(worse["m"], better["m"])
-    shared = _projections(ctx, worse["projection"], 1, rows, d, rng)
-    return shared[: worse["m"]], shared[: better["m"]]
+    shared = _projections(ctx, worse["projection"], n, rows, d, rng).reshape(n, rows, d)
+    return shared[:, : worse["m"]], shared[:, : better["m"]]
 
 
 def median_test(samples, *, alpha: float, tolerance: float, extra: dict | None = None) -> Evidence:
@@ -374,17 +483,23 @@ def median_test(samples, *, alpha: float, tolerance: float, extra: dict | None =
                     assumption="iid paired replicates with a continuous law")
 
 
-def _fig4_test(ctx: CellContext, statistic: str, worse: dict, better: dict, coupled: bool) -> Evidence:
-    """Paired test on ``ctx.replicates`` iid replicates (inputs and features drawn per replicate).
+def _fig4_test(ctx: CellContext, statistic: str, worse: list[dict], better: list[dict], coupled: bool,
+               factor: int = 1) -> Evidence:
+    """Paired tests on ``ctx.replicates`` iid replicates (inputs and features drawn per replicate), one per
+    estimator pair (the swept ``m``; Bonferroni over the pairs, combined).
 
     ``mean``: E[MSE_worse - MSE_better] >= 0 relative to E MSE_worse. Positive features keep the output a convex
     combination of the values, so both means are finite (a paired mean test, asymptotic); trigonometric
     features have E MSE = ∞ (:func:`rfkit.theory.softmax.renormalised_output_mean_exists`). So trig worse and
     positive better is decided exactly by theory (∞ > a finite mean: no sampling), and two trig estimators
     have no mean difference (their cells are outside the mean reading, which narrows to positive features).
-    ``median``: median log(MSE_worse/MSE_better) >= 0, an exact sign test (:func:`median_test`)."""
+    ``median``: median log(MSE_worse/MSE_better) >= 0, an exact sign test (:func:`median_test`).
+
+    Looks (Bonferroni over them): :data:`FIG4_LOOKS` doublings up to ``factor·replicates`` (``factor``, a power of
+    2, adds one doubling per factor 2); a pair stops at the first look that decides it, or when its interval
+    would need more than 4x the last look's pairs (its flag then says how many)."""
     if statistic == "mean":
-        finite = [theory.renormalised_output_mean_exists(e["feature"]) for e in (worse, better)]
+        finite = [theory.renormalised_output_mean_exists(e["feature"]) for e in (worse[0], better[0])]
         if finite == [False, True]:
             return Evidence(1.0, 0.0, 0.0, math.nan, 1.0, 0.0, -1.0, -1.0, 0,
                             "theory: E MSE_worse = ∞ > E MSE_better", (), extra=dict(statistic=statistic),
@@ -395,13 +510,47 @@ def _fig4_test(ctx: CellContext, statistic: str, worse: dict, better: dict, coup
         if not all(finite):
             return undecided("infinite mean: E MSE = ∞ for both estimators (rfkit.theory.softmax."
                              "renormalised_output_mean_exists); the mean reading has no estimand here")
-    a, b = _fig4_pairs(ctx, worse, better, coupled, ctx.rng, ctx.replicates)
+    looks = per_tier(FIG4_LOOKS, ctx.tier) + max(factor, 1).bit_length() - 1
+    sizes = [max(1, (ctx.replicates * factor) >> (looks - 1 - k)) for k in range(looks)]
+    alpha = ctx.alpha / (looks * len(worse))  # Bonferroni over the pairs and the looks
+    final: dict[int, Evidence] = {}
+    mse = [[np.empty(0), np.empty(0)] for _ in worse]
+    drawn = 0
+    for look, size in enumerate(sizes):
+        live = [p for p in range(len(worse)) if p not in final]
+        a, b = _fig4_pairs(ctx, [worse[p] for p in live], [better[p] for p in live], coupled, ctx.rng,
+                           size - drawn)
+        drawn = size
+        for j, p in enumerate(live):
+            mse[p] = [np.concatenate([mse[p][0], a[:, j]]), np.concatenate([mse[p][1], b[:, j]])]
+            ev = _fig4_part(ctx, statistic, worse[p]["m"], *mse[p], alpha)
+            if looks > 1:
+                ev = replace(ev, p_value=min(1.0, looks * ev.p_value),
+                             extra=dict(ev.extra, looks=sizes[: look + 1], look_alpha=alpha))
+            last = look == looks - 1
+            decided = ev.p_value <= ctx.alpha / len(worse) or (ev.upper <= ctx.tolerance and not ev.flags)
+            # futility: a part whose interval would need > 4x the last look's pairs cannot be decided by it
+            gap = max(abs(ctx.tolerance - ev.effect), ctx.tolerance / 10)
+            hopeless = ev.n > 0 and ev.n * (ev.resolution / gap) ** 2 > 4 * sizes[-1]
+            if last or decided or hopeless:
+                final[p] = ev
+        if len(final) == len(worse):
+            break
+    parts = [final[p] for p in range(len(worse))]
+    if len(parts) == 1:
+        return parts[0]
+    return combine(parts, extra=dict(m=[e["m"] for e in worse]))
+
+
+def _fig4_part(ctx: CellContext, statistic: str, m: int, a: np.ndarray, b: np.ndarray, alpha: float) -> Evidence:
+    """One pair's test on its paired MSEs ``a`` (worse) and ``b`` (better) at level ``alpha``."""
     log_ratio = np.log(a / b)
-    extra = dict(mean_mse_worse=float(a.mean()), mean_mse_better=float(b.mean()),
+    extra = dict(m=m, mean_mse_worse=float(a.mean()), mean_mse_better=float(b.mean()),
                  median_log_ratio=float(np.median(log_ratio)), share_better_lower=float(np.mean(log_ratio > 0)))
     if statistic == "median":
-        return median_test(log_ratio, alpha=ctx.test["alpha"], tolerance=ctx.test["tolerance"], extra=extra)
-    ev = mean_test(a - b, 0.0, alternative="greater", scale=float(a.mean()), **ctx.test, extra=extra)
+        return median_test(log_ratio, alpha=alpha, tolerance=ctx.tolerance, extra=extra)
+    ev = mean_test(a - b, 0.0, alternative="greater", scale=float(a.mean()), alpha=alpha, power=ctx.power,
+                   tolerance=ctx.tolerance, extra=extra)
     if any(f.startswith("heavy tails") for f in ev.flags):
         hint = "; deciding it needs more iid pairs (a larger tier)"
         ev = replace(ev, flags=tuple(f + hint if f.startswith("heavy tails") else f for f in ev.flags))
@@ -409,16 +558,17 @@ def _fig4_test(ctx: CellContext, statistic: str, worse: dict, better: dict, coup
 
 
 def _fig4_orf_cell(ctx: CellContext) -> Evidence:
-    feature, m = ctx.params["feature"], ctx.params["m"]
-    return _fig4_test(ctx, ctx.variant, dict(feature=feature, projection="iid", m=m),
-                      dict(feature=feature, projection="orthogonal", m=m), coupled=True)
+    feature, ms = ctx.params["feature"], _fig4_ms(ctx)
+    factor = per_tier(FIG4_TRIG_FACTOR, ctx.tier) if feature == "trig" and ctx.variant == "median" else 1
+    return _fig4_test(ctx, ctx.variant, [dict(feature=feature, projection="iid", m=m) for m in ms],
+                      [dict(feature=feature, projection="orthogonal", m=m) for m in ms], coupled=True, factor=factor)
 
 
 def _fig4_pos_trig_cell(ctx: CellContext) -> Evidence:
-    projection, m = ctx.params["projection"], ctx.params["m"]
-    m_pos = 2 * m if ctx.params["budget"] == "same_features" else m
-    return _fig4_test(ctx, ctx.variant, dict(feature="trig", projection=projection, m=m),
-                      dict(feature="positive", projection=projection, m=m_pos), coupled=False)
+    projection, ms = ctx.params["projection"], _fig4_ms(ctx)
+    factor = 2 if ctx.params["budget"] == "same_features" else 1
+    return _fig4_test(ctx, ctx.variant, [dict(feature="trig", projection=projection, m=m) for m in ms],
+                      [dict(feature="positive", projection=projection, m=factor * m) for m in ms], coupled=False)
 
 
 #: Fig 4's sweep (R2): m from 4 to 512 (m = d = 16 and d + 1: B.2 blocks begin), the unstated input scale c.
@@ -446,13 +596,35 @@ _FIG4_NOTES = ("The Fig 4 setting (R2): Q, K, V with iid N(0, c²) entries (V: N
                "density at 0: rfkit.theory.softmax.renormalised_output_mean_exists), positive features a finite "
                "one, so 'trig worse than positive' is decided exactly by theory and two trig estimators have no "
                "mean difference. Median reading: exact sign test on the paired log ratios, with the order-"
-               "statistic interval for the median (no moment needed). Quick tests m = 16 and c in {0.5, 1}; "
-               "covering m in {4, 16, 17, 512} and c in {0.25, 2} multiplies its cells by 8.")
+               "statistic interval for the median (no moment needed). Quick tests m = 16 and c in {0.5, 1}; the "
+               "full tier covers m with one tuple (4, 16, 17, 64, 512) per cell (each m tested on the cell's shared "
+               "inputs and exact output, Bonferroni over the m), c in {0.25, 0.5, 1, 2} at d = 16 and d = 8, 64 at "
+               "the ends of c, with looks at 128 to 2048 pairs (Bonferroni over the looks; a pair stops when "
+               "decided). orf_vs_iid's trig median cells double their pairs up to 64x at quick (their median sits "
+               "near the -0.05 boundary at c = 1: the flag says how many pairs would decide it).")
 
 #: Paired iid replicates of a Fig 4 cell: the median reading's interval radius is ~(1.25 to 3.5)/√n in log units
 #: (spread of the log ratios: ~0.4 positive, 0.8 to 3 trig), so 2048 pairs resolve 0.05 for positive features
 #: and for trig at c = 0.5, not trig at c = 1 (radius ~0.2; ~2e4 pairs).
 FIG4_REPLICATES = tiers(2048, smoke=256, full=2048)
+#: Looks of a Fig 4 cell (full: 128, 256, 512, 1024, 2048 pairs, Bonferroni over the looks): a pair stops at the
+#: first look that decides it, or once its interval would need over 4x the last look's pairs (the flag then says
+#: how many), so clear cells cost a hundred or two L = 1024 replicates and only borderline ones the whole budget.
+FIG4_LOOKS = tiers(1, full=5)
+#: Trig cells of orf_vs_iid's median reading: the spread of their log ratios is ~3x positive's (0.8 to 3) and their
+#: median sits near 0 (ORF ≈ iid for trig at c = 1: -0.007 ± 0.244 from 2048 pairs), so deciding them against the
+#: 0.05 tolerance takes ~(0.244/0.043)² x 2048 ≈ 6.6e4 pairs: quick doubles 2048 up to 64x (cheap at L = 64, and
+#: most cells stop at the first look); at L = 1024 (full) that is ~2 h a cell, so full keeps its budget and the
+#: flag says how many pairs would decide it.
+FIG4_TRIG_FACTOR = tiers(64, smoke=1, full=1)
+#: The full tier's m, one tuple swept by each cell on shared inputs: the axis ends, B.2's block points m = d, d + 1
+#: at d = 16 and one interior point (the interior is also covered by quick's m = 16 and the claims' smaller L).
+FIG4_FULL_M = [(4, 16, 17, 64, 512)]
+
+
+def _fig4_where(p: dict) -> bool:
+    """Full tier: d = 16 (the paper's) at every c, the extra d = 8 and 64 at the ends of c only."""
+    return p["d"] == 16 or p["c"] in (0.25, 2.0)
 
 FIG4_ORF_VS_IID = Claim(
     id="performer.fig4.orf_vs_iid", source="Sec 4.2; Fig 4",
@@ -472,9 +644,8 @@ FIG4_ORF_VS_IID = Claim(
     cell=_fig4_orf_cell,
     grid=tiers(dict(feature=["trig", "positive"], m=[16], d=[16], c=[0.5, 1.0], L=FIG4_L["quick"]),
                smoke=dict(feature=["positive"], c=[1.0], L=FIG4_L["smoke"]),
-               full=dict(m=[4, 8, 16, 17, 32, 64, 128, 256, 512], d=[8, 16, 64], c=[0.25, 0.5, 1.0, 2.0],
-                         L=FIG4_L["full"])),
-    where=lambda p, v: v != "mean" or p["feature"] == "positive",
+               full=dict(m=FIG4_FULL_M, d=[8, 16, 64], c=[0.25, 0.5, 1.0, 2.0], L=FIG4_L["full"])),
+    where=lambda p, v: (v != "mean" or p["feature"] == "positive") and _fig4_where(p),
     replicates=FIG4_REPLICATES, notes=_FIG4_NOTES,
     roles=("feature_map.trig", "feature_map.positive", "orthogonal_projection"), plot_x="m",
 )
@@ -496,10 +667,10 @@ FIG4_POS_VS_TRIG = Claim(
     grid=tiers(dict(projection=["iid", "orthogonal"], budget=["same_m", "same_features"], m=[4, 16, 17, 512],
                     d=[16], c=[0.25, 0.5, 1.0, 2.0], L=FIG4_L["quick"]),
                smoke=dict(projection=["iid"], m=[16], c=[1.0], L=FIG4_L["smoke"]),
-               full=dict(m=[4, 8, 16, 17, 32, 64, 128, 256, 512], d=[8, 16, 64], L=FIG4_L["full"])),
+               full=dict(m=FIG4_FULL_M, d=[8, 16, 64], L=FIG4_L["full"])),
     # the mean reading is decided by theory at every point (no sampling: its cells cover the domain for free);
     # the sampled median reading runs on the quick tier's m = 16, c in {0.5, 1} (every point at full)
-    where=lambda p, v: v == "mean" or p["L"] > 64 or p["m"] == 16 and p["c"] in (0.5, 1.0),
+    where=lambda p, v: v == "mean" or (p["L"] > 64 and _fig4_where(p)) or p["m"] == 16 and p["c"] in (0.5, 1.0),
     replicates=FIG4_REPLICATES, notes=_FIG4_NOTES,
     roles=("feature_map.trig", "feature_map.positive", "orthogonal_projection"), plot_x="m",
 )
