@@ -69,6 +69,7 @@ from .rfa import (
     log_normal,
     logsumexp,
     over_heads,
+    record_gemm,
 )
 
 __all__ = [
@@ -145,7 +146,7 @@ def segment_landmarks(x, C: int, *, layout: str = "1d", grid: tuple[int, int] | 
 
 
 def proposal_means(family: str, q_landmarks, k_landmarks=None, k=None, *,
-                   eq35_reading: str = "landmark_attention") -> np.ndarray:
+                   eq35_reading: str = "landmark_attention", gemms: list | None = None) -> np.ndarray:
     r"""Means ``μ_c`` of the Gaussian proposal families, shape ``(C, D)`` (G.3.1).
 
     * ``eq33``: ``q̃_c + Σ_m softmax_m(q̃_c·k_m) k_m`` (needs ``k``), ``O(CMD)``;
@@ -155,6 +156,9 @@ def proposal_means(family: str, q_landmarks, k_landmarks=None, k=None, *,
       ``Σ_{m=1}^M e^{k̃_c·k_m}`` over the individual keys (needs ``k``, ``O(CMD)``); ``landmark_attention``:
       ``q̃_c + Σ_{c'} softmax_{c'}(k̃_c·k̃_{c'}) k̃_{c'}`` (the verbal description), ``O(C²D)``;
     * ``standard``: ``0``.
+
+    ``gemms``: a list to which every matrix product executed is appended as a
+    :class:`~rfkit.estimators.rfa.Gemm` (names ``proposal_*``; eq34 and standard perform none).
     """
     check_choice(family, "family", ("eq33", "eq34", "eq35", "standard"))
     ql = _matrix(q_landmarks, "q_landmarks")
@@ -162,6 +166,8 @@ def proposal_means(family: str, q_landmarks, k_landmarks=None, k=None, *,
         return np.zeros_like(ql)
     if family == "eq33":
         keys = _matrix(k, "k", ql.shape[1])
+        record_gemm(gemms, "proposal_logits", ql.shape[0], ql.shape[1], keys.shape[0])
+        record_gemm(gemms, "proposal_means", ql.shape[0], keys.shape[0], keys.shape[1])
         return ql + softmax(ql @ keys.T, axis=-1) @ keys
     kl = _matrix(k_landmarks, "k_landmarks", ql.shape[1])
     if kl.shape[0] != ql.shape[0]:
@@ -170,8 +176,12 @@ def proposal_means(family: str, q_landmarks, k_landmarks=None, k=None, *,
         return ql + kl
     check_choice(eq35_reading, "eq35_reading", EQ35_READINGS)
     gram = kl @ kl.T
+    record_gemm(gemms, "proposal_gram", kl.shape[0], kl.shape[1], kl.shape[0])
     if eq35_reading == "landmark_attention":
+        record_gemm(gemms, "proposal_means", kl.shape[0], kl.shape[0], kl.shape[1])
         return ql + softmax(gram, axis=-1) @ kl
+    if eq35_reading == "printed_M":
+        record_gemm(gemms, "proposal_key_logits", kl.shape[0], kl.shape[1], _matrix(k, "k", ql.shape[1]).shape[0])
     log_num = logsumexp(gram, axis=-1)
     log_den = log_num if eq35_reading == "printed_C" else logsumexp(kl @ _matrix(k, "k", ql.shape[1]).T, axis=-1)
     return ql + np.exp(log_num - log_den)[:, None] * kl
@@ -215,11 +225,13 @@ class LaraProposals:
 
 
 def lara_proposals(q, k, C: int | None = None, *, proposal: str = "eq34", eq35_reading: str = "landmark_attention",
-                   means=None, layout: str = "1d", grid=None, windows=None, uneven: str = "error") -> LaraProposals:
+                   means=None, layout: str = "1d", grid=None, windows=None, uneven: str = "error",
+                   gemms: list | None = None) -> LaraProposals:
     """Build a proposal family (see the module docstring) from queries/keys; ``C`` landmarks of each.
 
     ``custom`` takes ``means (C, D)``; ``exact`` needs ``C = N`` (or ``None``) and returns RA's ``p_n``.
-    Query landmarks are computed for every family except ``exact`` (LARA's ``r'`` needs them).
+    Query landmarks are computed for every family except ``exact`` (LARA's ``r'`` needs them). ``gemms``:
+    records the matrix products executed (see :func:`proposal_means`; ``eq32`` and ``exact``: ``Q̃Kᵀ``, ``QKᵀ``).
     """
     check_choice(proposal, "proposal", PROPOSALS)
     q = _matrix(q, "q")
@@ -227,7 +239,7 @@ def lara_proposals(q, k, C: int | None = None, *, proposal: str = "eq34", eq35_r
     if proposal == "exact":
         if C not in (None, q.shape[0]):
             raise ValueError(f"the exact family has C = N = {q.shape[0]} proposals, got C = {C}")
-        return LaraProposals(attention_mixture(q, k), q, None)
+        return LaraProposals(attention_mixture(q, k, gemms=gemms), q, None)
     if proposal == "custom":
         mu = _matrix(means, "means", q.shape[1])
         C = mu.shape[0] if C is None else C
@@ -244,10 +256,11 @@ def lara_proposals(q, k, C: int | None = None, *, proposal: str = "eq34", eq35_r
     ql = segment_landmarks(q, C, **options)
     if proposal == "eq32":
         log_rho = ql @ k.T
+        record_gemm(gemms, "proposal_logits", ql.shape[0], ql.shape[1], k.shape[0])
         log_rho = log_rho - logsumexp(log_rho, axis=-1)[:, None]
         return LaraProposals(GaussianMixtures(ql, k, log_rho), ql, None)
     kl = segment_landmarks(k, C, **options) if proposal in ("eq34", "eq35") else None
-    mu = proposal_means(proposal, ql, kl, k, eq35_reading=eq35_reading)
+    mu = proposal_means(proposal, ql, kl, k, eq35_reading=eq35_reading, gemms=gemms)
     return LaraProposals(GaussianProposals(mu), ql, kl)
 
 
@@ -266,7 +279,8 @@ def _draws(lp: LaraProposals, mode: str, num_samples: int, omega, rng) -> np.nda
     return props.sample(rng, num_samples)
 
 
-def _weights(lp: LaraProposals, q, lq, *, weights, beta, rprime_axis, eq37_inner, kappa, alpha, alpha_floor):
+def _weights(lp: LaraProposals, q, lq, *, weights, beta, rprime_axis, eq37_inner, kappa, alpha, alpha_floor,
+             gemms=None):
     if alpha is not None:
         a = as_float_array(alpha, "alpha", ndim=3)
         if a.shape[1:] != lq.shape[:2]:
@@ -275,16 +289,20 @@ def _weights(lp: LaraProposals, q, lq, *, weights, beta, rprime_axis, eq37_inner
     r = None
     if weights in ("eq9", "eq37"):
         check_choice(rprime_axis, "rprime_axis", RPRIME_AXES)
-        r = rprime(q, lp.q_landmarks, axis=rprime_axis)
+        r = rprime(q, lp.q_landmarks, axis=rprime_axis, gemms=gemms)
     return mis_weights(weights, lq, rprime=r, beta=beta, eq37_inner=eq37_inner, kappa=kappa,
                        n_queries=q.shape[0], alpha_floor=alpha_floor)
 
 
-def _softmax_form(q, k, v, omega, lp, alpha):
-    stats = key_statistics(k, v, omega)                                   # (C, S_c), (C, S_c, D_v)
+def _softmax_form(q, k, v, omega, lp, alpha, gemms=None):
+    stats = key_statistics(k, v, omega, gemms=gemms)                      # (C, S_c), (C, S_c, D_v)
     ratio = log_ratio(lp.proposals, omega)                                # (C, S_c)
     log_xq = np.einsum("nd,cjd->ncj", q, omega) - _half_sq_norm(q)[:, None, None]
-    return mis_combine(stats.F[None], log_xq + (stats.log_den + ratio)[None], alpha, normalise=True)
+    n_c, s_c, d = omega.shape
+    # log_ratio's closed form contracts each ω_cj with μ_c (C products (S_c×D)·(D×1))
+    record_gemm(gemms, "log_ratio", s_c, d, 1, n_c)
+    record_gemm(gemms, "query_logits", q.shape[0], d, n_c * s_c)
+    return mis_combine(stats.F[None], log_xq + (stats.log_den + ratio)[None], alpha, normalise=True, gemms=gemms)
 
 
 def _eq10_form(q, k, v, omega, lp, alpha):
@@ -324,7 +342,7 @@ def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | 
                    weights: str = "eq9", beta: float = 1.0, rprime_axis: str = "queries", eq37_inner: str = "outer",
                    kappa=None, alpha=None, mode: str = "train", num_samples: int = 1, alpha_floor: float | None = None,
                    form: str = "softmax", layout: str = "1d", grid=None, windows=None, uneven: str = "error",
-                   return_stats: bool = False):
+                   return_stats: bool = False, gemms: list | None = None):
     r"""Linear randomized attention ``LARA(q_n, K, V)`` (Eq 10; Algorithm 3; G.3), bidirectional.
 
     Parameters
@@ -353,6 +371,13 @@ def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | 
     return_stats : bool
         Also return :class:`~rfkit.estimators.mis.MISStats` (fraction of ``α <= 0``, denominator
         conditioning ``|Σa|/Σ|a|`` and ESS per query).
+    gemms : list, optional
+        A list to which every matrix product and einsum contraction executed is appended as a
+        :class:`~rfkit.estimators.rfa.Gemm` (``proposal_*``, ``cross_densities``, ``rprime``, ``key_logits``,
+        ``key_values``, ``log_ratio``, ``query_logits``, ``output``); the softmax form with Gaussian proposals
+        (not ``exact``/``eq32``) and weights other than ``eq37`` only (others raise ``ValueError``); nothing
+        is recorded when ``None``. The products inside rfkit.estimators.mis (cross densities, ``r'``, the
+        output) are recorded here from their operands' shapes.
 
     Notes
     -----
@@ -376,19 +401,24 @@ def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | 
     check_choice(form, "form", tuple(_FORMS))
     check_choice(weights, "weights", WEIGHTS)
     check_choice(eq37_inner, "eq37_inner", EQ37_INNER)
+    if gemms is not None and (form != "softmax" or weights == "eq37" or proposal in ("exact", "eq32")):
+        raise ValueError("gemms= records the softmax form with Gaussian proposals and weights other than eq37")
     q, k, v = check_qkv(q, k, v, matrices=True)
     if proposals is None:
         proposals = lara_proposals(q, k, C, proposal=proposal, eq35_reading=eq35_reading, means=means,
-                                   layout=layout, grid=grid, windows=windows, uneven=uneven)
+                                   layout=layout, grid=grid, windows=windows, uneven=uneven, gemms=gemms)
+    elif gemms is not None and not isinstance(proposals.proposals, GaussianProposals):
+        raise ValueError("gemms= records LARA with Gaussian proposals (GaussianProposals)")
     if not isinstance(proposals, LaraProposals):
         raise TypeError(f"proposals must be a LaraProposals (see lara_proposals), got {type(proposals).__name__}")
     if proposals.proposals.dim != q.shape[1]:
         raise ValueError(f"proposals have D = {proposals.proposals.dim}, queries {q.shape[1]}")
     w = _draws(proposals, mode, check_positive_int(num_samples, "num_samples"), omega, rng)
-    lq = cross_log_density(proposals.proposals, w)
+    lq = cross_log_density(proposals.proposals, w, gemms=gemms)
     a = _weights(proposals, q, lq, weights=weights, beta=beta, rprime_axis=rprime_axis, eq37_inner=eq37_inner,
-                 kappa=kappa, alpha=alpha, alpha_floor=alpha_floor)
-    out, stats = _FORMS[form](q, k, v, w, proposals, a)
+                 kappa=kappa, alpha=alpha, alpha_floor=alpha_floor, gemms=gemms)
+    out, stats = (_softmax_form(q, k, v, w, proposals, a, gemms) if form == "softmax"
+                  else _FORMS[form](q, k, v, w, proposals, a))
     return (out, stats) if return_stats else out
 
 

@@ -49,7 +49,7 @@ from scipy.special import softmax
 from rfkit.base.checks import NumericalError, as_float_array, check_choice, check_positive_int, check_qkv, check_rng
 
 from .ra import GaussianMixtures, attention_mixture
-from .rfa import _half_sq_norm, _matrix, integrand, log_normal, logsumexp
+from .rfa import _half_sq_norm, _matrix, integrand, log_normal, logsumexp, record_gemm
 
 __all__ = [
     "WEIGHTS",
@@ -106,11 +106,13 @@ class GaussianProposals:
         """``μ_c`` (unit covariance: :func:`~rfkit.estimators.proposals.log_ratio` uses its closed form)."""
         return self.means
 
-    def logpdf_cross(self, omega) -> np.ndarray:
-        """``log q_c(ω) = -‖ω - μ_c‖²/2 - (D/2) log 2π`` for every ``c``: ``(..., D)`` -> ``(..., C)`` (one GEMM)."""
+    def logpdf_cross(self, omega, *, gemms: list | None = None) -> np.ndarray:
+        """``log q_c(ω) = -‖ω - μ_c‖²/2 - (D/2) log 2π`` for every ``c``: ``(..., D)`` -> ``(..., C)`` (one GEMM,
+        appended to ``gemms`` as ``cross_densities`` when a list is given)."""
         w = as_float_array(omega, "omega", min_ndim=1)
         flat = w.reshape(-1, self.dim)
         sq = _half_sq_norm(flat)[:, None] - flat @ self.means.T + _half_sq_norm(self.means)[None, :]
+        record_gemm(gemms, "cross_densities", flat.shape[0], self.dim, self.n_components)
         return (-sq - 0.5 * self.dim * _LOG_2PI).reshape(w.shape[:-1] + (self.n_components,))
 
     def logpdf(self, omega) -> np.ndarray:
@@ -136,13 +138,18 @@ def _check_proposals(proposals):
     return proposals
 
 
-def cross_log_density(proposals, omega) -> np.ndarray:
-    """``log_q_cross[c, j, c'] = log q_{c'}(ω_cj)`` for draws ``omega (C, S_c, D)``: shape ``(C, S_c, C)``."""
+def cross_log_density(proposals, omega, *, gemms: list | None = None) -> np.ndarray:
+    """``log_q_cross[c, j, c'] = log q_{c'}(ω_cj)`` for draws ``omega (C, S_c, D)``: shape ``(C, S_c, C)``
+    (``gemms``: Gaussian proposals record their one product, :meth:`GaussianProposals.logpdf_cross`)."""
     _check_proposals(proposals)
     w = as_float_array(omega, "omega", ndim=3)
     if w.shape[0] != proposals.n_components or w.shape[2] != proposals.dim:
         raise ValueError(f"omega must have shape (C={proposals.n_components}, S_c, D={proposals.dim}), "
                          f"got {w.shape}")
+    if gemms is not None:
+        if not isinstance(proposals, GaussianProposals):
+            raise ValueError("gemms= records Gaussian proposals' cross densities (GaussianProposals)")
+        return proposals.logpdf_cross(w, gemms=gemms)
     return proposals.logpdf_cross(w)
 
 
@@ -154,15 +161,17 @@ def balance_heuristic(log_q) -> np.ndarray:
     return softmax(as_float_array(log_q, "log_q", min_ndim=1), axis=-1)
 
 
-def rprime(queries, landmarks, *, axis: str = "queries") -> np.ndarray:
+def rprime(queries, landmarks, *, axis: str = "queries", gemms: list | None = None) -> np.ndarray:
     r"""Query–landmark affinities ``r'_nc`` of G.3.2, shape ``(N, C)``.
 
     ``axis="queries"`` (as printed: the denominator sums over ``n``): ``exp(q_n·q̃_c)/Σ_{n'} exp(q_{n'}·q̃_c)``;
-    ``axis="landmarks"``: ``exp(q_n·q̃_c)/Σ_{c'} exp(q_n·q̃_{c'})``. Cost ``O(NCD)``.
+    ``axis="landmarks"``: ``exp(q_n·q̃_c)/Σ_{c'} exp(q_n·q̃_{c'})``. Cost ``O(NCD)``: the product ``QQ̃ᵀ``,
+    appended to ``gemms`` as ``rprime`` when a list is given.
     """
     check_choice(axis, "axis", RPRIME_AXES)
     q = _matrix(queries, "queries")
     lm = _matrix(landmarks, "landmarks", q.shape[1])
+    record_gemm(gemms, "rprime", q.shape[0], q.shape[1], lm.shape[0])
     return softmax(q @ lm.T, axis=0 if axis == "queries" else 1)
 
 
@@ -334,14 +343,15 @@ class MISStats:
     ess: np.ndarray
 
 
-def mis_combine(values, log_ratio, alpha, *, normalise: bool) -> tuple[np.ndarray, MISStats]:
+def mis_combine(values, log_ratio, alpha, *, normalise: bool, gemms: list | None = None) -> tuple[np.ndarray, MISStats]:
     r"""Signed MIS sums: ``Σ_{c,j} a_ncj f_ncj`` (``normalise=False``, Eq 8) or ``Σ a f / Σ a`` (Eq 10 form),
     ``a_ncj = α_ncj exp(log_ratio_ncj) / S_c``.
 
     ``values (N|1, C, S_c, D_v)``, ``log_ratio (N, C, S_c)`` (``log p_n - log q_c`` or ``log p̃_n - log q_c``),
     ``alpha (N|1, C, S_c)``. Terms are shifted by each query's maximum ``log_ratio`` (which cancels in the
     ratio and is added back in log space otherwise). Raises :class:`NumericalError` for an exactly zero
-    self-normalised denominator or an overflowing unnormalised estimate.
+    self-normalised denominator or an overflowing unnormalised estimate. ``gemms``: query-free values are one
+    product ``(N×CS_c)·(CS_c×D_v)``, appended as ``output`` when a list is given (per-query values raise).
     """
     lr = as_float_array(log_ratio, "log_ratio", ndim=3, allow_nonfinite=True)
     if np.isnan(lr).any() or (lr == np.inf).any():
@@ -354,6 +364,9 @@ def mis_combine(values, log_ratio, alpha, *, normalise: bool) -> tuple[np.ndarra
     a = alpha * np.exp(lr - shift[:, None, None]) / s_c                # (N, C, S_c)
     if f.shape[0] == 1:  # query-free values (positive map): one matrix product
         num = a.reshape(a.shape[0], -1) @ f.reshape(-1, f.shape[-1])
+        record_gemm(gemms, "output", a.shape[0], a.shape[1] * a.shape[2], f.shape[-1])
+    elif gemms is not None:
+        raise ValueError("gemms= records query-free values (one product), not per-query values")
     else:
         num = np.einsum("ncj,ncjd->nd", a, f)
     den = a.sum(axis=(1, 2))

@@ -37,7 +37,7 @@ import numpy as np
 
 from rfkit.base.checks import as_float_array, check_choice, check_positive_int, check_qkv, check_rng
 
-from .rfa import NONNEGATIVE_MAPS, _half_sq_norm, _matrix, integrand, logsumexp, over_heads
+from .rfa import NONNEGATIVE_MAPS, _half_sq_norm, _matrix, integrand, logsumexp, over_heads, record_gemm
 
 __all__ = [
     "RA_EVAL_MODES",
@@ -65,11 +65,13 @@ _CHUNK_ELEMENTS = 4_000_000
 # ------------------------------------------------------------------------------------- mixtures
 
 
-def softmax_log_weights(q, k) -> tuple[np.ndarray, np.ndarray]:
-    """``(log π, log Z)``: ``log π_nm = q_n·k_m - log Z_n``, ``log Z_n = LSE_m(q_n·k_m)``; cost ``O(NMD)``."""
+def softmax_log_weights(q, k, *, gemms: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(log π, log Z)``: ``log π_nm = q_n·k_m - log Z_n``, ``log Z_n = LSE_m(q_n·k_m)``; cost ``O(NMD)`` (the
+    product ``QKᵀ``, recorded in ``gemms`` as ``pi_logits`` when a list is given)."""
     q = _matrix(q, "q")
     k = _matrix(k, "k", q.shape[1])
     logits = q @ k.T
+    record_gemm(gemms, "pi_logits", q.shape[0], q.shape[1], k.shape[0])
     log_z = logsumexp(logits, axis=-1)
     return logits - log_z[:, None], log_z
 
@@ -186,12 +188,12 @@ class GaussianMixtures:
         return self.reparameterize(z, eps, sign)
 
 
-def attention_mixture(q, k, *, feature_map: str = "positive") -> GaussianMixtures:
+def attention_mixture(q, k, *, feature_map: str = "positive", gemms: list | None = None) -> GaussianMixtures:
     """RA's targets ``p_n`` (Eq 5; Corollary C.1 for the hyperbolic map) as :class:`GaussianMixtures`."""
     check_choice(feature_map, "feature_map", NONNEGATIVE_MAPS)
     q = _matrix(q, "q")
     k = _matrix(k, "k", q.shape[1])
-    log_pi, _ = softmax_log_weights(q, k)
+    log_pi, _ = softmax_log_weights(q, k, gemms=gemms)
     return GaussianMixtures(q, k, log_pi, symmetric=feature_map == "hyperbolic")
 
 
@@ -262,35 +264,43 @@ class RADraws:
     sign: np.ndarray | None = None
 
 
-def draw_ra(q, k, num_samples: int = 1, *, rng, feature_map: str = "positive") -> RADraws:
+def draw_ra(q, k, num_samples: int = 1, *, rng, feature_map: str = "positive", gemms: list | None = None) -> RADraws:
     """Pre-draw RA's randomness (Eq 30): ``num_samples`` per query of ``z ~ Categorical(π_n)``, ``ε ~ N(0, I)``
-    (and ``σ = ±1``)."""
-    mix = attention_mixture(q, k, feature_map=feature_map)
+    (and ``σ = ±1``). ``gemms``: records ``QKᵀ`` (see :func:`softmax_log_weights`)."""
+    mix = attention_mixture(q, k, feature_map=feature_map, gemms=gemms)
     return RADraws(*_draw_mixture(mix.log_weights, mix.dim, num_samples, rng, mix.symmetric))
 
 
 
-def ra_samples(q, k, draws: RADraws, *, feature_map: str = "positive", eval_mode: str = "sample") -> np.ndarray:
+def ra_samples(q, k, draws: RADraws, *, feature_map: str = "positive", eval_mode: str = "sample",
+               gemms: list | None = None) -> np.ndarray:
     """The samples ``ω_ns`` of RA, shape ``(N, S, D)``: ``σ(q_n + k_z) + ε`` (``ε := 0`` for ``index_only``;
-    ``q_n + K^Tπ_n`` for ``mean``, one per query)."""
+    ``q_n + K^Tπ_n`` for ``mean``, one per query). ``gemms``: records ``QKᵀ`` (``mean``: also ``πK``)."""
     check_choice(eval_mode, "eval_mode", RA_EVAL_MODES)
-    mix = attention_mixture(q, k, feature_map=feature_map)
+    return _mixture_samples(attention_mixture(q, k, feature_map=feature_map, gemms=gemms), draws, feature_map,
+                            eval_mode, gemms)
+
+
+def _mixture_samples(mix: GaussianMixtures, draws: RADraws | None, feature_map: str, eval_mode: str,
+                     gemms: list | None) -> np.ndarray:
+    """:func:`ra_samples` given the mixture ``p_n`` (formed once per call of :func:`ra_attention`)."""
     if eval_mode == "mean":
         if feature_map != "positive":
             raise ValueError("eval_mode 'mean' is defined for the positive map (the symmetric mean is 0)")
+        record_gemm(gemms, "pi_keys", mix.base.shape[0], mix.offsets.shape[0], mix.offsets.shape[1])
         return mix.mean()[:, None, :]
     eps = draws.eps if eval_mode == "sample" else np.zeros_like(draws.eps)
     return mix.reparameterize(draws.z, eps, draws.sign)
 
 
-def _average_integrand(q, k, v, omega, feature_map: str, f_form: str) -> np.ndarray:
+def _average_integrand(q, k, v, omega, feature_map: str, f_form: str, gemms=None) -> np.ndarray:
     """``(1/S) Σ_s f_n(ω_ns)`` in query chunks (memory ``O(chunk·S·M)``)."""
     n, s = omega.shape[:2]
     chunk = max(1, _CHUNK_ELEMENTS // max(1, s * k.shape[0]))
     out = np.empty((n, v.shape[1]))
     for a in range(0, n, chunk):
         b = min(a + chunk, n)
-        f = integrand(q[a:b], k, v, omega[a:b], feature_map=feature_map, form=f_form)
+        f = integrand(q[a:b], k, v, omega[a:b], feature_map=feature_map, form=f_form, gemms=gemms)
         out[a:b] = f.mean(axis=1)
     return out
 
@@ -298,7 +308,7 @@ def _average_integrand(q, k, v, omega, feature_map: str, f_form: str) -> np.ndar
 @over_heads
 def ra_attention(q, k, v, *, num_samples: int = 1, rng=None, draws: RADraws | None = None,
                  feature_map: str = "positive", eval_mode: str = "sample", f_form: str = "simplified",
-                 return_samples: bool = False):
+                 return_samples: bool = False, gemms: list | None = None):
     r"""Randomized attention ``RA(q_n, K, V) = (1/S) Σ_s f_n(ω_ns)``, ``ω_ns ~ p_n`` iid per query (§3.2, G.2).
 
     Parameters
@@ -319,6 +329,10 @@ def ra_attention(q, k, v, *, num_samples: int = 1, rng=None, draws: RADraws | No
         ``ξ(q_n, ω)`` kept, in log space (the only form for the hyperbolic map).
     return_samples : bool
         Also return the samples ``ω (N, S, D)``.
+    gemms : list, optional
+        A list to which every matrix product executed is appended as a :class:`~rfkit.estimators.rfa.Gemm`
+        (``pi_logits`` ``QKᵀ`` each time ``π`` is formed, ``key_logits`` and ``key_values`` per query chunk);
+        ``f_form="simplified"`` only (the literal form raises ``ValueError``); nothing when ``None``.
 
     Notes
     -----
@@ -337,10 +351,13 @@ def ra_attention(q, k, v, *, num_samples: int = 1, rng=None, draws: RADraws | No
     q, k, v = check_qkv(q, k, v, matrices=True)
     if feature_map == "hyperbolic" and f_form == "simplified":
         f_form = "literal"  # the hyperbolic integrand keeps q_n (no query cancellation)
+    if gemms is not None and f_form != "simplified":
+        raise ValueError("gemms= records the simplified integrand's matrix products, not f_form='literal'")
+    mix = attention_mixture(q, k, feature_map=feature_map, gemms=gemms)  # π formed once (QKᵀ)
     if draws is None and eval_mode != "mean":
-        draws = draw_ra(q, k, num_samples, rng=rng, feature_map=feature_map)
-    omega = ra_samples(q, k, draws, feature_map=feature_map, eval_mode=eval_mode)
-    out = _average_integrand(q, k, v, omega, feature_map, f_form)
+        draws = RADraws(*_draw_mixture(mix.log_weights, mix.dim, num_samples, rng, mix.symmetric))
+    omega = _mixture_samples(mix, draws, feature_map, eval_mode, gemms)
+    out = _average_integrand(q, k, v, omega, feature_map, f_form, gemms)
     return (out, omega) if return_samples else out
 
 

@@ -95,7 +95,31 @@ __all__ = [
     "rfa_attention",
     "rfa_algorithm2",
     "over_heads",
+    "Gemm",
+    "record_gemm",
 ]
+
+class Gemm(tuple):
+    """One executed matrix product, recorded as :mod:`rfkit.theory.cost`'s ``(n, k, p, count)`` (``count``
+    products of ``(n×k)·(k×p)``; :func:`rfkit.theory.cost.gemm_flops` sums them) with a ``name``."""
+
+    def __new__(cls, name: str, n: int, k: int, p: int, count: int = 1):
+        self = super().__new__(cls, (int(n), int(k), int(p), int(count)))
+        self.name = name
+        return self
+
+    def __getnewargs__(self):
+        return (self.name, *self)
+
+    def __repr__(self) -> str:
+        return f"Gemm({self.name!r}, {', '.join(map(str, self))})"
+
+
+def record_gemm(gemms: list | None, name: str, n: int, k: int, p: int, count: int = 1) -> None:
+    """Append ``Gemm(name, n, k, p, count)`` to ``gemms`` (nothing when ``gemms`` is ``None``)."""
+    if gemms is not None:
+        gemms.append(Gemm(name, n, k, p, count))
+
 
 #: Randomized mappings of App C (names as in the register).
 XI_MAPS = ("positive", "trig_sincos", "trig_cos_phase", "hyperbolic")
@@ -333,11 +357,12 @@ class KeyStatistics:
     F: np.ndarray
 
 
-def key_statistics(k, v, omega) -> KeyStatistics:
+def key_statistics(k, v, omega, *, gemms: list | None = None) -> KeyStatistics:
     r"""``log Den_s = LSE_m(ω_s·k_m - ‖k_m‖²/2)`` and ``F_s = Σ_m softmax_m(·) v_m`` (positive map).
 
     ``omega (..., D)``: any leading shape (``(S, D)`` for RFA/LARA, ``(N, S, D)`` for RA); results have the
-    leading shape (``F`` gains a last axis ``D_v``). Cost ``O(#ω · M · (D + D_v))`` (two matrix products).
+    leading shape (``F`` gains a last axis ``D_v``). Cost ``O(#ω · M · (D + D_v))`` (two matrix products,
+    appended to ``gemms`` as ``key_logits`` and ``key_values`` when a list is given).
     """
     k = _matrix(k, "k")
     v = _matrix(v, "v")
@@ -350,6 +375,8 @@ def key_statistics(k, v, omega) -> KeyStatistics:
     logits = flat @ k.T - _half_sq_norm(k)
     log_den = logsumexp(logits, axis=-1)
     F = np.exp(logits - log_den[:, None]) @ v
+    record_gemm(gemms, "key_logits", flat.shape[0], k.shape[1], k.shape[0])
+    record_gemm(gemms, "key_values", flat.shape[0], k.shape[0], v.shape[1])
     return KeyStatistics(log_den.reshape(w.shape[:-1]), F.reshape(w.shape[:-1] + (v.shape[1],)))
 
 
@@ -364,22 +391,26 @@ def _signed_ratio(sign: np.ndarray, log_abs: np.ndarray, v: np.ndarray) -> np.nd
     return (a @ v) / den[..., None]
 
 
-def integrand(q, k, v, omega, *, feature_map: str = "positive", form: str = "literal", phase=None) -> np.ndarray:
+def integrand(q, k, v, omega, *, feature_map: str = "positive", form: str = "literal", phase=None,
+              gemms: list | None = None) -> np.ndarray:
     r"""The integrand ``f_n(ω)`` of Eq 6 at every sample, shape ``(N, S, D_v)``.
 
     ``form="literal"``: Eq 6 with ``ξ(q_n, ω)`` kept in numerator and denominator (signed log space;
     every map). ``form="simplified"`` (positive map only): ``Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m``, which
     does not involve ``q_n`` (register ``lara.derived.query_cancellation``). ``omega`` is ``(S, D)`` (shared)
     or ``(N, S, D)`` (per query, as in RA). Cost ``O(N·S·M·(D + D_v))`` (literal), ``O(S·M·(D + D_v))``
-    (simplified, shared samples).
+    (simplified, shared samples). ``gemms``: records the simplified form's products (see :func:`key_statistics`;
+    the literal form raises ``ValueError``).
     """
     check_choice(form, "form", ("literal", "simplified"))
+    if gemms is not None and form != "simplified":
+        raise ValueError("gemms= records the simplified integrand's matrix products only")
     q, k, v = check_qkv(q, k, v, matrices=True)
     w = _omega(omega, q.shape[1], per_query=q.shape[0])
     if form == "simplified":
         if feature_map != "positive":
             raise ValueError("the simplified integrand holds for the positive map only (query cancellation)")
-        F = key_statistics(k, v, w).F
+        F = key_statistics(k, v, w, gemms=gemms).F
         return F if w.ndim == 3 else np.broadcast_to(F, (q.shape[0],) + F.shape)
     sign, log_abs = pair_log_kernel(q, k, w, feature_map=feature_map, phase=phase)
     return _signed_ratio(sign, log_abs, v)
@@ -448,9 +479,11 @@ class RFAStats:
     min_denominator: float
 
 
-def _softmax_form(q, k, v, w, log_ratio=None) -> tuple[np.ndarray, np.ndarray]:
-    stats = key_statistics(k, v, w)
+def _softmax_form(q, k, v, w, log_ratio=None, gemms=None) -> tuple[np.ndarray, np.ndarray]:
+    stats = key_statistics(k, v, w, gemms=gemms)
     logits = q @ w.T + stats.log_den
+    record_gemm(gemms, "query_logits", q.shape[0], q.shape[1], w.shape[0])
+    record_gemm(gemms, "output", q.shape[0], w.shape[0], v.shape[1])
     if log_ratio is not None:
         logits = logits + log_ratio
     weights = softmax(logits, axis=-1)
@@ -514,14 +547,14 @@ def _draw_per_head(num_samples, d, lead, rng, feature_map):
     return omega, phase
 
 
-def _rfa_matrix(q, k, v, w, phase, log_ratio, feature_map, form) -> tuple[np.ndarray, RFAStats]:
+def _rfa_matrix(q, k, v, w, phase, log_ratio, feature_map, form, gemms=None) -> tuple[np.ndarray, RFAStats]:
     """One head: ``q (N, D)``, ``k (M, D)``, ``v (M, D_v)``, shared ``w (S, D)``."""
     w = _omega(w, q.shape[1])
     phase = _phase(phase, feature_map, w.shape[0])
     ess = np.full(q.shape[0], np.nan)
     nonpositive, min_den = 0, math.nan
     if form == "softmax":
-        out, ess = _softmax_form(q, k, v, w, log_ratio)
+        out, ess = _softmax_form(q, k, v, w, log_ratio, gemms)
     elif form == "algorithm":
         out = rfa_algorithm2(q, k, v, w)
     elif form == "double_sum":
@@ -540,7 +573,8 @@ def _rfa_matrix(q, k, v, w, phase, log_ratio, feature_map, form) -> tuple[np.nda
 
 def rfa_attention(q, k, v, *, num_samples: int | None = None, omega=None, rng=None, proposal=None, log_ratio=None,
                   feature_map: str = "positive", phase=None, form: str | None = None, per_query: bool = False,
-                  causal: bool = False, frame: str = "theory", dtype=np.float64, return_stats: bool = False):
+                  causal: bool = False, frame: str = "theory", dtype=np.float64, return_stats: bool = False,
+                  gemms: list | None = None):
     r"""Random feature attention: RFA as self-normalised importance sampling, for any proposal ``ρ``.
 
     .. math::  \mathrm{RFA}_ρ(q_n) = \frac{\sum_s r(ω_s)\, ξ(q_n,ω_s)^T \sum_m ξ(k_m,ω_s) v_m^T}
@@ -592,6 +626,10 @@ def rfa_attention(q, k, v, *, num_samples: int | None = None, omega=None, rng=No
         Computation dtype of the positive map's ``features`` and per-query forms (the others are float64).
     return_stats : bool
         Also return :class:`RFAStats` (a list, one per head, for inputs with leading axes).
+    gemms : list, optional
+        A list to which every matrix product executed is appended as a :class:`Gemm` (``(n, k, p, count)``
+        with a name: ``key_logits``, ``key_values``, ``query_logits``, ``output``; per head). Softmax form only
+        (other forms raise ``ValueError``); nothing is recorded when ``None``.
 
     Returns
     -------
@@ -624,6 +662,9 @@ def rfa_attention(q, k, v, *, num_samples: int | None = None, omega=None, rng=No
     dt = compute_dtype(dtype)
     _check_options(feature_map, form, per_query, causal, proposal is not None or log_ratio is not None, phase,
                    dt, return_stats)
+    if gemms is not None and (form != "softmax" or per_query):
+        raise ValueError(f"gemms= records the softmax form's matrix products, not form={form!r}"
+                         + (" with per-query samples" if per_query else ""))
     q, k, v = check_qkv(q, k, v, dtype=dt)
     q, k = _in_frame(q, k, frame)
     d = q.shape[-1]
@@ -658,14 +699,14 @@ def rfa_attention(q, k, v, *, num_samples: int | None = None, omega=None, rng=No
                                 dtype=dt)
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], omega.shape[:-2])
     if not lead:
-        out, stats = _rfa_matrix(q, k, v, omega, phase, log_ratio, feature_map, form)
+        out, stats = _rfa_matrix(q, k, v, omega, phase, log_ratio, feature_map, form, gemms)
         return (out, stats) if return_stats else out
     q, k, v = (np.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
     omega = np.broadcast_to(omega, lead + omega.shape[-2:])
     log_ratio = None if log_ratio is None else np.broadcast_to(log_ratio, lead + log_ratio.shape[-1:])
     phase = None if phase is None else np.asarray(phase)
     results = [_rfa_matrix(q[i], k[i], v[i], omega[i], None if phase is None else phase if phase.ndim == 1 else
-                           phase[i], None if log_ratio is None else log_ratio[i], feature_map, form)
+                           phase[i], None if log_ratio is None else log_ratio[i], feature_map, form, gemms)
                for i in np.ndindex(lead)]
     out = np.stack([r[0] for r in results]).reshape(lead + results[0][0].shape)
     return (out, [r[1] for r in results]) if return_stats else out
