@@ -535,8 +535,7 @@ def _log_is_weights(q_row, k, mu, omega) -> np.ndarray:
 GH_IS_NODES = {1: 120, 2: 60}
 #: Distances of the shifted proposal N(μ, I) from the mixture mean q_n + K^Tπ_n swept by one exact cell.
 IS_DISTANCES = (0.0, 0.5, 1.0, 2.0, 4.0, 6.0)
-#: The ``distance`` of the cells whose proposal is not the shifted one (outside the axis: coverage ignores it).
-NOT_SHIFTED = -1.0
+#: A ``distance`` of ``None`` marks the cells whose proposal is not the shifted one (no distance: coverage ignores it).
 #: Draws ω_s per replicate that the Monte Carlo budget is counted in (the largest S of the sweep).
 IS_DRAWS = 16
 
@@ -569,7 +568,7 @@ def _is_cell(ctx: CellContext) -> Evidence:
     target = float(_softmax_rows(q[:1], k, v)[0] @ u)
     scale = _value_scale(v)
     if p["route"] == "exact":  # every distance of the sweep (shifted) or the proposal itself, by quadrature
-        distances = p["distance"] if p["proposal"] == "shifted" else (NOT_SHIFTED,)
+        distances = p["distance"] if p["proposal"] == "shifted" else (None,)
         parts, worst = [], []
         for t in distances:
             pair = _is_exact_parts(ctx, q, k, v, u, target, _is_proposal_mean(ctx, q, k, t), scale)
@@ -596,16 +595,28 @@ def _is_cell(ctx: CellContext) -> Evidence:
                        extra=dict(extra, method="Gauss-Hermite under q (Monte Carlo would need "
                                                 f"{need:.3g} replicates)"))
 
-    def draw(part: int):
+    # control variates of known mean (exact inner expectations): with b_m = q_n + k_m - μ and z = ω - μ ~ N(0, I),
+    # X_m = (1/S)Σ_s exp(z_s·b_m - ‖b_m‖²/2) has E_q[X_m] = 1 exactly (the Gaussian MGF), and the replicate of the
+    # estimate (weight mean) is Σ_m c_m X_m with c_m = π_nm (v_m·u) (c_m = π_nm) for the reference estimator
+    logits = k @ q[0]
+    pi = np.exp(logits - rfa_est.logsumexp(logits))
+    b = q[0][None, :] + k - mu_q[None, :]
+    coefs = (pi * (v @ u), pi)
+
+    def draw(part: int, controlled: bool = False):
         def run(rng, n):
             out = []
             for size in chunks(n, max(1, IS_CHUNK_POINTS // p["S"])):  # cache-sized batches of draws
                 omega = mu_q + rng.standard_normal((size * p["S"], q.shape[1]))
                 w = np.exp(_log_is_weights(q[0], k, mu_q, omega)).reshape(size, p["S"])
                 if part == 1:  # the weight mean: the estimate of E_p[1]
-                    out.append(estimator(np.ones_like(w), weights=w))
+                    y = estimator(np.ones_like(w), weights=w)
                 else:
-                    out.append(estimator((rfa_est.key_statistics(k, v, omega).F @ u).reshape(size, -1), weights=w))
+                    y = estimator((rfa_est.key_statistics(k, v, omega).F @ u).reshape(size, -1), weights=w)
+                if controlled:  # Y - Σ_m c_m (X_m - 1): the same mean as Y, whatever the estimator computes
+                    x = np.exp((omega - mu_q) @ b.T - 0.5 * (b * b).sum(-1)).reshape(size, p["S"], -1).mean(axis=1)
+                    y = y - (x - 1.0) @ coefs[part]
+                out.append(y)
             return np.concatenate(out)
         return run
 
@@ -614,22 +625,37 @@ def _is_cell(ctx: CellContext) -> Evidence:
     # the budget counts draws ω_s, not replicates: a cell of S draws per replicate gets IS_DRAWS/S times the
     # replicates (the same work for every S; a replicate of S = 1 has 1/S-th of the cost and S times the variance)
     factor = max(1, IS_DRAWS // p["S"])
-    parts = [_catoni_part(ctx, draw(0), target, 2, sd_g, scale, factor),
-             _catoni_part(ctx, draw(1), 1.0, 2, sd_b, 1.0, factor)]
+    parts = [_catoni_part(ctx, draw(0), target, 2, sd_g, scale, factor, draw(0, True), math.sqrt(second_g)),
+             _catoni_part(ctx, draw(1), 1.0, 2, sd_b, 1.0, factor, draw(1, True), math.sqrt(second))]
     return combine(parts, extra=dict(extra, method="Monte Carlo", replicates_factor=factor))
 
 
+#: Bound on the float64 round-off of a control-variate residual, relative to the replicate's root mean square
+#: (a sum of S·M products agrees with the estimator's to ~1e-14 relative; the bound leaves five decades of margin).
+CV_ROUNDOFF = 1e-9
+
+
 def _catoni_part(ctx: CellContext, draw, prediction: float, parts: int, sd: float, scale: float,
-                 factor: int = 1) -> Evidence:
+                 factor: int = 1, controlled=None, rms: float = 1.0) -> Evidence:
     """One of ``parts`` Catoni sub-tests with theory's ``sd``: sequential when the replicates that sd needs (sized
-    from theory before any draw, never from outcomes) fit in :data:`MAX_EXTENSION` times the plan, else one
-    fixed sample of the planned size (extra rounds could not decide it; the cell reports itself underpowered).
-    ``factor`` multiplies the cell's budget and plan (cheaper replicates)."""
+    from theory before any draw, never from outcomes) fit in the plan (without ``controlled``: in
+    :data:`MAX_EXTENSION` times the plan). Else, given ``controlled`` (a draw of the replicate minus control
+    variates of known mean that cancel the reference estimator's variance exactly: the same mean, whatever the
+    estimator computes), a sequential test of the residuals, whose variance for the reference is round-off
+    (``sd = CV_ROUNDOFF·rms``, ``rms`` the replicate's root mean square; an estimator that departs from the
+    reference is judged with its own sample variance); without it one fixed sample of the planned size (extra
+    rounds could not decide it; the cell reports itself underpowered). ``factor`` multiplies the cell's budget and
+    plan (cheaper replicates)."""
     planned = (ctx.planned or ctx.replicates) * factor
     need = required_replicates(sd / scale, **dict(ctx.sub_test(parts), tolerance=ctx.tolerance))
-    if need <= MAX_EXTENSION * planned:
+    if need <= planned or controlled is None and need <= MAX_EXTENSION * planned:
         return sequential_mean(draw, prediction, rng=ctx.rng, budget=ctx.replicates * factor, planned=planned,
                                scale=scale, sd=sd, **ctx.sub_test(parts))
+    if controlled is not None:
+        return sequential_mean(controlled, prediction, rng=ctx.rng, budget=ctx.replicates * factor, planned=planned,
+                               scale=scale, sd=CV_ROUNDOFF * rms, extra=dict(replicates_needed=need,
+                                                                             method="control variates"),
+                               **ctx.sub_test(parts))
     return mean_test(draw(ctx.rng, planned), prediction, scale=scale, sd=sd, **ctx.sub_test(parts),
                      extra=dict(replicates_needed=need))
 
@@ -640,10 +666,10 @@ def _is_where(p: dict, variant: str) -> bool:
     Eq 34 proposal have E_q[w²] ~ 1e3-1e4 there, the full tier's budget); ``design = dense`` (full): Monte Carlo
     at every point of the grid."""
     sweep = isinstance(p["distance"], tuple)
-    if (p["proposal"] == "shifted") == (p["distance"] == NOT_SHIFTED) or p["proposal"] == "eq34" and p["M"] == 1:
+    if (p["proposal"] == "shifted") == (p["distance"] is None) or p["proposal"] == "eq34" and p["M"] == 1:
         return False
     if p["route"] == "exact":
-        return p["d"] <= 2 and p["S"] == 1 and (sweep or p["distance"] == NOT_SHIFTED)
+        return p["d"] <= 2 and p["S"] == 1 and (sweep or p["distance"] is None)
     if sweep:
         return False
     if not p["design"] == "dense" and (p["M"] != 8 or p["d"] == 2):
@@ -673,11 +699,11 @@ IS_UNBIASED = Claim(
     units="bias along a random direction / max|v| (weight mean: absolute); exact route: error / 1e-8 on that scale",
     cell=_is_cell,
     grid=tiers(dict(route=["exact", "mc"], proposal=["standard", "shifted", "eq34"],
-                    distance=[NOT_SHIFTED, 1.0, IS_DISTANCES], d=[1, 2, 8, 64], M=[1, 8, 196], S=[1, 16],
+                    distance=[None, 1.0, IS_DISTANCES], d=[1, 2, 8, 64], M=[1, 8, 196], S=[1, 16],
                     logit_std=[0.5], design=["sparse"]),
-               smoke=dict(proposal=["standard", "shifted"], distance=[NOT_SHIFTED, 1.0, (0.0, 6.0)], d=[1, 8], M=[8],
+               smoke=dict(proposal=["standard", "shifted"], distance=[None, 1.0, (0.0, 6.0)], d=[1, 8], M=[8],
                           S=[1, 16]),
-               full=dict(distance=[NOT_SHIFTED, 1.0, 2.0, IS_DISTANCES], design=["dense"], logit_std=[0.5, 1.0, 2.0])),
+               full=dict(distance=[None, 1.0, 2.0, IS_DISTANCES], design=["dense"], logit_std=[0.5, 1.0, 2.0])),
     replicates=tiers(40_000, smoke=30_000, full=2_000_000),
     where=_is_where,
     related={"lara.derived.is_weight_second_moment": "E_q[w²]: the exact sd of the Monte Carlo parts"},
@@ -690,9 +716,14 @@ IS_UNBIASED = Claim(
           "(rfkit.theory.lara.is_second_moment) and the weight's E_q[w²] (lara.derived.is_weight_second_moment); "
           "where that sd needs more than 8x the planned replicates (decided from theory before any draw) a D <= 2 "
           "cell is decided by the quadrature instead (the same expectation, exactly: the quick tier's eq34 "
-          "proposal at D = 1, E_q[w²] ~ 1.3e3, needed ~1e6 replicates), a D > 2 cell runs one fixed sample and "
-          "reports itself underpowered. Distances beyond ~2 (E_q[w²] ~ e^{t²}) are decided by quadrature only; "
-          "Monte Carlo with N(0, I) and Eq 34 proposals at D = 64 (E_q[w²] ~ 1e3-1e4) runs at the full tier.",
+          "proposal at D = 1, E_q[w²] ~ 1.3e3, needed ~1e6 replicates); any other part whose sd needs more than "
+          "the plan tests Y - Σ_m c_m (X_m - 1) instead of the replicate Y, with control variates of known mean "
+          "X_m = (1/S)Σ_s exp(z_s·b_m - ‖b_m‖²/2), z = ω - μ, b_m = q_n + k_m - μ (E_q[X_m] = 1 by the Gaussian "
+          "MGF) and c_m = π_nm (v_m·u) (weight mean: π_nm): the same mean whatever the estimator computes, and "
+          "round-off variance for a correct one (E_q[w²] ~ 1e2 at D = 8 with N(0, I) needed ~3e5 replicates, "
+          "more than 8x the plan, at some seeds). Distances beyond ~2 (E_q[w²] ~ e^{t²}) are decided by "
+          "quadrature only; Monte Carlo with N(0, I) and Eq 34 proposals at D = 64 (E_q[w²] ~ 1e3-1e4) runs at "
+          "the full tier.",
 )
 
 #: Gauss-Hermite nodes per axis for E_{N(a, I)}[f] in D <= 2 (f is a smooth softmax average).
