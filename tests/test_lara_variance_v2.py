@@ -22,7 +22,7 @@ def _ctx(**params):
 
 def test_eq8_domain_and_coverage():
     claim = variance.EQ8_MIS_UNBIASED
-    assert set(claim.domain) == {"weights", "proposal", "C"} and not claim.readings
+    assert set(claim.domain) == {"weights", "proposal", "C", "d"} and not claim.readings
     table = coverage_table(claim)
     assert table["full"]["default"]["covered"]
     # quick covers every weighting, proposal and C by the exact route (D <= 2)
@@ -37,6 +37,35 @@ def test_eq8_quadrature_is_exact(weights, proposal, C, d):
     ev = variance._mis_unbiased_route(_ctx(weights=weights, proposal=proposal, C=C, d=d))
     assert ev.extra["route"] == "quadrature"
     assert max(ev.extra["bias_A"] + ev.extra["bias_B"]) < 1e-5
+
+
+@pytest.mark.parametrize("weights,proposal,d", [("balance", "eq34", 64), ("eq9_b4_queries", "eq32", 8),
+                                                ("constant", "eq35_printed_M", 64)])
+def test_eq8_embedded_route_is_exact_at_large_d(weights, proposal, d):
+    """D > 2: rank-2 inputs in R^D, the 2-D rule lifted to D-dimensional nodes (issue 14: D is a domain axis)."""
+    ev = variance._mis_unbiased_route(_ctx(weights=weights, proposal=proposal, d=d, route="exact"))
+    assert ev.extra["route"] == "embedded quadrature"
+    assert max(ev.extra["bias_A"] + ev.extra["bias_B"]) < 1e-5 and ev.upper <= 0.05
+
+
+def test_eq8_embedded_route_refutes_a_dimension_bug(monkeypatch):
+    """A planted dimension bug (q_c's log density off by D/100, as a wrong normalising constant would be) shifts
+    E[B] by e^{D/100} at D = 64 and is refuted; the route checks its ξ⊥-invariance."""
+    weights = variance._weights
+    monkeypatch.setattr(variance, "_weights", lambda kind, props, q, lm, omega, **k:
+                        weights(kind, props, q, lm, omega, **k) * np.exp(omega.shape[-1] / 100))
+    ev = variance._mis_unbiased_route(_ctx(d=64, route="exact"))
+    assert ev.effect > 0.5 and ev.p_value == 0.0
+
+
+def test_d_is_a_domain_axis_covered_at_quick():
+    for claim in (variance.EQ8_MIS_UNBIASED, variance.EQ9_UNBIASED_OR_CONSISTENT, variance.LARA_CONSISTENT,
+                  variance.UNNORMALISED_VARIANCE):
+        axis = claim.domain["d"]
+        assert axis.lo == 1 and axis.up_to == 64 and axis.why
+        for variant, row in coverage_table(claim)["quick"].items():
+            if variant in ("default", "L1"):
+                assert "d: tested {1, 2, 8, 64}" in str(row["coverage"]), (claim.id, row["coverage"])
 
 
 def test_eq8_quadrature_refutes_weights_not_summing_to_one(monkeypatch):
@@ -83,6 +112,17 @@ def _variance_ctx(**params):
 def test_unnormalised_variance_control_variate_decides():
     ev = variance._unnormalised_variance_cell(_variance_ctx())
     assert ev.upper <= 0.1 and ev.extra["sd_under_claim"] > 0
+
+
+def test_unnormalised_variance_embedded_route_at_d64():
+    ev = variance._unnormalised_variance_cell(_variance_ctx(d=64, route="exact"))
+    assert ev.extra["route"].startswith("embedded") and ev.upper <= 0.1
+
+
+def test_eq9_embedded_limit_is_exact_at_d64():
+    ev = variance._eq9_cell(_eq9_ctx(d=64, route="exact"))
+    assert ev.extra["route"] == "embedded quadrature limit" and max(ev.extra["limit_error"]) < 1e-6
+    assert ev.extra["xi_invariance_gap"] < 1e-8
 
 
 def test_unnormalised_variance_refutes_shared_draws(monkeypatch):

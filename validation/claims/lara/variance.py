@@ -388,6 +388,60 @@ def _proposal_terms(proposals) -> tuple[np.ndarray, np.ndarray | None]:
     return proposals.base[:, None, :] + proposals.offsets[None, :, :], proposals.log_weights
 
 
+#: Rank of the embedded inputs of the D > 2 exact route (see :func:`_embedded_setup`).
+EMBED_RANK = 2
+#: Largest gap between the quadrature sums at two draws of the orthogonal component that the identity allows
+#: (round-off of sums of ~1e4 terms).
+EMBED_IDENTITY_TOL = 1e-8
+
+
+def _embedded_setup(ctx: CellContext, n: int):
+    """D > 2, exact route: inputs of rank ``EMBED_RANK`` embedded isometrically in R^D, ``q = q_r B^T``, ``k = k_r B^T``
+    (``B (D, r)`` orthonormal, random), values in R^D. Returns ``(q, k, v, lp, low)``, ``low = (lp_r, B)``: the
+    r-dimensional problem's proposals and the basis. Every LARA proposal is then ``q_c = N(B μ_c^r, I_D)`` (checked:
+    the construction is rotation-equivariant), so with ω = B z + ξ⊥ (ξ⊥ ⊥ range B): p_n/q_c, balance, constant and Eq 9
+    weights (ratios of the q_c) and f_n depend on ω only through z, and ξ⊥ is N(0, I) under every q_c and p_n. Hence
+    E_{q_c}[α w f_n] at D is an r-dimensional Gauss-Hermite integral, exact at any D (the identity is checked in the
+    cell: two independent draws of ξ⊥ give the same sums, else the cell fails)."""
+    p = ctx.params
+    d, r = p["d"], EMBED_RANK
+    q_r, k_r, v = _cell_inputs(ctx, n, d=r, dv=d)
+    basis = np.linalg.qr(ctx.rng.standard_normal((d, r)))[0]
+    q, k = q_r @ basis.T, k_r @ basis.T
+    lp_r = _mis_setup(ctx, q_r, k_r)
+    lp = _mis_setup(ctx, q, k)
+    means_r, rho_r = _proposal_terms(lp_r.proposals)
+    means, rho = _proposal_terms(lp.proposals)
+    gap = float(np.abs(means - means_r @ basis.T).max())
+    if rho is not None:
+        gap = max(gap, float(np.abs(rho - rho_r).max()))
+    if gap > 1e-9 * max(1.0, float(np.abs(means).max())):
+        raise ValueError(f"proposal {p['proposal']} is not rotation-equivariant (gap {gap:.3g}): no embedded route")
+    return q, k, v, lp, (lp_r, basis)
+
+
+def _embedded_points(ctx: CellContext, low, nodes=None, rng=None):
+    """:func:`_proposal_points` of the r-dimensional problem, lifted to R^D: ``ω = B z + (I - BB^T) ξ``, ``ξ ~ N(0, I)``
+    (any ξ: the integrand does not depend on it)."""
+    lp_r, basis = low
+    z, weights = _proposal_points(ctx, lp_r, nodes)
+    xi = (ctx.rng if rng is None else rng).standard_normal(z.shape[:2] + (basis.shape[0],))
+    return z @ basis.T + xi - (xi @ basis) @ basis.T, weights
+
+
+def _embedded(p) -> bool:
+    """The exact route at D > 2: embedded rank-2 inputs (``route="exact"``); ``route="monte_carlo"``: generic inputs."""
+    return p["d"] > MIS_QUADRATURE_MAX_D and p.get("route", "exact") == "exact"
+
+
+def _route_setup(ctx: CellContext, n: int):
+    """``(q, k, v, lp, low)``: the cell's inputs and proposals; ``low`` is ``None`` unless the cell embeds them."""
+    if _embedded(ctx.params):
+        return _embedded_setup(ctx, n)
+    q, k, v = _cell_inputs(ctx, n)
+    return q, k, v, _mis_setup(ctx, q, k), None
+
+
 def _mis_variance_bounds(q, k, lp, weight_name: str, coef, tested: int) -> list[float]:
     """Upper bounds on the variance of the one-draw-per-proposal MIS estimate of ``∫h`` for each tested query
     (:func:`rfkit.theory.lara.mis_variance_bound`; ``coef`` ``V u`` for ``A·u``, ``None`` for ``B``): exact
@@ -447,12 +501,12 @@ def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evid
 MIS_QUADRATURE_MAX_D = 2
 
 
-def _mis_quadrature_means(ctx: CellContext, weight_name: str, q, k, v, lp):
+def _mis_quadrature_means(ctx: CellContext, weight_name: str, q, k, v, lp, points=None):
     """Exact ``E[ĝ_n]`` ``(tested, D_v)``, ``E[B]`` ``(tested,)`` and the weights at the nodes: E[ĝ_n] =
     Σ_c E_{q_c}[α_nc w_c f_n] by linearity (independent ω_c), each proposal's expectation by Gauss-Hermite quadrature
     under q_c (the estimator's own α, p_n/q_c and f_n at the nodes; a mixture proposal: every component's nodes,
-    weighted by its ρ)."""
-    omega, qw = _proposal_points(ctx, lp)                                              # (C, P, D), (C, P)
+    weighted by its ρ; ``points``: other nodes and weights, e.g. :func:`_embedded_points`)."""
+    omega, qw = _proposal_points(ctx, lp) if points is None else points               # (C, P, D), (C, P)
     options = _weight_options(weight_name)
     kind = options.pop("kind")
     tested = min(TESTED_QUERIES, q.shape[0])
@@ -468,9 +522,8 @@ def _mis_quadrature_means(ctx: CellContext, weight_name: str, q, k, v, lp):
 def _mis_quadrature_cell(ctx: CellContext, weight_name: str) -> Evidence:
     """The exact expectations of A (along a random direction) and B against μ_n and 1."""
     p = ctx.params
-    q, k, v = _cell_inputs(ctx, p["N"])
-    lp = _mis_setup(ctx, q, k)
-    mean_g, mean_b, alpha = _mis_quadrature_means(ctx, weight_name, q, k, v, lp)
+    q, k, v, lp, low = _route_setup(ctx, p["N"])
+    mean_g, mean_b, alpha, identity = _route_means(ctx, weight_name, q, k, v, lp, low)
     tested = mean_b.size
     mu = _softmax_rows(q[:tested], k, v)
     u = _direction(ctx, v.shape[1])
@@ -478,14 +531,30 @@ def _mis_quadrature_cell(ctx: CellContext, weight_name: str) -> Evidence:
     errors = [abs(float((mean_g[i] - mu[i]) @ u)) / scale for i in range(tested)]
     errors += [abs(float(mean_b[i]) - 1.0) for i in range(tested)]
     return exact_test(max(errors), 0.0, tolerance=ctx.tolerance,
-                      extra=dict(route="quadrature", bias_A=errors[:tested], bias_B=errors[tested:],
-                                 frac_nonpositive_alpha=float((alpha <= 0).mean())))
+                      extra=dict(route="quadrature" if low is None else "embedded quadrature", bias_A=errors[:tested],
+                                 bias_B=errors[tested:], frac_nonpositive_alpha=float((alpha <= 0).mean()),
+                                 **identity))
+
+
+def _route_means(ctx: CellContext, weight_name: str, q, k, v, lp, low):
+    """:func:`_mis_quadrature_means` on the cell's route, and a dict for the cell's extra; on the embedded route
+    (``low``) the check of its identity: the sums at a second, independent draw of the orthogonal component ξ⊥ must
+    agree to EMBED_IDENTITY_TOL (relative to max|v|), else the route does not apply and the cell fails (an error,
+    never a verdict)."""
+    if low is None:
+        return (*_mis_quadrature_means(ctx, weight_name, q, k, v, lp), {})
+    mean_g, mean_b, alpha = _mis_quadrature_means(ctx, weight_name, q, k, v, lp, _embedded_points(ctx, low))
+    mean_g2, mean_b2, _ = _mis_quadrature_means(ctx, weight_name, q, k, v, lp, _embedded_points(ctx, low))
+    gap = max(float(np.abs(mean_g - mean_g2).max()) / _value_scale(v), float(np.abs(mean_b - mean_b2).max()))
+    if not gap <= EMBED_IDENTITY_TOL:
+        raise ValueError(f"embedded route: the integrand depends on ξ⊥ (gap {gap:.3g} between two draws)")
+    return mean_g, mean_b, alpha, dict(xi_invariance_gap=gap)
 
 
 def _mis_unbiased_route(ctx: CellContext, weight_name: str | None = None) -> Evidence:
     """D <= 2: the exact expectation (quadrature); larger D: Monte Carlo with theory's variance bounds."""
     weight_name = weight_name or ctx.params["weights"]
-    if ctx.params["d"] <= MIS_QUADRATURE_MAX_D:
+    if ctx.params["d"] <= MIS_QUADRATURE_MAX_D or _embedded(ctx.params):
         return _mis_quadrature_cell(ctx, weight_name)
     return _mis_unbiased_cell(ctx, weight_name)
 
@@ -499,11 +568,42 @@ MIS_PROPOSAL_AXIS = Choice("ω_c ~ q_c, q_c > 0: the Gaussian and Gaussian-mixtu
 MIS_C_AXIS = Integers("C proposals, one sample each (C = 1 a boundary case), C <= N", 1, math.inf, points=(1, 2),
                       up_to=16, why="C proposals among N = 16 landmarks/segments (C <= N); the argument "
                                     "Σ_c ∫ α_nc p_n f_n = ∫ p_n f_n is a finite sum at every C")
+D_WHY = ("D = 64 is the paper's head dimension (its experiments) and the register's largest D; App F's argument is a "
+         "finite sum of integrals at every D, and the embedded exact route (rank-2 inputs in R^D) costs the same at "
+         "every D")
+#: D: the dimension of ω (and q_n, k_m), quantified by the statements ('for any ω' over R^D, every D); the register's
+#: values 1, 8, 64.
+MIS_D_AXIS = Integers("D, the dimension of ω, q_n, k_m (the statement's ω ranges over R^D, D unrestricted); the "
+                      "register's D ∈ {1, 8, 64}", 1, math.inf, points=(1, 8), up_to=64, why=D_WHY)
+#: Weights of the embedded exact route: functions of the ratios of the q_c (and of the data), so independent of ξ⊥.
+#: Not there: Eq 37 (absolute q_c(ω) in its correction term) and the random partitions (random directions in R^D).
+EMBED_WEIGHTS = ("balance", "constant", "eq9_b0_queries", "eq9_b1_queries", "eq9_b1_landmarks", "eq9_b2_queries",
+                 "eq9_b2_landmarks", "eq9_b4_queries")
+#: Proposals of the embedded route: the rotation-equivariant LARA families (not the custom Gaussians: random means).
+EMBED_PROPOSALS = tuple(p for p in PROPOSAL_AXIS if p != "standard")
+
+
+#: Embedded exact cells of lara.eq8.mis_unbiased (C = 4, D = 8, 64): a positive, the constant and a signed weighting
+#: on a Gaussian proposal, a mixture (eq32) and an eq35 reading (~0.5-1 s a cell at D = 64: the quick tier's budget).
+EQ8_EMBED_WEIGHTS = ("balance", "constant", "eq9_b4_queries")
+EQ8_EMBED_PROPOSALS = ("eq34", "eq32", "eq35_printed_C")
+
+
+def _embedded_where(p, weights=EMBED_WEIGHTS, proposals=EMBED_PROPOSALS) -> bool:
+    """Cells of the embedded exact route (D > 2): C = 4, N = 16, the given weights and proposals."""
+    return p["C"] == 4 and p["N"] == 16 and p["weights"] in weights and p["proposal"] in proposals
+
+
 def _mis_unbiased_where(p, v) -> bool:
     """Every weighting x proposal at C = 4, D = 2; C = 1 (balance: the only partition of unity) for every proposal
-    and D; C = 2 and 16 on the 1-D rule for eq34, eq32 (C <= 4) and the far custom Gaussians."""
+    and D; C = 2 and 16 on the 1-D rule for eq34, eq32 (C <= 4) and the far custom Gaussians. D = 8, 64: the
+    embedded exact route for the ξ⊥-free weights x LARA proposals at C = 4; Monte Carlo (full tier) as before."""
     if p["C"] > p["N"]:
         return False
+    if p["d"] <= MIS_QUADRATURE_MAX_D and p.get("route", "exact") != "exact":
+        return False
+    if _embedded(p):
+        return _embedded_where(p, EQ8_EMBED_WEIGHTS, EQ8_EMBED_PROPOSALS)
     if p["C"] == 1:
         return p["weights"] == "balance"
     if p["proposal"] == "standard" or (p["proposal"] == "eq32" and p["C"] > 4):
@@ -517,13 +617,13 @@ EQ8_MIS_UNBIASED = Claim(
     statement="With ω_c ~ q_c independently (one sample each), ĝ_n = Σ_c α_nc(ω_c)(p_n(ω_c)/q_c(ω_c)) f_n(ω_c) is "
               "unbiased for E_{p_n}[f_n] provided Σ_c α_nc(ω) = 1 for any ω; App D: E[A] = μ_{n,d}, E[B] = 1.",
     kind="expectation",
-    domain=dict(weights=MIS_WEIGHT_AXIS, proposal=MIS_PROPOSAL_AXIS, C=MIS_C_AXIS),
+    domain=dict(weights=MIS_WEIGHT_AXIS, proposal=MIS_PROPOSAL_AXIS, C=MIS_C_AXIS, d=MIS_D_AXIS),
     tolerance=ATTENTION_BIAS_TOL, units="bias of A along a random direction / max|v|; bias of B (absolute)",
     cell=_mis_unbiased_route,
-    grid=tiers(dict(weights=list(MIS_WEIGHTS), proposal=list(MIS_PROPOSAL_AXIS.values), C=[1, 2, 4, 16], d=[1, 2],
-                    N=[16], logit_std=[0.5]),
+    grid=tiers(dict(weights=list(MIS_WEIGHTS), proposal=list(MIS_PROPOSAL_AXIS.values), C=[1, 2, 4, 16],
+                    d=[1, 2, 8, 64], N=[16], logit_std=[0.5]),
                smoke=dict(weights=["balance", "eq9_b1_queries"], proposal=["eq34"], C=[4], d=[2]),
-               full=dict(C=[1, 2, 4, 16], d=[1, 2, 8, 64], N=[16, 196], logit_std=[0.5, 1.0])),
+               full=dict(route=["exact", "monte_carlo"], N=[16, 196], logit_std=[0.5, 1.0])),
     replicates=tiers(10_000, full=400_000),
     where=_mis_unbiased_where,
     related={"lara.eq9.unbiased_or_consistent": "its unbiased part is this claim with Eq 9 weights"},
@@ -534,8 +634,19 @@ EQ8_MIS_UNBIASED = Claim(
           "for the single eq34 proposal of query 0) no longer decide the power. D > 2 (route Monte Carlo): Catoni "
           "tests with theory's variance bound (rfkit.theory.lara.mis_variance_bound: exact second moments for C = 1 "
           "and constant weights, proven bounds otherwise); a cell whose bound needs more replicates than the tier has "
-          "reports itself underpowered. The dimension D is not among the statement's words (a setting of the inputs, "
-          "like N): a grid axis, D <= 2 at quick (exact), 8 and 64 at full (Monte Carlo). Eq 37's 'own' inner reading "
+          "reports itself underpowered (a generic-input route at D = 8, 64: E_q[w²] grows with D, so the bounds need "
+          "~1e5-1e7 "
+          "replicates at D = 8 and ~1e6-1e9 at D = 64 for G-gauss logit std 0.5; full tier only). D (ω ∈ R^D, every "
+          "D) is a domain axis: D = 1, 2 by quadrature; D = 8, 64 exactly by the embedded route (_embedded_setup): "
+          "rank-2 inputs q = q_r B^T, k = k_r B^T in R^D (B random orthonormal), where every LARA proposal is "
+          "N(Bμ_r, I_D), so with ω = Bz + ξ⊥ the estimator's p_n/q_c, f_n and the ratio-of-q_c weights (balance, "
+          "constant, Eq 9) depend on z only and E_{q_c}[α w f_n] is the 2-D Gauss-Hermite sum, evaluated at "
+          "D-dimensional "
+          "nodes with a random ξ⊥ (the identity is checked: a second ξ⊥ draw must give the same sums to 1e-8, else the "
+          "cell fails). The "
+          "embedded route tests every D on low-rank inputs; full-rank inputs at D > 2 (and Eq 37, the random "
+          "partitions, the custom Gaussians at D > 2) only by Monte Carlo at the full tier. Eq 37's 'own' inner "
+          "reading "
           "makes α_nc depend on the other proposals' draws (not a function of ω_c), so it is outside the hypothesis. "
           "eq32 mixtures run up to C = 4 (C·M·576 nodes); "
           "'standard' is the C = 1 proposal.",
@@ -554,21 +665,20 @@ def _lara_limit_cell(ctx: CellContext, weight_name: str, tolerance: float | None
     (common random numbers) is reported beside it, not judged (see :func:`_truncated_slope`). D > 2: the slope of the
     truncated MSE (Monte Carlo)."""
     p = ctx.params
-    if p["d"] > MIS_QUADRATURE_MAX_D:
+    if p["d"] > MIS_QUADRATURE_MAX_D and not _embedded(p):
         return _truncated_slope(ctx, weight_name)
-    q, k, v = _cell_inputs(ctx, p["N"])
-    lp = _mis_setup(ctx, q, k)
-    mean_g, mean_b, alpha = _mis_quadrature_means(ctx, weight_name, q, k, v, lp)
+    q, k, v, lp, low = _route_setup(ctx, p["N"])
+    mean_g, mean_b, alpha, identity = _route_means(ctx, weight_name, q, k, v, lp, low)
     mu = _softmax_rows(q[:mean_b.size], k, v)
     errors = np.abs(mean_g / mean_b[:, None] - mu).max(axis=1) / _value_scale(v)
     path = _lara_mse_path(ctx, q, k, v, lp, list(LARA_SC), LIMIT_DIAGNOSTIC_REPLICATES, weight_name,
                           truncate=_value_scale(v) ** 2)
     mse = [m for m, _ in path]
     return exact_test(float(errors.max()), 0.0, tolerance=ctx.tolerance if tolerance is None else tolerance,
-                      extra=dict(route="quadrature limit", limit_error=errors.tolist(), S_c=list(LARA_SC),
-                                 truncated_mse=mse, truncated_mse_slope=float(np.polyfit(np.log(LARA_SC),
-                                                                                         np.log(mse), 1)[0]),
-                                 frac_nonpositive_alpha=float((alpha <= 0).mean())))
+                      extra=dict(route="quadrature limit" if low is None else "embedded quadrature limit",
+                                 limit_error=errors.tolist(), S_c=list(LARA_SC), truncated_mse=mse,
+                                 truncated_mse_slope=float(np.polyfit(np.log(LARA_SC), np.log(mse), 1)[0]),
+                                 frac_nonpositive_alpha=float((alpha <= 0).mean()), **identity))
 
 
 def _truncated_slope(ctx: CellContext, weight_name: str) -> Evidence:
@@ -594,6 +704,30 @@ EQ9_WEIGHTS = ("eq9_b1_queries", "eq9_b1_landmarks", "eq9_b2_queries", "eq9_b2_l
 LARA_PROPOSALS = tuple(p for p in PROPOSAL_AXIS if p != "standard")
 
 
+#: Embedded exact cells of lara.eq9.unbiased_or_consistent (C = 4, eq34): every Eq 9 weighting for the unbiased
+#: part, β = 1 (queries) and β = 2 (landmarks) for the consistent one (each also runs the truncated-MSE path).
+EQ9_EMBED_WEIGHTS = dict(unbiased=EQ9_WEIGHTS, consistent=("eq9_b1_queries", "eq9_b2_landmarks"))
+EQ9_EMBED_PROPOSALS = dict(unbiased=("eq34",), consistent=("eq34",))
+
+
+def _eq9_where(p, v) -> bool:
+    """C = 1 (Eq 9 with β = 1) at every D; unbiased: C = 4 at D = 2, eq34 / eq33 at D = 1; consistent: C = 2, 4, 16 at
+    D = 2 (C = 4 for every proposal) and C = 4 eq34 / eq33 at D = 1; D = 8, 64: the embedded exact route (C = 4)."""
+    if p["d"] <= MIS_QUADRATURE_MAX_D and p.get("route", "exact") != "exact":
+        return False
+    if _embedded(p):
+        return _embedded_where(p, EQ9_EMBED_WEIGHTS[p["part"]], EQ9_EMBED_PROPOSALS[p["part"]])
+    if p["C"] > p["N"] or (p["proposal"] == "eq32" and p["C"] > 4):
+        return False
+    if p["C"] == 1:
+        return p["weights"] == "eq9_b1_queries"
+    if p["part"] == "unbiased":
+        return (p["C"] == 4 and p["d"] == 2) or (p["d"] == 1 and p["proposal"] in ("eq34", "eq33"))
+    if p["d"] == 1:
+        return p["C"] == 4 and p["proposal"] in ("eq34", "eq33")
+    return p["d"] == 2 and p["C"] in (2, 4, 16) and (p["C"] == 4 or p["proposal"] == "eq34")
+
+
 def _eq9_cell(ctx: CellContext) -> Evidence:
     if ctx.params["part"] == "unbiased":
         return _mis_unbiased_route(ctx)
@@ -610,20 +744,17 @@ EQ9_UNBIASED_OR_CONSISTENT = Claim(
         weights=Choice("Eq 9 weights, including the β variant (β ∈ {1, 2}, both r' axes)", EQ9_WEIGHTS),
         proposal=Choice("the MIS proposals of §4 (eq32, eq33, eq34, the eq35 readings)", LARA_PROPOSALS),
         C=Integers("C proposals (C = 1: Eq 9's correction vanishes)", 1, math.inf, points=(1, 2), up_to=16,
-                   why="C proposals among N = 16 landmarks/segments (C <= N)")),
+                   why="C proposals among N = 16 landmarks/segments (C <= N)"),
+        d=MIS_D_AXIS),
     tolerance=ATTENTION_BIAS_TOL,
     units="unbiased: bias / max|v| (and |E[B] - 1|); consistent: the S_c → ∞ limit's error / max|v|",
     cell=_eq9_cell,
     grid=tiers(dict(part=["unbiased", "consistent"], weights=list(EQ9_WEIGHTS), proposal=list(LARA_PROPOSALS),
-                    C=[1, 2, 4, 16], d=[1, 2], N=[16], logit_std=[0.5]),
+                    C=[1, 2, 4, 16], d=[1, 2, 8, 64], N=[16], logit_std=[0.5]),
                smoke=dict(weights=["eq9_b1_queries"], proposal=["eq34"], C=[1, 4], d=[2]),
-               full=dict(d=[1, 2, 8, 64], N=[16, 196], logit_std=[0.5, 1.0])),
+               full=dict(route=["exact", "monte_carlo"], N=[16, 196], logit_std=[0.5, 1.0])),
     replicates=tiers(10_000, full=400_000),
-    where=lambda p, v: p["C"] <= p["N"] and (p["proposal"] != "eq32" or p["C"] <= 4) and (
-        (p["C"] == 1 and p["weights"] == "eq9_b1_queries") or (p["C"] > 1 and (
-            (p["C"] == 4 and p["d"] == 2) or (p["d"] == 1 and p["proposal"] in ("eq34", "eq33"))
-            if p["part"] == "unbiased" else
-            (p["d"] == 2 and p["C"] in (2, 4, 16) and (p["C"] == 4 or p["proposal"] == "eq34"))))),
+    where=_eq9_where,
     related={"lara.eq8.mis_unbiased": "its unbiased part is lara.eq8.mis_unbiased with Eq 9 weights"},
     plot_x="C",
     notes="unbiased: the exact expectation by quadrature for D <= 2 (see lara.eq8.mis_unbiased; Monte Carlo with "
@@ -634,8 +765,10 @@ EQ9_UNBIASED_OR_CONSISTENT = Claim(
           "E[min(‖y - μ‖², max|v|²)] over S_c = 1..64 is reported beside it (extra truncated_mse_slope): with signed "
           "Eq 9 weights it decays slowly (slope ≈ -0.15 for β = 2, landmark r', eq34), so a rate reading "
           "(MSE ∝ S_c^{-1/2}), which the old check used and which is stronger than consistency, would fail; the plain "
-          "MSE is infinite at every S_c (vanishing denominators). D > 2 (full): the truncated-MSE slope. D is a grid "
-          "axis (not among the statement's words).",
+          "MSE is infinite at every S_c (vanishing denominators). D (ω ∈ R^D, every D) is a domain axis: D = 1, 2 by "
+          "quadrature, D = 8, 64 by the embedded exact route of lara.eq8.mis_unbiased (rank-2 inputs in R^D; the "
+          "limit E[A]/E[B] exactly, both parts); generic inputs at D = 8, 64 by Monte Carlo at the full tier "
+          "(unbiased: Catoni with theory's bounds; consistent: the truncated-MSE slope).",
 )
 
 
@@ -730,6 +863,26 @@ def _eq10_cell(ctx: CellContext) -> Evidence:
 
 
 LARA_WEIGHTS = ("balance", "eq9_b1_queries", "eq9_b1_landmarks", "eq9_b2_queries", "eq9_b2_landmarks", "eq37_outer")
+#: L1 cells away from D = 2: D = 1 (quadrature) and the embedded exact route at D = 8, 64 (C = 4, N = 16).
+EQ10_OTHER_D_WEIGHTS = ("balance", "eq9_b1_queries", "eq9_b2_landmarks")
+EQ10_OTHER_D_PROPOSALS = ("eq34",)
+
+
+def _eq10_where(p, v) -> bool:
+    """L1: every weighting x proposal at D = 2, three weightings on eq34 at D = 1 and on the embedded route at
+    D = 8, 64; generic-input D = 8, 64 (Monte Carlo slope) at the full tier.
+    L2, L3: the cells of the pre-v2 check (D = 2)."""
+    if p["C"] > p["N"] or (p["d"] <= MIS_QUADRATURE_MAX_D and p.get("route", "exact") != "exact"):
+        return False
+    if v != "L1":  # the pre-v2 cells: D = 2 at quick, generic inputs at D = 2, 8, 64 at the full tier
+        return (p["d"] == 2 or p.get("route", "exact") == "monte_carlo") and p["weights"] in (
+            "balance", "eq9_b1_queries", "eq9_b2_landmarks") and p["proposal"] in ("eq34", "eq33") and (
+            p["weights"] != "balance" or p["proposal"] == "eq34")
+    if p["d"] == 2:
+        return True
+    if p["d"] == 1 or _embedded(p):
+        return p["weights"] in EQ10_OTHER_D_WEIGHTS and p["proposal"] in EQ10_OTHER_D_PROPOSALS
+    return True
 CONSISTENT_WORDS = "is consistent (the paper does not say which quantity grows)"
 
 LARA_CONSISTENT = Claim(
@@ -738,7 +891,9 @@ LARA_CONSISTENT = Claim(
     kind="rate",
     domain=dict(weights=Choice("LARA's weights: Eq 9 (β ∈ {1, 2}, both r' axes), and the balance heuristic and Eq 37 "
                                "of G.3.2", LARA_WEIGHTS),
-                proposal=Choice("LARA's proposals (eq32, eq33, eq34, the eq35 readings)", LARA_PROPOSALS)),
+                proposal=Choice("LARA's proposals (eq32, eq33, eq34, the eq35 readings)", LARA_PROPOSALS),
+                d=Integers("D, the dimension of ω, q_n, k_m ('LARA is consistent': every D); the register's D ∈ "
+                           "{8, 64}", 1, math.inf, points=(8,), up_to=64, why=D_WHY)),
     readings=dict(
         L1=Reading("S_c → ∞ samples per proposal, proposals and weights fixed (footnote 5): LARA → E[A]/E[B] almost "
                    "surely (strong law), that limit computed exactly (quadrature, D <= 2) against μ_n; the truncated "
@@ -750,19 +905,19 @@ LARA_CONSISTENT = Claim(
     tolerance=0.25, units="L1: error of the S_c → ∞ limit / max|v| (tolerance 0.05); L2, L3: log-log slope of the "
                           "MSE above -1/2",
     cell=_eq10_cell,
-    grid=tiers(dict(weights=list(LARA_WEIGHTS), proposal=list(LARA_PROPOSALS), C=[4], d=[2], N=[16],
-                    logit_std=[0.5]),
-               smoke=dict(weights=["eq9_b1_queries"], proposal=["eq34"]),
-               full=dict(C=[4, 16], d=[2, 8, 64], N=[64, 196], logit_std=[0.5, 1.0])),
+    grid=tiers(dict(weights=list(LARA_WEIGHTS), proposal=list(LARA_PROPOSALS), C=[4], d=[1, 2, 8, 64],
+                    N=[16], logit_std=[0.5]),
+               smoke=dict(weights=["eq9_b1_queries"], proposal=["eq34"], d=[2]),
+               full=dict(C=[4, 16], route=["exact", "monte_carlo"], N=[64, 196], logit_std=[0.5, 1.0])),
     replicates=tiers(8_000, full=200_000),
-    where=lambda p, v: p["C"] <= p["N"] and (v == "L1" or p["weights"] in ("balance", "eq9_b1_queries",
-                                                                         "eq9_b2_landmarks")
-                                             and p["proposal"] in ("eq34", "eq33")
-                                             and (p["weights"] != "balance" or p["proposal"] == "eq34")),
+    where=_eq10_where,
     plot_x="C",
-    notes="L1 (D <= 2): LARA's numerator and denominator are means of S_c iid draws of A and B with finite first "
+    notes="L1 (D <= 2, and D = 8, 64 by the embedded exact route of lara.eq8.mis_unbiased: rank-2 inputs in R^D): "
+          "LARA's numerator and denominator are means of S_c iid draws of A and B with finite first "
           "moments, so LARA → E[A]/E[B] a.s.; the cell computes that limit exactly (see lara.eq9.unbiased_or_"
-          "consistent); D > 2 (full): the slope of the truncated MSE E[min(‖y - μ‖², max|v|²)]. L2 and L3: with Eq 9 "
+          "consistent); D > 2 with generic inputs (full tier): the slope of the truncated MSE "
+          "E[min(‖y - μ‖², max|v|²)]. D "
+          "(every D) is a domain axis. L2 and L3: with Eq 9 "
           "weights α_nc can be negative, LARA's denominator can vanish and its MSE is infinite at every finite size: "
           "the MSE points are dominated by rare blow-ups (L2: 65.6 at C = 16) and cannot resolve a slope; L2 and L3 "
           "also change the proposals (and, in L3, the inputs) with the size, so their MSE curves are not power laws "
@@ -912,10 +1067,11 @@ def _proposal_points(ctx: CellContext, lp, nodes: tuple[int, int] | None = None
 
 
 def _proposal_expectations(ctx: CellContext, q, k, v, lp, weight_name: str, partition=None,
-                           nodes: tuple[int, int] | None = None):
+                           nodes: tuple[int, int] | None = None, low=None):
     """``(α_0c w_c, f_n, weights)`` at the points of :func:`_proposal_points` (query 0): the ingredients of the
-    register's plug-in formulas, exact (quadrature) for D <= 2."""
-    omega, weights = _proposal_points(ctx, lp, nodes)
+    register's plug-in formulas, exact (quadrature) for D <= 2 and for embedded low-rank inputs (``low``, see
+    :func:`_embedded_setup`)."""
+    omega, weights = _proposal_points(ctx, lp, nodes) if low is None else _embedded_points(ctx, low, nodes)
     options = _weight_options(weight_name)
     kind = options.pop("kind")
     rng = ctx.rng if partition is None else np.random.default_rng(partition)
@@ -1082,12 +1238,11 @@ def _unnormalised_variance_cell(ctx: CellContext) -> Evidence:
     sample-variance test underpowered cancel."""
     p = ctx.params
     S = p["S_c"]
-    q, k, v = _cell_inputs(ctx, p["N"])
-    lp = _mis_setup(ctx, q, k)
+    q, k, v, lp, low = _route_setup(ctx, p["N"])
     options = _weight_options(p["weights"])
     kind = options.pop("kind")
     partition = 1  # the random partitions of unity: the same one for the prediction and every replicate
-    aw, f, weights = _proposal_expectations(ctx, q, k, v, lp, p["weights"], partition)
+    aw, f, weights = _proposal_expectations(ctx, q, k, v, lp, p["weights"], partition, low=low)
     predicted = theory.unnormalised_mis_variance(aw, f, S, weights=weights)
     m_c = (np.einsum("cp,cp,cpd->cd", weights, aw, f) if weights is not None
            else (aw[..., None] * f).mean(axis=1))                                       # (C, D_v)
@@ -1126,8 +1281,11 @@ def _unnormalised_variance_cell(ctx: CellContext) -> Evidence:
         return ctx.mean(draw, predicted, scale=predicted, extra=extra)
     # the formula's value: the quadrature against a finer rule (the control variate takes it as the control's mean)
     finer = theory.unnormalised_mis_variance(*_proposal_expectations(ctx, q, k, v, lp, p["weights"], partition,
-                                                                    nodes=GH_FINER_NODES)[:2], S,
-                                             weights=_proposal_points(ctx, lp, GH_FINER_NODES)[1])
+                                                                    nodes=GH_FINER_NODES, low=low)[:2], S,
+                                             weights=_proposal_points(ctx, lp if low is None else low[0],
+                                                                      GH_FINER_NODES)[1])
+    if low is not None:
+        extra.update(route="embedded quadrature (rank-2 inputs in R^D)")
     extra.update(sd_under_claim=sd)
     if sd is None:  # C = 1 and S_c = 1: tr Var = E‖t - m‖² is the definition; no cross terms, so every replicate
         # equals the prediction exactly when ĝ is the per-draw term (checked on 1000 draws)
@@ -1143,6 +1301,8 @@ def _unnormalised_variance_cell(ctx: CellContext) -> Evidence:
 VARIANCE_C4_PROPOSALS = ("eq34", "eq32", "eq35_printed_C", "custom_2")
 #: Weightings of the C = 2, 16 and S_c > 1 cells: the positive, a signed (Eq 9, β = 4) and a random signed one.
 VARIANCE_FEW_WEIGHTS = ("balance", "eq9_b4_queries", "random_signed")
+#: Embedded exact cells (D = 8, 64; C = 4, eq34, S_c = 1): the positive and the signed Eq 9 weighting.
+VARIANCE_EMBED_WEIGHTS = ("balance", "eq9_b4_queries")
 
 UNNORMALISED_VARIANCE = Claim(
     id="lara.derived.unnormalised_mis_variance", source="register: derived prediction (Eq 8)",
@@ -1151,21 +1311,29 @@ UNNORMALISED_VARIANCE = Claim(
     kind="moment",
     domain=dict(weights=MIS_WEIGHT_AXIS, proposal=MIS_PROPOSAL_AXIS, C=MIS_C_AXIS,
                 S_c=Integers("S_c samples per proposal", 1, math.inf, points=(1, 2), up_to=16,
-                             why="S_c enters as a mean of S_c iid draws (the 1/S_c factor); tested at 1, 2, 16")),
+                             why="S_c enters as a mean of S_c iid draws (the 1/S_c factor); tested at 1, 2, 16"),
+                d=MIS_D_AXIS),
     tolerance=0.1, units="relative error of the trace variance",
     cell=_unnormalised_variance_cell,
     grid=tiers(dict(weights=list(MIS_WEIGHTS), proposal=list(MIS_PROPOSAL_AXIS.values), C=[1, 2, 4, 16],
-                    S_c=[1, 2, 16], d=[1, 2], N=[16], **NORM_INPUTS),
+                    S_c=[1, 2, 16], d=[1, 2, 8, 64], N=[16], **NORM_INPUTS),
                smoke=dict(weights=["balance"], proposal=["eq34"], C=[4], S_c=[1], d=[2]),
-               full=dict(d=[1, 2, 8], N=[16, 196], max_norm=[0.5, 1.0])),
+               full=dict(route=["exact", "monte_carlo"], N=[16, 196], max_norm=[0.5, 1.0])),
     replicates=tiers(6_000, full=40_000),
-    where=lambda p, v: _mis_unbiased_where(p, v) and (p["C"] != 4 or p["proposal"] in VARIANCE_C4_PROPOSALS) and (
+    where=lambda p, v: (_embedded_where(p, VARIANCE_EMBED_WEIGHTS, ("eq34",)) and p["S_c"] == 1 if _embedded(p)
+                        else
+                        p.get("route", "exact") == "exact" or p["d"] == 8) and _mis_unbiased_where(p, v) and (
+        p["C"] != 4 or p["proposal"] in VARIANCE_C4_PROPOSALS) and (
         p["C"] in (1, 4) or (p["weights"] in VARIANCE_FEW_WEIGHTS and p["proposal"] in ("eq34", "custom_2"))) and (
         p["C"] != 1 or p["d"] == 2) and (p["S_c"] == 1 or (p["C"] == 4 and p["weights"] in VARIANCE_FEW_WEIGHTS
                                                             and p["proposal"] == "eq34")),
     plot_x="C",
-    notes="G-norm inputs (norms <= 0.5; 1 at the full tier); D a grid axis (not among the statement's words): 1, 2 "
-          "(quadrature reference) at quick, 8 at full (plug-in reference from 4e4 draws per proposal). The random "
+    notes="G-norm inputs (norms <= 0.5; 1 at the full tier). D (every D) is a domain axis: 1, 2 by quadrature, 8 and "
+          "64 by the embedded exact route of lara.eq8.mis_unbiased (rank-2 inputs in R^D: the formula's expectations "
+          "are 2-D Gauss-Hermite sums at D-dimensional nodes, the finer rule at an independent ξ⊥ draw; the replicates "
+          "are the estimator's own D-dimensional draws), for balance and Eq 9 (β = 4) on eq34 at C = 4, S_c = 1; "
+          "generic inputs "
+          "at D = 8 at the full tier (plug-in reference from 4e4 draws per proposal). The random "
           "partitions of unity use one fixed partition for the reference and every replicate. Control variate (see "
           "_unnormalised_variance_cell): the replicate "
           "‖ĝ - μ‖² - Σ_{c,s}‖t_cs - m_c‖²/S² + V has mean tr Var[ĝ] and a variance of at most 2V² (second moments "
