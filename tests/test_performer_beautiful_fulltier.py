@@ -84,3 +84,26 @@ def test_sharper_sweep_draws_what_each_point_needs_at_its_level():
     ev = spec.claim.cell(ctx)
     assert ev.n == k * need  # every point tested on `need` pairs (the samples are shared)
     assert ev.resolution <= ctx.tolerance
+
+
+def test_thm5_full_grid_keeps_the_z_ends_and_the_search_moves_z_over_the_declared_range():
+    claim = BY_ID["thm5.ort_tail"]
+    assert "z" in claim.searched
+    assert {s.params["z"] for s in _full_grid("thm5.ort_tail")} == {0.0, 1.0, 4.0}
+    space = claims._beautiful_space(claims.THM5_OMEGAS, claims.THM5_G, claims.TAIL_D, lambda d: d)
+    lo, hi = space.bounds[4]
+    assert not space.integer[4] and lo <= 0.05 and hi == claim.domain["z"].up_to[1]
+
+
+def test_eq54_draws_what_its_exact_moments_need_and_still_catches_a_planted_bias(monkeypatch):
+    spec = next(s for s in plan(BY_ID["eq54.orf_moment_factorization"], tier="full", seed=0)
+                if s.params["law"] == "gaussian" and s.params["tuple"] == "4,2" and s.params["d"] == 4
+                and s.params["side"] == "ort")
+    ctx = spec.context()
+    ev = spec.claim.cell(ctx)
+    assert ev.n < ctx.replicates  # sized from the moments, not the tier's round 2e6
+    assert ev.upper <= spec.claim.tolerance  # and still resolves the tolerance
+    # Bug: the orthogonal side predicted with the iid form (Eq 56 for Eq 55)
+    exact = claims._eq54_prediction
+    monkeypatch.setattr(claims, "_eq54_prediction", lambda law, zn, ks, ort: exact(law, zn, ks, False))
+    assert spec.claim.cell(spec.context()).p_value < spec.alpha

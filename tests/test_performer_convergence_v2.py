@@ -6,6 +6,7 @@ list of its own tier; the untestable claims declare the domain a GPU run would h
 """
 
 import inspect
+import math
 
 import numpy as np
 import pytest
@@ -181,3 +182,46 @@ def test_a_bent_undecided_trend_is_flagged_pre_asymptotic_with_what_decides_it()
     # a bent trend that is decided anyway (upper <= tolerance) keeps its verdict: no flag
     gentle = _bent(10 * (x / 0.5) ** 3 * np.array([1.0, 1.0, 1.05, 1.0, 1.0]), rel_se=0.02)
     assert gentle.upper <= 0.25 and not gentle.flags
+
+
+# ------------------------------------------------------------------ full tier: thm4.no_l_dependence, censoring
+
+NO_L = "performer.thm4.no_l_dependence"
+
+
+def test_no_l_full_tier_reads_the_plateau_where_it_is_reachable_and_says_what_decides_the_rest():
+    claim = get_claim(NO_L)
+    cells = claim.cells("full", "E")
+    long_list, short = conv._NO_L_LENGTHS["E"]["full"], conv._NO_L_SHORT
+    assert {p["d"] for p in cells if p["L"] == long_list} == {conv._NO_L_PLATEAU_D}
+    assert {p["d"] for p in cells if p["L"] == short} == {8, 16, 64}
+    assert all(p["L"] in (long_list, short) for p in cells)
+    assert max(long_list) == 1024  # the declared L axis' end is still read
+    for p in claim.cells("full", "R"):
+        assert p["L"] == conv._NO_L_LENGTHS["R"]["full"]
+    for tier in ("smoke", "quick"):  # below the full tier nothing changes
+        assert all(p["L"] == conv._NO_L_LENGTHS["E"][tier] for p in claim.cells(tier, "E"))
+    assert "10^6" not in conv._no_l_decides(2) and conv._no_l_decides(2) == conv._NO_L_DECIDES
+    words = conv._no_l_decides(8)
+    assert "d = 8" in words and "adversarial" in words and "L >= " in words
+
+
+def _curve(scale: float, m_top: int, p: float = 0.9) -> "conv._Curve":
+    """A curve whose every redraw's error decays exactly like scale·m^{-1/2} (the quantile bounds coincide)."""
+    m = conv._m_grid(m_top)
+    errors = scale * np.ones((1000, 1)) / np.sqrt(m)[None, :]
+    return conv._Curve(m, errors, p, 4)
+
+
+def test_a_curve_the_half_power_law_cannot_bring_to_delta_by_the_cap_is_hopeless():
+    cap, delta = 2**17, 0.01
+    # m* = (scale/δ)²: just within the margin runs on, beyond it stops (read as censored) at m = 1024
+    within = _curve(delta * math.sqrt(1.4 * cap), 1024)
+    beyond = _curve(delta * math.sqrt(1.6 * cap), 1024)
+    assert not conv._hopeless(within, delta, cap)
+    assert conv._hopeless(beyond, delta, cap)
+    # a curve that crosses below the cap is never stopped
+    assert not conv._hopeless(_curve(delta * math.sqrt(cap / 2), 1024), delta, cap)
+    # a flat (biased) curve is stopped whatever its level
+    flat = conv._Curve(conv._m_grid(1024), np.full((1000, conv._m_grid(1024).size), 0.05), 0.9, 4)
+    assert conv._hopeless(flat, delta, cap)
