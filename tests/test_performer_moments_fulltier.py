@@ -31,3 +31,45 @@ def test_best_of_blocks_slope_refutes_a_cubic_growth_claimed_quadratic():
     ev = attention._best_of_blocks_slope(sizes, [_cubic(n) for n in sizes], 3.0, blocks=4, best_of=2, alpha=1e-3,
                                          tolerance=0.25, alternative="less")
     assert ev.effect <= 0.25
+
+
+def test_full_renormalizer_grid_keeps_every_axis_value_and_the_largest_m_for_trig():
+    claim = attention.TRIG_NONPOSITIVE_RENORMALIZER
+    cells = [s.params for s in plan(claim, tier="full", seed=0) if s.kind == "grid"]
+    assert all(p["L"] * p["m"] * p["d"] <= attention.RENORMALIZER_WORK for p in cells)
+    assert {p["regime"] for p in cells} == {"i1", "sphere", "obtuse"}
+    assert {p["scale"] for p in cells} == {0.1, 0.25, 0.5, 1.0, 2.0, 3.0}
+    for regime in ("i1", "sphere", "obtuse"):
+        mine = [p for p in cells if p["regime"] == regime]
+        assert {p["L"] for p in mine} >= {64, 256} and {p["m"] for p in mine} == {16, 64, 256}  # I1: m = 256 at L = 1
+        assert {p["d"] for p in mine} == {16, 64}
+    # trig is asserted in the low-kernel regimes: m = 256 (its rarest instability) at every norm there, and L = 256
+    for regime in attention.LOW_KERNEL_REGIMES:
+        for scale in (2.0, 3.0):
+            mine = [p for p in cells if p["regime"] == regime and p["scale"] == scale]
+            assert any(p["m"] == 256 for p in mine) and any(p["L"] == 256 for p in mine)
+            assert any(p["d"] == 64 and p["L"] == 256 for p in mine)
+
+
+def _hyp_mc_spec(tier: str, norm_z: float = 0.5, m: int = 16, d: int = 2, implementations=None):
+    return next(s for s in plan(regimes.HYP_VS_POS_2M, tier=tier, seed=0, implementations=implementations)
+                if s.kind == "grid" and s.params["route"] == "mc" and s.params["norm_z"] == norm_z
+                and s.params["m"] == m and s.params["d"] == d)
+
+
+def test_hyp_vs_pos_monte_carlo_cell_is_sized_at_the_predicted_gap_and_decides():
+    spec = _hyp_mc_spec("full")
+    ctx = spec.context()
+    ev = spec.claim.cell(ctx)
+    assert 2_000 <= ev.n <= 20_000 < ctx.replicates  # ~140 000 when sized for a gap of 0
+    assert ev.upper <= ctx.tolerance and not ev.flags
+
+
+def test_hyp_vs_pos_monte_carlo_cell_refutes_a_hyperbolic_map_without_antithetic_rows():
+    # planted: SM^hyp+_m computed as SM⁺_m (m iid rows, no ±ω pairing): MSE = 2 MSE(SM⁺_{2m}), gap -1 relative
+    from rfkit.estimators import positive_features
+
+    spec = _hyp_mc_spec("full", implementations={"feature_map.hyperbolic": positive_features})
+    ctx = spec.context()
+    ev = spec.claim.cell(ctx)
+    assert ev.effect > ctx.tolerance and ev.p_value < ctx.alpha
