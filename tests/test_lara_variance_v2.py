@@ -285,3 +285,45 @@ def test_delta_cell_uses_one_random_partition_for_prediction_and_replicates():
                       np.random.default_rng(0))
     ev = variance._delta_cell(ctx)
     assert ev.extra["quadrature"] and ev.extra["predicted"] > 0
+
+
+# ------------------------------------------- full-tier budget: thinned cartesian products keep every declared value
+
+
+def _values(cells, key):
+    return {p[key] for p in cells}
+
+
+def test_eq8_monte_carlo_cells_keep_every_value_one_axis_at_a_time():
+    claim = variance.EQ8_MIS_UNBIASED
+    full = claim.cells("full", "default")
+    mc = [p for p in full if p.get("route") == "monte_carlo" and p["d"] > variance.MIS_QUADRATURE_MAX_D]
+    assert 0 < len(mc) <= 60
+    assert len(claim.cells("quick", "default")) == 180  # quick untouched
+    grid = claim.grid["full"]
+    for d in (8, 64):
+        at_d = [p for p in mc if p["d"] == d]
+        for key in ("weights", "proposal", "C", "N", "logit_std"):
+            assert _values(at_d, key) == set(grid[key]), (d, key)
+    # every exact-route cell is kept (only the Monte Carlo product is thinned)
+    exact = [p for p in full if p.get("route", "exact") == "exact"]
+    assert len(exact) == sum(1 for p in full if variance._mis_unbiased_where(p, "default")
+                             and p.get("route", "exact") == "exact")
+    # planted: a where that drops a weighting at D > 2 loses that value
+    assert not variance._eq8_monte_carlo_where(dict(variance.EQ8_MC_BASE, weights="eq37_outer", C=16))
+
+
+def test_eq20_full_keeps_every_regime_value_and_the_domain_product():
+    claim = variance.EQ20_DELTA
+    assert len(claim.cells("quick", "default")) == 12 and len(claim.cells("smoke", "default")) == 1
+    full = claim.cells("full", "default")
+    assert len(full) <= 300
+    grid = claim.grid["full"]
+    for key in ("S_c", "d", "N", "max_norm", "C", "weights", "proposal"):
+        assert _values(full, key) == set(grid[key]), key
+    base = [p for p in full if all(p[k] == v for k, v in variance.EQ20_BASE.items())]
+    pairs = {(p["weights"], p["proposal"], p["C"]) for p in base}
+    for w in variance.DELTA_FULL_WEIGHTS:
+        for prop in variance.DELTA_FULL_PROPOSALS:
+            if w in grid["weights"]:
+                assert {(w, prop, C) for C in (4, 16, 49)} <= pairs, (w, prop)

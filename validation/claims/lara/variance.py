@@ -612,6 +612,30 @@ def _mis_unbiased_where(p, v) -> bool:
         p["d"] > MIS_QUADRATURE_MAX_D
 
 
+#: The Monte Carlo cells of lara.eq8.mis_unbiased (full tier, generic full-rank inputs at D = 8, 64) vary one axis at
+#: a time around this base: every weighting, every proposal (standard at C = 1), C = 1, 2, 16, N = 196, logit std 1.
+EQ8_MC_BASE = dict(weights="balance", proposal="eq34", C=4, N=16, logit_std=0.5)
+
+
+def _eq8_monte_carlo_where(p) -> bool:
+    """Generic-input Monte Carlo cells (D > 2): one axis off :data:`EQ8_MC_BASE` at a time, plus the standard proposal
+    at C = 1 (its only C). The full cartesian product (1728 cells, >= 10 h) repeated each weighting at every proposal,
+    C, N and logit std: the identity Σ_c E_{q_c}[α_nc w_c f_n] = E_{p_n}[f_n] is checked pointwise by the exact routes
+    on every such combination at D <= 2 and on the embedded D = 8, 64 inputs; this route adds full-rank inputs at
+    D > 2, and one axis at a time keeps every declared value of every axis there (44 cells)."""
+    off = [key for key, value in EQ8_MC_BASE.items() if p[key] != value]
+    if p["proposal"] == "standard":
+        return p["C"] == 1 and off == ["proposal", "C"]
+    return len(off) <= 1
+
+
+def _eq8_where(p, v) -> bool:
+    """:func:`_mis_unbiased_where`; the generic-input Monte Carlo cells thinned by :func:`_eq8_monte_carlo_where`."""
+    if not _mis_unbiased_where(p, v):
+        return False
+    return _embedded(p) or p["d"] <= MIS_QUADRATURE_MAX_D or _eq8_monte_carlo_where(p)
+
+
 EQ8_MIS_UNBIASED = Claim(
     id="lara.eq8.mis_unbiased", source="§4.1 Eq 8; footnotes 5-6; App F; App D",
     statement="With ω_c ~ q_c independently (one sample each), ĝ_n = Σ_c α_nc(ω_c)(p_n(ω_c)/q_c(ω_c)) f_n(ω_c) is "
@@ -625,7 +649,7 @@ EQ8_MIS_UNBIASED = Claim(
                smoke=dict(weights=["balance", "eq9_b1_queries"], proposal=["eq34"], C=[4], d=[2]),
                full=dict(route=["exact", "monte_carlo"], N=[16, 196], logit_std=[0.5, 1.0])),
     replicates=tiers(10_000, full=400_000),
-    where=_mis_unbiased_where,
+    where=_eq8_where,
     related={"lara.eq9.unbiased_or_consistent": "its unbiased part is this claim with Eq 9 weights"},
     plot_x="C",
     notes="D <= 2 (route quadrature): E[ĝ_n] = Σ_c E_{q_c}[α_nc w_c f_n] by linearity over the independent draws, each "
@@ -645,7 +669,9 @@ EQ8_MIS_UNBIASED = Claim(
           "nodes with a random ξ⊥ (the identity is checked: a second ξ⊥ draw must give the same sums to 1e-8, else the "
           "cell fails). The "
           "embedded route tests every D on low-rank inputs; full-rank inputs at D > 2 (and Eq 37, the random "
-          "partitions, the custom Gaussians at D > 2) only by Monte Carlo at the full tier. Eq 37's 'own' inner "
+          "partitions, the custom Gaussians at D > 2) only by Monte Carlo at the full tier (one axis at a time around "
+          "balance, eq34, C = 4, N = 16, logit std 0.5: every weighting, proposal, C, N and logit std; see "
+          "_eq8_monte_carlo_where). Eq 37's 'own' inner "
           "reading "
           "makes α_nc depend on the other proposals' draws (not a function of ω_c), so it is outside the hypothesis. "
           "eq32 mixtures run up to C = 4 (C·M·576 nodes); "
@@ -1140,13 +1166,38 @@ DELTA_FULL_WEIGHTS = ("balance", "eq9_b1_queries", "eq9_b2_queries", "constant")
 DELTA_FULL_PROPOSALS = ("eq33", "eq34", "eq35_printed_C", "eq35_printed_M", "eq35_landmark_attention")
 
 
+#: The full tier's regime (S_c, D, N, norms) around which the original weightings x proposals x C product runs:
+#: the statement's S_c = 1, D = 1 (quadrature reference), N = 196 (C = 49 <= N), norms <= 0.5.
+EQ20_BASE = dict(S_c=1, d=1, N=196, max_norm=0.5)
+
+
+def _eq20_regime(p) -> bool:
+    """Full-tier cells (D != 2) of the original weightings x proposals: every weighting x proposal x C at
+    :data:`EQ20_BASE`; one regime axis off it at a time: D = 8, 64, N = 16, norms <= 1 for every weighting x proposal
+    at C = 4 and for every C at (balance, eq34 / standard); S_c = 4-256 (the S_c-sample version, a regime of the
+    register, not a domain axis) at (balance, eq34 / standard), C = 1, 4. The former full cartesian product (2550
+    cells, >= 7 h; S_c = 256 cells >= 200 s each) crossed every weighting x proposal with every S_c, D, N and norm:
+    the domain axes (weights, proposal, C) keep every value and every combination at the base, and every regime
+    value is kept."""
+    off = [key for key, value in EQ20_BASE.items() if p[key] != value]
+    reference = p["weights"] == "balance" and p["proposal"] in ("eq34", "standard")
+    if not off:
+        return True
+    if len(off) > 1:
+        return False
+    if off == ["S_c"]:
+        return reference and p["C"] <= 4  # cost ∝ C·S_c: C = 16 at S_c = 256 alone is >= 15 min
+    return p["C"] == 4 or reference
+
+
 def _eq20_where(p, v) -> bool:
     if p["C"] > p["N"] or (p["C"] == 1 and p["weights"] != "balance"):
         return False
     if p["proposal"] == "standard":
-        return p["C"] == 1
+        return p["C"] == 1 and (p["d"] == 2 or _eq20_regime(p))
     if p["weights"] in DELTA_FULL_WEIGHTS and p["proposal"] in DELTA_FULL_PROPOSALS and p["C"] != 2:
-        return p["proposal"] != "eq32" or p["C"] <= 4
+        # D = 2: the quick and smoke grids, kept whole
+        return (p["proposal"] != "eq32" or p["C"] <= 4) and (p["d"] == 2 or _eq20_regime(p))
     return _delta_rest(p, S_c=1)
 
 
