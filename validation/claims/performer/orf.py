@@ -7,6 +7,7 @@ pairs: :mod:`.common`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
@@ -58,7 +59,7 @@ from rfkit.validation.harness import (
 )
 from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import Evidence, combine, exact_test, ks_test
+from rfkit.validation.stats import Evidence, combine, exact_test, ks_test, sequential_mean
 
 # ============================================================== Theorem 2: ORF MSE bound (closed form)
 
@@ -184,23 +185,40 @@ def _law_frames(ctx: CellContext, law: str, m: int, d: int, n: int, rng=None) ->
     return frames
 
 
-def _row_laws(ctx: CellContext, law: str, m: int, rows: list[int]) -> Evidence:
+#: Doubles per batch of :func:`_row_laws`' ensembles (bounds memory at d = 64, m = 16d: the full tier's 200 000
+#: ensembles of 1024 × 64 rows are ~100 GiB at once); only the tested rows are kept.
+LAW_CHUNK = 50_000_000
+
+
+def _law_replicates(ctx: CellContext, alpha: float, sized: bool) -> int:
+    """Ensembles a row-law cell draws: enough that the KS critical distance at ``alpha`` is at most half the
+    tolerance (DKW: ``n >= ln(2/alpha) / (2 (tol/2)²)``, 20% margin), so a correct sampler (distance ~ 1/√n) is
+    decided within the tolerance; never more than the tier's count (``sized`` false: the tier's count)."""
+    if not sized:
+        return ctx.replicates
+    need = math.log(2 / alpha) / (2 * (ctx.tolerance / 2) ** 2)
+    return int(min(ctx.replicates, math.ceil(1.2 * need)))
+
+
+def _row_laws(ctx: CellContext, law: str, m: int, rows: list[int], sized: bool = False) -> Evidence:
     """Each listed row against ``law``: KS tests of its direction coordinate (``c_d (1-t²)^{(d-3)/2}``) and of its
-    radius (chi(d), U[0, 2√d]); a fixed radius (√d, 1) exactly (relative error to round-off, within tolerance)."""
+    radius (chi(d), U[0, 2√d]); a fixed radius (√d, 1) exactly (relative error to round-off, within tolerance).
+    Ensembles: :func:`_law_replicates`, drawn in batches of :data:`LAW_CHUNK` doubles."""
     d = ctx.params["d"]
-    frames = _law_frames(ctx, law, m, d, ctx.replicates)
+    test = ctx.sub_test(2 * len(rows))
+    frames = np.concatenate([_law_frames(ctx, law, m, d, c)[:, rows, :]
+                             for c in chunks(_law_replicates(ctx, test["alpha"], sized), max(1, LAW_CHUNK // (m * d)))])
     norms = np.linalg.norm(frames, axis=-1)
     coordinate = stats.beta((d - 1) / 2, (d - 1) / 2)
-    test = ctx.sub_test(2 * len(rows))
     radial = {"gaussian": stats.chi(d), "uniform_radius": stats.uniform(0.0, 2.0 * math.sqrt(d))}.get(law)
     if radial is not None:
-        parts = [ks_test(norms[:, i], radial.cdf, **test) for i in rows]
+        parts = [ks_test(norms[:, j], radial.cdf, **test) for j in range(len(rows))]
     else:
         rho = math.sqrt(d) if law == "sphere" else 1.0
-        parts = [exact_test(float(np.max(np.abs(norms[:, i] / rho - 1.0))), 0.0, tolerance=ctx.tolerance)
-                 for i in rows]
-    parts += [ks_test(frames[:, i, 0] / norms[:, i], lambda t: coordinate.cdf((np.asarray(t) + 1) / 2), **test)
-              for i in rows]
+        parts = [exact_test(float(np.max(np.abs(norms[:, j] / rho - 1.0))), 0.0, tolerance=ctx.tolerance)
+                 for j in range(len(rows))]
+    parts += [ks_test(frames[:, j, 0] / norms[:, j], lambda t: coordinate.cdf((np.asarray(t) + 1) / 2), **test)
+              for j in range(len(rows))]
     return combine(parts, extra=dict(rows=rows, law=law))
 
 
@@ -324,15 +342,136 @@ def _row_mean_error(ctx: CellContext, estimator: str, law: str, x: np.ndarray, y
     return _relative_error(_gauss_hermite_mean(_feature_map(ctx, estimator), x, y), math.exp(float(x @ y)))
 
 
-def _orf_cell(rules: dict, marginal_rows):
+#: The Monte Carlo route's estimators swept by one shared-frame cell (:func:`_shared_mc`, the block claim's full
+#: tier): every estimator of the form Eq 5 (``law`` is the marginal route).
+MC_SHARED = tuple(e for e in ORF_ESTIMATORS if e != "law")
+
+
+def _zipped(table: dict) -> dict:
+    """The named pairs of ``table`` as one tuple per pair axis, zipped (pair i is the i-th entry of each), not a
+    cartesian sweep: ``norm_x``, ``norm_y``, ``angle``."""
+    return dict(zip(("norm_x", "norm_y", "angle"), (tuple(v) for v in zip(*table.values(), strict=True)),
+                    strict=True))
+
+
+_ZIPPED_PAIRS = _zipped(ORF_PAIRS)
+
+
+def _is_zipped(p: dict) -> bool:
+    """A shared Monte Carlo cell's pair axes: exactly the zipped named pairs (:data:`ORF_PAIRS`)."""
+    return all(isinstance(p[a], (tuple, list)) and tuple(p[a]) == v for a, v in _ZIPPED_PAIRS.items())
+
+
+def _touches_zipped(p: dict) -> bool:
+    return any(isinstance(p[a], (tuple, list)) and tuple(p[a]) == v for a, v in _ZIPPED_PAIRS.items())
+
+
+def _mc_coordinate(ctx: CellContext, estimator: str, x, y, m: int) -> dict:
+    """Target and confidence-sequence options of one (estimator, pair) of :func:`_shared_mc`: those of
+    :func:`_orf_estimate_test` (sgn: betting in [-1, 1]; the others: Catoni with the sd from theory, blocks of the
+    construction independent as for the softmax estimators' exact MSE), except ReLU's variance bound: Cauchy–Schwarz
+    within each block (its rows share one marginal law) and independent blocks give Var X·Σ_b b²/m² instead of
+    Var X (1/k of it for m = k·d)."""
+    d = x.size
+    if estimator == "sgn":
+        return dict(prediction=_angular_kernel(x, y), scale=1.0, bounds=(-1.0, 1.0))
+    if estimator == "relu":  # Cauchy–Schwarz within each block, the blocks independent: Var <= Var X·Σ_b b²/m²
+        norm_x, norm_y = float(np.linalg.norm(x)), float(np.linalg.norm(y))
+        full, rest = divmod(m, d)
+        sd = math.sqrt(generalized_theory.term_variance("relu", norm_x, norm_y, _angle_between(x, y))
+                       * (full * d * d + rest * rest)) / m
+        return dict(prediction=_relu_kernel(x, y), scale=norm_x * norm_y / 2, sd=sd)
+    if estimator == "smreg":
+        target = smreg_theory.smreg(x, y)
+        s = float((x + y) @ (x + y))
+        full, rest = divmod(m, d)
+        pairs = full * d * (d - 1) + rest * (rest - 1)
+        excess = math.exp(smreg_theory.log_orthogonal_pair_excess(d, s)) if s > 0 else 0.0
+        sd = math.sqrt(max(0.0, math.exp(smreg_theory.log_term_variance(d, s)) / m - pairs / m**2 * excess)
+                       * math.exp(-float(x @ x + y @ y)))
+        return dict(prediction=target, scale=target, sd=sd)
+    target = math.exp(float(x @ y))
+    return dict(prediction=target, scale=target, sd=math.sqrt(theory.orthogonal_mse(estimator, x, y, m)))
+
+
+def _shared_mc(ctx: CellContext, estimators: tuple, m: int) -> Evidence:
+    """The Monte Carlo route at one ``(d, m)`` for every estimator in ``estimators`` and every named pair of the
+    cell's zipped pair axes (:data:`ORF_PAIRS`; trig where ``‖x-y‖² <= MC_CAP_UNBIASED``), on common R-ORF frames.
+
+    Each replicate draws one ``m × d`` ensemble through the role ``orthogonal_projection`` (N(0, I_d) rows) and
+    evaluates every (estimator, pair) on it; SMREG's Ω_reg rows are the same ensemble's directions times √d (Ω_reg
+    ORF is Haar directions with radius √d, independent of the chi norms; the law route tests the sampler's own √d
+    option). Every (estimator, pair) is the one-point cell's sequential test (:func:`_orf_estimate_test`: the same
+    target, scale and sd or bounds) at the Bonferroni level ``alpha / points`` (the engine's per-cell level grows
+    as the cells are that many fewer), its rounds the shared draws (common random numbers: the points are
+    dependent, which Bonferroni allows); the cell costs what its most demanding point needs (a d×d Haar frame,
+    O(d³), dominates a replicate at large d, and is paid once instead of once per point)."""
+    p = ctx.params
+    d = p["d"]
+    coords, pairs = [], []
+    for nx, ny, angle in zip(p["norm_x"], p["norm_y"], p["angle"], strict=True):
+        x, y = controlled_pair(nx, ny, angle, d, ctx.rng)
+        pairs.append((x, y))
+        t = nx * nx + ny * ny - 2 * nx * ny * math.cos(angle)
+        for estimator in estimators:
+            if estimator == "trig" and t > MC_CAP_UNBIASED["trig"]:
+                continue
+            coords.append((estimator, len(pairs) - 1, (nx, ny, angle)))
+    maps = {e: _feature_map(ctx, "positive" if e == "smreg" else e) for e in estimators if e in KINDS + ("smreg",)}
+
+    def draw(rng, n):
+        out = []
+        for c in chunks(n, _chunk(m, d)):
+            w = _projections(ctx, "orthogonal", c, m, d, rng)
+            w_reg = w * (math.sqrt(d) / np.linalg.norm(w, axis=-1, keepdims=True)) if "smreg" in maps else None
+            cols = []
+            for estimator, k, _ in coords:
+                x, y = pairs[k]
+                if estimator in GENERALIZED:
+                    cols.append(_generalized_estimates(GENERALIZED[estimator], x, y, w, c))
+                else:
+                    cols.append(kernel_estimates(maps[estimator], x, y, w_reg if estimator == "smreg" else w, c))
+            out.append(np.stack(cols, axis=-1))
+        return np.concatenate(out)
+
+    seed = int(ctx.rng.integers(2**63))
+    cache: dict[str, np.ndarray] = {}
+
+    def column(j):
+        def draw_j(rng, n):
+            key = repr(rng.bit_generator.state)
+            if key not in cache:  # every round is kept: the points run one after the other on the same rounds
+                cache[key] = np.asarray(draw(rng, n), dtype=np.float64).reshape(n, len(coords))
+            return cache[key][:, j]
+        return draw_j
+
+    parts = []
+    for j, (estimator, k, point) in enumerate(coords):
+        x, y = pairs[k]
+        options = _mc_coordinate(ctx, estimator, x, y, m)
+        extra = dict(estimator=estimator, pair=list(point))
+        if estimator in KINDS and m > d:
+            extra["mse_ratio_ort_over_iid"] = (theory.orthogonal_mse(estimator, x, y, m)
+                                               / (theory.term_variance(estimator, x, y) / m))
+        parts.append(sequential_mean(column(j), options.pop("prediction"), rng=np.random.default_rng(seed),
+                                     budget=ctx.replicates, planned=ctx.planned or ctx.replicates,
+                                     alpha=ctx.alpha / len(coords), tolerance=ctx.tolerance, extra=extra, **options))
+    worst = max(range(len(parts)), key=lambda i: parts[i].effect if not math.isnan(parts[i].effect) else math.inf)
+    ev = combine(parts, extra=dict(m=m, points=len(coords), worst=parts[worst].extra))
+    return dataclasses.replace(ev, n=max(e.n for e in parts))
+
+
+def _orf_cell(rules: dict, marginal_rows, law_sized: bool = False):
     def cell(ctx: CellContext) -> Evidence:
         p = ctx.params
         d, estimator, law = p["d"], p["estimator"], p["D"]
         m = rules[p["m_rule"]](d)
         if estimator == "law":
-            return _row_laws(ctx, law, m, marginal_rows(m, d))
+            return _row_laws(ctx, law, m, marginal_rows(m, d), law_sized)
         if p["route"] == "exact":
             return _worst_over_grid(ctx, functools.partial(_row_mean_error, ctx, estimator, law))
+        if isinstance(estimator, (tuple, list)):
+            return _shared_mc(ctx, tuple(estimator), m)
         pair = (p["norm_x"], p["norm_y"], p["angle"])
         x, y = _axis_pair(*pair, d) if p["placement"] == "axis" else _cell_pair(ctx)
         ev = _orf_estimate_test(ctx, estimator, x, y, m)
@@ -356,6 +495,12 @@ def _orf_where(rules: dict, upper: bool, exact_rule: str, law_rule: str, large_d
             return False
         estimator, law = p["estimator"], p["D"]
         large = p["d"] > p["mc_d_max"]
+        shared = p.get("mc_shared", False)  # one cell per (d, m) sweeps the Monte Carlo points (_shared_mc)
+        if isinstance(estimator, (tuple, list)):
+            return (shared and p["route"] == "mc" and p["placement"] == "random" and law == "gaussian"
+                    and not large and _is_zipped(p))
+        if _touches_zipped(p):
+            return False
         if estimator == "law":
             return (p["route"] == "mc" and p["placement"] == "random" and _is_sweep(p)
                     and (law == "gaussian" or p["m_rule"] == law_rule)
@@ -365,8 +510,8 @@ def _orf_where(rules: dict, upper: bool, exact_rule: str, law_rule: str, large_d
         if p["route"] == "exact":
             return p["m_rule"] == exact_rule and p["placement"] == "random" and _is_sweep(p)
         name = _named(ORF_PAIRS, p)
-        if large or name is None or (estimator not in _NATIVE_LAW and law != "gaussian"):  # sgn/ReLU: other D exactly
-            return False
+        if shared or large or name is None or (estimator not in _NATIVE_LAW and law != "gaussian"):
+            return False  # sgn/ReLU: other D exactly; full tier: the shared cells
         return estimator != "trig" or _spread(p, "trig") <= MC_CAP_UNBIASED["trig"]
     return where
 
@@ -445,12 +590,18 @@ BLOCK_ORF = Claim(
                       "16d (many blocks)", tuple(BLOCK_RULES)),
         **_orf_inputs()),
     tolerance=0.05, units="relative bias or KS distance (row laws)",
-    cell=_orf_cell(BLOCK_RULES, lambda m, d: sorted({0, d, m - 1})),  # rows in the first, second and last block
+    # marginals: rows in the first, second and last block, ensembles sized for the tolerance (_law_replicates)
+    cell=_orf_cell(BLOCK_RULES, lambda m, d: sorted({0, d, m - 1}), law_sized=True),
     grid=tiers(dict(route=["exact", "mc"], estimator=list(ORF_ESTIMATORS), D=list(ORF_LAWS), d=[2, 4],
                     m_rule=list(BLOCK_RULES), placement=["random"], mc_d_max=[2],
                     **_sweep_axes("coarse", ORF_PAIRS, ["obtuse"])),
                smoke=dict(d=[2], m_rule=["d+1", "2d+1", "16d"], **_sweep_axes("coarse", ORF_PAIRS, ["small"])),
-               full=dict(d=[2, 4, 16, 64], mc_d_max=[64], **_sweep_axes("register", ORF_PAIRS, list(ORF_PAIRS)))),
+               # full: one Monte Carlo cell per (d, m) sweeps every estimator at every named pair on common frames
+               # (_shared_mc; the pair axes' zipped tuples); the estimator axis is covered by the exact and law routes
+               full=dict(d=[2, 4, 16, 64], mc_d_max=[64], mc_shared=[True],
+                         estimator=[*ORF_ESTIMATORS, MC_SHARED],
+                         **{a: [*v, _ZIPPED_PAIRS[a]]
+                            for a, v in _sweep_axes("register", ORF_PAIRS, list(ORF_PAIRS)).items()})),
     replicates=tiers(20_000, smoke=8_000, full=200_000),
     where=_orf_where(BLOCK_RULES, upper=False, exact_rule="d+1", law_rule="d+1", large_d_rules=tuple(BLOCK_RULES)),
     roles=tuple(f"feature_map.{k}" for k in KINDS) + ("orthogonal_projection",), plot_x="m_rule",
