@@ -304,10 +304,10 @@ RA_QUADRATIC = Claim(
           "queries in chunks: its memory is O(NM) for π plus a chunk, within O(SN²)). Sweeps: N = M together (the "
           "G.2 form, slope 2), N alone and M alone at 512 (O(MN): slope 1 each), S at N = M = 512 (slope 1). The "
           "recorded flop count (products executed) decides time and traced peak memory decides space "
-          "(recorded_over_theory in extra: the recorder found π formed twice per call, since fixed). CPU time of the N = M sweep is "
-          "reported beside (15 rounds at quick, N <= 1024 so the N×M arrays stay <= 8 MB: over N = 512-2048 the "
-          "arrays are DRAM-bound and on the shared machine the slope measured 2.19 ± 0.05 at load ~2 and radius "
-          "0.48 at load ~7).",
+          "(recorded_over_theory in extra: the recorder found π formed twice per call, since fixed). CPU time of "
+          "the N = M sweep is reported beside (15 rounds at quick, N <= 1024 so the N×M arrays stay <= 8 MB: over "
+          "N = 512-2048 the arrays are DRAM-bound and on the shared machine the slope measured 2.19 ± 0.05 at load "
+          "~2 and radius 0.48 at load ~7).",
 )
 
 
