@@ -16,6 +16,8 @@ from rfkit.validation.claims import all_claims, get_claim, papers
 from rfkit.validation.model import TIERS
 
 EXIT_FAIL_ON, EXIT_USAGE, EXIT_RUN_FAILED = 1, 2, 3
+#: The cell checkpoint every `rfkit validate` run writes in its output folder (read back by --resume).
+CHECKPOINT = "cells.ckpt"
 
 
 class UsageError(Exception):
@@ -159,9 +161,14 @@ def _cmd_validate(args) -> int:
     out = Path(args.out)
     _writable(out)
     _check_backend(args.backend, args.device)
-    run = validate(claims, tier=args.tier, seed=args.seed, alpha=args.alpha, workers=args.workers,
-                   scheduler=args.scheduler, backend=args.backend, device=args.device,
-                   progress=False if args.quiet else None)
+    from rfkit.validation.checkpoint import CheckpointMismatch
+
+    try:
+        run = validate(claims, tier=args.tier, seed=args.seed, alpha=args.alpha, workers=args.workers,
+                       scheduler=args.scheduler, backend=args.backend, device=args.device,
+                       progress=False if args.quiet else None, checkpoint=out / CHECKPOINT, resume=args.resume)
+    except CheckpointMismatch as exc:
+        raise UsageError(str(exc)) from None
     write_run(run, out)
     write_reports(run, out, latex=args.latex, figures=not args.no_figures)
     if not args.quiet:
@@ -269,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latex", action="store_true", help="also write OUT/verdicts.tex")
     p.add_argument("--no-figures", action="store_true", help="skip the per-claim figures")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    p.add_argument("--resume", action="store_true",
+                   help=f"skip the cells already in OUT/{CHECKPOINT} (every run writes it as cells finish), from a "
+                        "run with the same tier, seed, alpha, backend and code; a long run stopped midway goes on")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("plan", help="cells per claim at a tier and, with --sample, its estimated time")

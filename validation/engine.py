@@ -425,7 +425,7 @@ class _Executor:
     """Runs cells in-process, or on a dask cluster kept for the whole run (both phases)."""
 
     def __init__(self, workers: int | None, scheduler: str | None):
-        self.client = self.cluster = None
+        self.client = self.cluster = self.checkpoint = None
         if workers or scheduler:
             from dask.distributed import Client, LocalCluster
 
@@ -437,6 +437,23 @@ class _Executor:
                 self.client = Client(self.cluster)
 
     def map(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
+        """Outcomes of ``specs`` in completion order (those in the checkpoint first, without running them)."""
+        ckpt = self.checkpoint
+        if ckpt is not None:
+            todo = []
+            for spec in specs:
+                stored = ckpt.get(spec.key, spec.budget)
+                if stored is None:
+                    todo.append(spec)
+                else:
+                    yield CellOutcome(spec, *stored)
+            specs = todo
+        for outcome in self._run(specs):
+            if ckpt is not None:
+                ckpt.add(outcome.spec.key, outcome.spec.budget, outcome.evidence, outcome.seconds, outcome.error)
+            yield outcome
+
+    def _run(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
         if self.client is None:
             for spec in specs:
                 yield run_cell(spec)
@@ -490,7 +507,8 @@ def _show_progress(progress: bool | None) -> bool:
 def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None, tier: str = "quick",
              seed: int = 0, alpha: float = 1e-3, power: float = 0.8, workers: int | None = None,
              scheduler: str | None = None, implementations: Mapping[str, Callable] | None = None,
-             backend: str = "numpy", device: str = "cpu", progress: bool | None = None) -> RunResult:
+             backend: str = "numpy", device: str = "cpu", progress: bool | None = None,
+             checkpoint: str | os.PathLike | None = None, resume: bool = False) -> RunResult:
     """Validate claims and return their verdicts with all evidence.
 
     Parameters
@@ -512,6 +530,10 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
     backend, device
         ``"torch"`` runs the roles :mod:`rfkit.gpu` covers on torch (on ``device``, ``"cpu"`` or ``"cuda"``);
         explicit ``implementations`` take precedence over them.
+    checkpoint, resume
+        Append every finished cell to the file ``checkpoint``; with ``resume``, first skip the cells it holds
+        (from a run with the same settings and code: :mod:`rfkit.validation.checkpoint`). Not with
+        ``implementations`` (third-party code is not part of the checkpoint's digest).
     """
     from rfkit.validation.claims import all_claims
 
@@ -521,6 +543,10 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+    if checkpoint is not None and implementations:
+        raise ValueError("checkpoint: not with third-party implementations (their code is not in its digest)")
+    if resume and checkpoint is None:
+        raise ValueError("resume needs a checkpoint file")
     if claims is None:
         claims = [c for c in all_claims() if paper is None or c.paper == paper]
         if implementations:
@@ -540,6 +566,11 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
 
         bar = tqdm(total=len(all_specs), desc=f"validate ({tier})", unit="cell")
     executor = _Executor(workers, scheduler)
+    if checkpoint is not None:
+        from rfkit.validation.checkpoint import Checkpoint
+
+        executor.checkpoint = Checkpoint(checkpoint, dict(tier=tier, seed=seed, alpha=alpha, power=power,
+                                                          backend=backend, device=device), resume=resume)
     try:
         for outcome in executor.map(all_specs):
             outcomes[index[outcome.spec.key]] = outcome

@@ -1,0 +1,113 @@
+"""Cell checkpoints: a resumed run skips the stored cells and ends with the same evidence as one uninterrupted run;
+a checkpoint from other settings or code is refused; a record cut short by a kill is dropped, not misread."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from rfkit.validation import checkpoint as ckpt_mod
+from rfkit.validation import validate
+from rfkit.validation.checkpoint import CheckpointMismatch, code_digest
+from rfkit.validation.cli import main
+from rfkit.validation.model import Claim
+
+CALLS: list[dict] = []
+
+
+def _normal_cell(ctx):
+    CALLS.append(dict(ctx.params))
+    sd = ctx.params["sd"]
+    return ctx.mean(lambda rng, n: rng.normal(0.0, sd, n), 0.0, sd=sd)
+
+
+def _claim():
+    # sd 3.0 is undecided at its planned 20,000 replicates, so the engine extends it: both phases are checkpointed
+    grid = dict(sd=[0.2, 0.3, 3.0])
+    return Claim(id="core.toy.checkpoint", paper="core", source="test", statement="E X = 0", kind="expectation",
+                 hypotheses="toy", tolerance=0.05, cell=_normal_cell, grid={"smoke": grid, "quick": grid},
+                 replicates=20_000)
+
+
+def _run(path, resume=False, **kw):
+    kw = dict(dict(tier="quick", seed=0, progress=False), **kw)
+    return validate([_claim()], checkpoint=path, resume=resume, **kw).claims[0]
+
+
+def test_resume_skips_stored_cells_and_reproduces_the_run(tmp_path):
+    path = tmp_path / "cells.ckpt"
+    CALLS.clear()
+    first = _run(path)
+    assert len(CALLS) == 4  # three grid cells and one extension of sd = 3
+    CALLS.clear()
+    again = _run(path, resume=True)
+    assert CALLS == []
+    assert [o.evidence for o in again.outcomes] == [o.evidence for o in first.outcomes]
+    assert again.verdict == first.verdict and again.seconds == pytest.approx(first.seconds)
+
+
+def test_interrupted_run_resumes_where_it_stopped(tmp_path):
+    path = tmp_path / "cells.ckpt"
+    whole = _run(tmp_path / "whole.ckpt")
+    _run(path)
+    records = _records(path)
+    # keep the header and the first grid cell, then half of the second record's bytes (a kill mid-write)
+    blob = b"".join(pickle.dumps(r) for r in records[:2]) + pickle.dumps(records[2])[:20]
+    path.write_bytes(blob)
+    CALLS.clear()
+    resumed = _run(path, resume=True)
+    assert len(CALLS) == 3  # the two grid cells not stored whole, and the extension
+    assert [o.evidence for o in resumed.outcomes] == [o.evidence for o in whole.outcomes]
+    assert len(_records(path)) == len(records)  # the torn record was replaced, not followed
+
+
+def test_other_settings_or_code_are_refused(tmp_path, monkeypatch):
+    path = tmp_path / "cells.ckpt"
+    _run(path)
+    with pytest.raises(CheckpointMismatch, match="seed"):
+        _run(path, resume=True, seed=1)
+    monkeypatch.setattr(ckpt_mod, "code_digest", lambda: "other code")
+    with pytest.raises(CheckpointMismatch, match="code"):
+        _run(path, resume=True)
+
+
+def test_without_resume_the_checkpoint_starts_afresh(tmp_path):
+    path = tmp_path / "cells.ckpt"
+    _run(path)
+    CALLS.clear()
+    _run(path, seed=1)
+    assert len(CALLS) == 4
+    assert _records(path)[0]["seed"] == 1
+
+
+def test_code_digest_reads_every_source_file():
+    assert code_digest() == code_digest() and len(code_digest()) == 64
+    assert code_digest(["rfkit.theory"]) != code_digest(["rfkit.estimators"])
+
+
+def test_resume_needs_a_checkpoint_and_refuses_third_party_code(tmp_path):
+    with pytest.raises(ValueError, match="resume needs"):
+        validate([_claim()], tier="quick", progress=False, resume=True)
+    with pytest.raises(ValueError, match="third-party"):
+        validate([_claim()], tier="quick", progress=False, checkpoint=tmp_path / "c", implementations={"x": abs})
+
+
+def test_cli_resume_and_mismatch(tmp_path, capsys):
+    out = str(tmp_path / "out")
+    args = ["validate", "--claim", "performer.eq4.fa_identity", "--tier", "smoke", "--out", out, "--quiet",
+            "--no-figures"]
+    assert main(args) in (0, 1)
+    assert main(args + ["--resume"]) in (0, 1)
+    assert main([*args[:4], "quick", *args[5:], "--resume"]) == 2
+    assert "other tier" in capsys.readouterr().err
+
+
+def _records(path):
+    records = []
+    with open(path, "rb") as f:
+        while True:
+            try:
+                records.append(pickle.load(f))
+            except EOFError:
+                return records
