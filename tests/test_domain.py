@@ -223,3 +223,14 @@ def test_a_reading_beside_the_verdict_is_reported_but_never_decides():
 def replace_variant(ctx):
     """The context with the two readings' roles swapped (the literal one fails)."""
     return dataclasses.replace(ctx, variant="other" if ctx.variant == "literal" else "literal")
+
+
+def test_a_tuple_on_a_choice_axis_sweeps_its_members_unless_it_is_a_declared_value():
+    kinds = Choice("each kind", ("iid", "orthogonal", "hadamard"))
+    swept = coverage(dict(kind=kinds), [dict(kind=("iid", "orthogonal")), dict(kind="hadamard")])[0]
+    assert swept.covered
+    partial = coverage(dict(kind=kinds), [dict(kind=("iid", "orthogonal"))])[0]
+    assert not partial.covered and partial.missing == ("hadamard",)
+    shapes = Choice("each shape", ((2, 3), (4, 5)))
+    assert not coverage(dict(shape=shapes), [dict(shape=(2, 3))])[0].covered  # the tuple is one value here
+    assert coverage(dict(shape=shapes), [dict(shape=(2, 3)), dict(shape=(4, 5))])[0].covered

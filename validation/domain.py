@@ -316,11 +316,17 @@ def coverage(domain: Mapping[str, Axis], points: Iterable[Mapping[str, Any]],
             values = [list(range(int(axis.lo), int(p[axis.through]) + 1)) for p in points if axis.through in p]
         else:
             values = [p[name] for p in points if name in p]
-        flat = []
-        for v in values:
-            flat += list(v) if isinstance(v, (list, tuple)) and not isinstance(axis, Choice) else [v]
+        flat = [u for v in values for u in _members(axis, v)]
         out.append(axis.cover(name, flat, name in searched))
     return out
+
+
+def _members(axis: Axis, value) -> list:
+    """The axis values one cell tests: a tuple (or list) sweeps its members, unless it is itself a declared value
+    of a :class:`Choice`."""
+    if not isinstance(value, (list, tuple)) or isinstance(axis, Choice) and any(_eq(value, u) for u in axis.values):
+        return [value]
+    return list(value)
 
 
 def domain_coverage(domain: Mapping[str, Axis], points: Iterable[Mapping[str, Any]],
