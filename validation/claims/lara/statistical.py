@@ -312,22 +312,28 @@ EQ1_QUICK_SWEEP = dict(norm_x=(0.0, 1.0, 4.0), norm_y=(0.0, 2.0, 4.0), angle=(0.
 EQ1_FULL_SWEEP = dict(norm_x=tuple(NORMS), norm_y=tuple(NORMS), angle=tuple(ANGLES))
 
 
+def _geometry_route(p: dict, pairs: dict) -> bool | str:
+    """What the eq1 and kernel-variance grids share: an exact cell is the whole (‖x‖, ‖y‖, angle) sweep at S = 1,
+    D = 2 (the plane; the reduction is exact at any D); a Monte Carlo cell is one of the named ``pairs`` (at D = 1
+    only x ∥ y: angle 0 or π), at every D and S in the ``dense`` design. Returns the decision, or, for a Monte Carlo
+    pair in the ``sparse`` design, the pair's name (each claim says where its pairs run)."""
+    sweep = [isinstance(p[a], tuple) for a in ("norm_x", "norm_y", "angle")]
+    if p["route"] == "exact":
+        return all(sweep) and p["S"] == 1 and p["d"] == 2
+    geometry = None if any(sweep) else (p["norm_x"], p["norm_y"], p["angle"])
+    if geometry not in pairs or p["d"] == 1 and p["angle"] not in (0.0, PI):
+        return False
+    return True if p["design"] == "dense" else pairs[geometry]
+
+
 def _eq1_where(p: dict, variant: str) -> bool:
     """Exact cells: one per map, the whole (‖x‖, ‖y‖, angle) sweep, S = 1 and D = 2 (the plane; the reduction is exact
     at any D, and the S-sample mean has the expectation of one term). Monte Carlo cells (``sparse``, quick): the
     small pair at every D > 1 (S = 16) and at D = 8, S = 1; x = -y and x = 0 at D = 1 (S = 1). ``dense`` (full):
     every D and S (1024 included) at the three pairs."""
-    sweep = [isinstance(p[a], tuple) for a in ("norm_x", "norm_y", "angle")]
-    if p["route"] == "exact":
-        return all(sweep) and p["S"] == 1 and p["d"] == 2
-    if any(sweep):
-        return False
-    geometry = (p["norm_x"], p["norm_y"], p["angle"])
-    if geometry not in EQ1_MC_PAIRS or p["d"] == 1 and p["angle"] not in (0.0, PI):
-        return False
-    if p["design"] == "dense":
-        return True
-    name = EQ1_MC_PAIRS[geometry]
+    name = _geometry_route(p, EQ1_MC_PAIRS)
+    if isinstance(name, bool):
+        return name
     if name == "small":
         return p["S"] == 16 or p["d"] == 8 and p["S"] == 1
     return p["d"] == 1 and p["S"] == 1
@@ -445,17 +451,12 @@ def _variance_where(p: dict, variant: str) -> bool:
     (``sparse``, quick): the obtuse pair at D = 2 (S = 16), D = 8 and D = 64 (S = 1); x = 0 at D = 1 (S = 1);
     ``dense`` (full): every D and S at both pairs. The ``phase_map`` reading runs its Monte Carlo in the positive
     map's cells only (its quadratures are shared, cached)."""
-    sweep = [isinstance(p[a], tuple) for a in ("norm_x", "norm_y", "angle")]
-    if p["route"] == "exact":
-        return all(sweep) and p["S"] == 1 and p["d"] == 2
-    if any(sweep) or variant == "phase_map" and p["feature"] != "positive":
+    if variant == "phase_map" and p["route"] != "exact" and p["feature"] != "positive":
         return False
-    geometry = (p["norm_x"], p["norm_y"], p["angle"])
-    if geometry not in VARIANCE_MC_PAIRS or p["d"] == 1 and p["angle"] not in (0.0, PI):
-        return False
-    if p["design"] == "dense":
-        return True
-    if VARIANCE_MC_PAIRS[geometry] == "obtuse":
+    name = _geometry_route(p, VARIANCE_MC_PAIRS)
+    if isinstance(name, bool):
+        return name
+    if name == "obtuse":
         return p["d"] == 2 and p["S"] == 16 or p["d"] in (8, 64) and p["S"] == 1
     return p["d"] == 1 and p["S"] == 1
 
