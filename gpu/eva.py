@@ -15,13 +15,9 @@ import math
 import torch
 
 from rfkit.base.checks import check_choice, check_positive_int
-from rfkit.estimators.eva import (
-    LinearLayerNorm,
-    _causal_chunk_mask,
-    _causal_windows,
-    _options,
-    practical_partition,
-)
+from rfkit.estimators.eva import LinearLayerNorm, practical_partition
+from rfkit.estimators.eva.causal import _causal_chunk_mask, _causal_windows
+from rfkit.estimators.eva.practical import _options
 
 from ._core import as_generator, as_tensor, check_qkv
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 PACKAGES = ("rfkit.base", "rfkit.estimators", "rfkit.theory")
-MODULES = sorted(f"{pkg}.{info.name}" for pkg in PACKAGES
-                 for info in pkgutil.iter_modules(importlib.import_module(pkg).__path__))
+MODULES = sorted(info.name for pkg in PACKAGES
+                 for info in pkgutil.walk_packages(importlib.import_module(pkg).__path__, prefix=f"{pkg}."))
 
 
 @pytest.mark.parametrize("name", MODULES)
