@@ -18,9 +18,8 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from .checks import as_float_array, check_choice
 
-__all__ = ["LOG_2PI", "POWER_SIGNS", "gauss_hermite_rule", "half_sq_norm", "log_normal", "logsumexp",
-           "next_power_of_two",
-           "signed_power"]
+__all__ = ["LOG_2PI", "POWER_SIGNS", "SIN_COS_MAX", "gauss_hermite_rule", "half_sq_norm", "log_normal", "logsumexp",
+           "next_power_of_two", "signed_power", "sin_cos"]
 
 LOG_2PI = math.log(2 * math.pi)
 #: Readings of ``x^e`` for a negative base (Macformer register ``power_sign``).
@@ -115,3 +114,70 @@ def gauss_hermite_rule(nodes, d: int = 1) -> tuple[np.ndarray, np.ndarray]:
     if not counts or min(counts) < 1:
         raise ValueError(f"a Gauss-Hermite rule needs at least one node on each of at least one axis, got {counts}")
     return _gauss_hermite_rule(counts)
+
+
+#: Largest |argument| of :func:`sin_cos` (one-step Cody-Waite reduction by π/2 with a 33-bit head: the products
+#: k·(π/2)_head are exact for |k| < 2^20); larger arguments go to numpy.
+SIN_COS_MAX = 1e5
+
+
+def sin_cos(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out[..., :m] = sin(x)`` and ``out[..., m:] = cos(x)`` for float64 ``x`` ``(..., m)``, ``out`` ``(..., 2m)``.
+
+    numpy's float64 ``sin``/``cos`` are scalar libm calls (~20 ns a value here, ~10x ``exp``), the largest cost of
+    trigonometric random features. This compiled kernel reduces ``x = k·π/2 + r``, ``|r| <= π/4`` (Cody-Waite, two
+    parts), evaluates fdlibm's minimax polynomials (``__kernel_sin``/``__kernel_cos``) and picks the quadrant
+    ``k mod 4``: within 2 ulp of 1 of libm for ``|x| <= SIN_COS_MAX``; beyond that numpy computes the values.
+
+    Examples
+    --------
+    >>> out = np.empty((1, 2))
+    >>> bool(np.allclose(sin_cos(np.array([[1.0]]), out), [[np.sin(1.0), np.cos(1.0)]], rtol=0, atol=1e-15))
+    True
+    """
+    m = x.shape[-1]
+    if not out.flags.c_contiguous or out.shape != x.shape[:-1] + (2 * m,):
+        raise ValueError(f"out must be C-contiguous with shape {x.shape[:-1] + (2 * m,)}, got {out.shape}")
+    flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, m)
+    target = out.reshape(-1, 2 * m)  # a view of out (C-contiguous)
+    if flat.size and _sin_cos_kernel(flat, target) > SIN_COS_MAX:
+        np.sin(x, out=out[..., :m])
+        np.cos(x, out=out[..., m:])
+    return out
+
+
+@functools.cache
+def _compiled_sin_cos():
+    import numba
+
+    @numba.njit(cache=True)
+    def kernel(x, out):  # pragma: no cover - compiled
+        rows, m = x.shape
+        big = 0.0
+        for i in range(rows):
+            for j in range(m):
+                v = x[i, j]
+                big = max(big, abs(v))
+                k = np.rint(v * 0.6366197723675814)
+                r = (v - k * 1.57079632673412561417e+00) - k * 6.07710050650619224932e-11
+                z = r * r
+                s = r + r * z * (-1.66666666666666324348e-01 + z * (8.33333333332248946124e-03 + z * (
+                    -1.98412698298579493134e-04 + z * (2.75573137070700676789e-06 + z * (
+                        -2.50507602534068634195e-08 + z * 1.58969099521155010221e-10)))))
+                c = 1.0 - 0.5 * z + z * z * (4.16666666666666019037e-02 + z * (-1.38888888888741095749e-03 + z * (
+                    2.48015872894767294178e-05 + z * (-2.75573143513906633035e-07 + z * (
+                        2.08757232129817482790e-09 - z * 1.13596475577881948265e-11)))))
+                q = np.int64(k) & 3
+                odd = q & 1
+                ss = c if odd else s
+                cc = s if odd else c
+                out[i, j] = -ss if q & 2 else ss
+                out[i, m + j] = -cc if (q + 1) & 2 else cc
+        return big
+    return kernel
+
+
+def _sin_cos_kernel(x: np.ndarray, out: np.ndarray) -> float:
+    """Fill ``out`` ``(R, 2m)`` from ``x`` ``(R, m)``; return ``max |x|`` (values valid where it is <= SIN_COS_MAX;
+    NaN propagates into both)."""
+    return _compiled_sin_cos()(x, out)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfkit.base.checks import NumericalError, as_float_array, check_choice, check_same_last_dim
+from rfkit.base.numerics import sin_cos
 
 __all__ = [
     "Features",
@@ -192,8 +193,11 @@ def trig_features(x, omega, *, stabilize: bool = True, dtype=np.float64) -> Feat
     """
     x, proj, m = project(x, omega, dtype=dtype)
     values = np.empty(proj.shape[:-1] + (2 * m,), proj.dtype)
-    np.sin(proj, out=values[..., :m])
-    np.cos(proj, out=values[..., m:])
+    if values.dtype == np.float64:
+        sin_cos(proj, values)  # compiled: numpy's float64 sin/cos are scalar libm calls
+    else:
+        np.sin(proj, out=values[..., :m])
+        np.cos(proj, out=values[..., m:])
     log_scale = _half_sq_norm(x) - 0.5 * np.log(m)
     if stabilize:
         return Features(values, log_scale)

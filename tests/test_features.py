@@ -130,3 +130,31 @@ def test_kernel_of_zero_vectors_is_exact():
     for kind in KINDS:
         f = random_features(kind, np.zeros((1, 2)), w)
         np.testing.assert_allclose(f.kernel(f), softmax_kernel(np.zeros((1, 2)), np.zeros((1, 2))))
+
+
+def test_compiled_sin_cos_is_libm_to_an_ulp_in_every_quadrant():
+    from rfkit.base.numerics import SIN_COS_MAX, sin_cos
+
+    rng = np.random.default_rng(3)
+    half_pi = np.pi / 2 * np.arange(-40, 41)
+    x = np.concatenate([rng.normal(0, 3, 4000), rng.uniform(-1e4, 1e4, 4000), half_pi,
+                        np.nextafter(half_pi, np.inf), np.nextafter(half_pi, -np.inf), [0.0, -0.0]])
+    out = sin_cos(x[None], np.empty((1, 2 * x.size)))
+    np.testing.assert_allclose(out[0, : x.size], np.sin(x), rtol=0, atol=4.5e-16)
+    np.testing.assert_allclose(out[0, x.size:], np.cos(x), rtol=0, atol=4.5e-16)
+    big = np.array([[1.0, 3 * SIN_COS_MAX]])  # beyond the range reduction: numpy computes every value
+    np.testing.assert_array_equal(sin_cos(big, np.empty((1, 4))), np.concatenate([np.sin(big), np.cos(big)], -1))
+    nan = sin_cos(np.array([[np.nan, 0.5]]), np.empty((1, 4)))
+    assert np.isnan(nan[0, [0, 2]]).all() and np.isfinite(nan[0, [1, 3]]).all()
+    with pytest.raises(ValueError, match="C-contiguous"):
+        sin_cos(x[None], np.empty((1, 2 * x.size + 1)))
+
+
+def test_trig_features_use_the_compiled_kernel_in_float64_only(rng):
+    x, omega = rng.normal(0, 2, (3, 7, 5)), rng.standard_normal((6, 5))
+    f = trig_features(x, omega)
+    proj = x @ omega.T
+    np.testing.assert_allclose(f.values, np.concatenate([np.sin(proj), np.cos(proj)], -1), rtol=0, atol=1e-15)
+    f32 = trig_features(x, omega, dtype=np.float32)
+    assert f32.values.dtype == np.float32
+    np.testing.assert_allclose(f32.values, f.values, atol=1e-5)

@@ -79,3 +79,23 @@ def test_entry_draws_are_the_gram_entries():
         a = outputs._entry_draws(_ctx("x", "default", {}, 1, seed=7), kind, xs, ys, 6, projection, 9, rows, cols)
         g = outputs._gram_draws(_ctx("x", "default", {}, 1, seed=7), kind, xs, ys, 6, projection, 9)
         np.testing.assert_allclose(a, g[:, rows, cols], rtol=1e-12)
+
+
+def test_matrix_looks_stop_early_when_clear_and_refute_a_planted_bias():
+    """Full-tier matrix cells look at n/4 then n: a clear cell stops at n/4; an estimate 10% too large (twice the
+    tolerance: the bug a mis-normalised feature map would be) is refuted."""
+    from rfkit.estimators import FEATURE_MAPS
+    from rfkit.estimators.features import Features
+    claim = outputs.UNBIASED_ATTENTION_MATRIX
+    params = dict(kind="positive", projection="iid", d=4, m=16, L=4, inputs="I1(c=0.25)")
+    good = outputs._unbiased_matrix_cell(_ctx(claim.id, "default", params, 40_000))
+    assert good.upper <= 0.05 and good.extra["looks"] == [2_500]  # m = 16: n = 40 000·4/16, first look n/4
+
+    def biased(x, omega):
+        f = FEATURE_MAPS["positive"](x, omega)
+        return Features(f.values, f.log_scale + 0.5 * np.log(1.1))
+
+    ctx = CellContext(claim.id, "default", params, "full", 40_000, 1e-3, 0.8, 0.05, np.random.default_rng(5),
+                      implementations={"feature_map.positive": biased})
+    bad = outputs._unbiased_matrix_cell(ctx)
+    assert bad.p_value < 1e-3
