@@ -279,13 +279,16 @@ def _draws(lp: LaraProposals, mode: str, num_samples: int, omega, rng) -> np.nda
     return props.sample(rng, num_samples)
 
 
-def _weights(lp: LaraProposals, q, lq, *, weights, beta, rprime_axis, eq37_inner, kappa, alpha, alpha_floor,
+def _weights(lp: LaraProposals, q, w, *, weights, beta, rprime_axis, eq37_inner, kappa, alpha, alpha_floor,
              gemms=None):
+    """The MIS weights ``(N, C, S_c)`` at the draws ``w`` ``(C, S_c, D)``: the given ``alpha``, or the ``weights``
+    rule on the cross log-densities (computed only then: O(C²·S_c·D))."""
     if alpha is not None:
         a = as_float_array(alpha, "alpha", ndim=3)
-        if a.shape[1:] != lq.shape[:2]:
-            raise ValueError(f"alpha must have shape (N, C, S_c) with (C, S_c) = {lq.shape[:2]}, got {a.shape}")
+        if a.shape[1:] != w.shape[:2]:
+            raise ValueError(f"alpha must have shape (N, C, S_c) with (C, S_c) = {w.shape[:2]}, got {a.shape}")
         return a
+    lq = cross_log_density(lp.proposals, w, gemms=gemms)
     r = None
     if weights in ("eq9", "eq37"):
         check_choice(rprime_axis, "rprime_axis", RPRIME_AXES)
@@ -414,8 +417,7 @@ def lara_attention(q, k, v, *, C: int | None = None, proposals: LaraProposals | 
     if proposals.proposals.dim != q.shape[1]:
         raise ValueError(f"proposals have D = {proposals.proposals.dim}, queries {q.shape[1]}")
     w = _draws(proposals, mode, check_positive_int(num_samples, "num_samples"), omega, rng)
-    lq = cross_log_density(proposals.proposals, w, gemms=gemms)
-    a = _weights(proposals, q, lq, weights=weights, beta=beta, rprime_axis=rprime_axis, eq37_inner=eq37_inner,
+    a = _weights(proposals, q, w, weights=weights, beta=beta, rprime_axis=rprime_axis, eq37_inner=eq37_inner,
                  kappa=kappa, alpha=alpha, alpha_floor=alpha_floor, gemms=gemms)
     out, stats = (_softmax_form(q, k, v, w, proposals, a, gemms) if form == "softmax"
                   else _FORMS[form](q, k, v, w, proposals, a))
