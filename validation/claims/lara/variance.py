@@ -96,6 +96,22 @@ def _ra_mse_cell(ctx: CellContext) -> Evidence:
     return combine(parts, extra=dict(predicted=predicted, trace_cov=trace, bound=bound))
 
 
+#: The full tier's regime (D, N, logit std) around which lara.derived.ra_mse_decomposition varies one axis at a time.
+RA_MSE_BASE = dict(d=16, N=16, logit_std=0.5)
+
+
+def _ra_mse_where(p, v) -> bool:
+    """Every estimator x S at :data:`RA_MSE_BASE`; each regime value off it (D = 1, 64; N = 196; logit std 0.25-4)
+    one at a time, for both estimators at S = 1 and 16 (the quick tier's: no averaging, and averaging). The former
+    full cartesian product (300 cells, >= 39 min) crossed every S with every D, N and logit std: S enters only as
+    the mean of S iid draws (the reference moments do not depend on it), so every S at the base and the S ends at
+    every regime value keep every declared value of every axis."""
+    if p["d"] not in (1, 16, 64):  # smoke's D = 4 (one regime point): untouched; quick is inside the rule
+        return True
+    off = [key for key, value in RA_MSE_BASE.items() if p[key] != value]
+    return not off or (len(off) == 1 and p["S"] in (1, 16))
+
+
 RA_MSE = Claim(
     id="lara.derived.ra_mse_decomposition", source="register: derived prediction (from §3.2, Eq 31)",
     statement="MSE_n(S) = ‖E_{p_n}[f_n] - μ_n‖² + (1/S) tr Cov_{p_n}(f_n); for the positive map tr Cov_{p_n}(f_n) <= "
@@ -112,6 +128,7 @@ RA_MSE = Claim(
                smoke=dict(d=[4], logit_std=[1.0]),
                full=dict(S=[1, 2, 4, 16, 64], d=[1, 16, 64], N=[16, 196], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0])),
     replicates=tiers(6_000, full=60_000),
+    where=_ra_mse_where,
     roles=("ra_attention", "biased_ra_attention"), plot_x="S",
     notes="Positive map. E_{p_n}[f_n] and tr Cov from 6e4 independent single-sample draws (reference); the MSE of "
           "S-sample estimates from independent replicates. The former variants ra / biased_ra are the prediction's "
@@ -233,6 +250,25 @@ def _biased_variance_search(ctx: CellContext) -> Evidence:
                      extra=dict(x=res.x.tolist(), search_margin=res.margin))
 
 
+#: The full tier's regime (D, logit std, inputs) around which lara.eq31.biased_ra_variance varies one axis at a time.
+BIASED_VARIANCE_BASE = dict(d=16, logit_std=0.5, inputs="gauss")
+
+
+def _biased_variance_where(p, v) -> bool:
+    """reduction: every N at :data:`BIASED_VARIANCE_BASE`, and each regime value off it (D = 64, logit std 0.25-4,
+    G-smooth, G-peaked) one at a time at the shortest, a middle and the longest N (16, 196, 1568); grows_with_N (its
+    N pair is fixed inside the cell, N = 16 in the grid): the base and each regime value off it. The former full
+    cartesian product (210 cells) crossed every N with every D, logit std and input generator; the adversarial search
+    (10 restarts over logit scale, N and D) covers the interiors. Smoke and quick (D = 8 / 16, one or two logit
+    stds, G-gauss) are inside the rule."""
+    if p["part"] != "reduction" and p["N"] != 16:
+        return False
+    if p["d"] not in (16, 64):  # smoke's D = 8: one regime point, untouched
+        return True
+    off = [key for key, value in BIASED_VARIANCE_BASE.items() if p[key] != value]
+    return not off or (len(off) == 1 and (p["part"] != "reduction" or p["N"] in (16, 196, 1568)))
+
+
 BIASED_RA_VARIANCE = Claim(
     id="lara.eq31.biased_ra_variance", source="G.2 (text after Eq 31); Table 5",
     statement="The biased sampler removes the random index and reduces the variance, especially for long sequences: "
@@ -254,7 +290,7 @@ BIASED_RA_VARIANCE = Claim(
                full=dict(N=[16, 64, 196, 576, 784, 1568], d=[16, 64], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0],
                          inputs=["gauss", "smooth", "peaked"])),
     replicates=tiers(8_000, smoke=4_000, full=100_000),
-    where=lambda p, v: p["part"] == "reduction" or p["N"] == 16,
+    where=_biased_variance_where,
     roles=("ra_attention", "biased_ra_attention"), plot_x="N",
     notes="Same inputs for both estimators, S = 1: both are means of S iid draws, so tr Var/S for each and ρ does not "
           "depend on S ('at equal S'). reduction: paired-variance replicates, three queries; adversarial search "
@@ -736,10 +772,20 @@ EQ9_EMBED_WEIGHTS = dict(unbiased=EQ9_WEIGHTS, consistent=("eq9_b1_queries", "eq
 EQ9_EMBED_PROPOSALS = dict(unbiased=("eq34",), consistent=("eq34",))
 
 
+#: The generic-input Monte Carlo cells of lara.eq9.unbiased_or_consistent (full tier, D = 8, 64; C = 1, Eq 9 with
+#: β = 1, the only weighting there) vary one axis at a time around this base: every proposal, N = 196, logit std 1.
+EQ9_MC_BASE = dict(proposal="eq34", N=16, logit_std=0.5)
+
+
 def _eq9_where(p, v) -> bool:
     """C = 1 (Eq 9 with β = 1) at every D; unbiased: C = 4 at D = 2, eq34 / eq33 at D = 1; consistent: C = 2, 4, 16 at
-    D = 2 (C = 4 for every proposal) and C = 4 eq34 / eq33 at D = 1; D = 8, 64: the embedded exact route (C = 4)."""
+    D = 2 (C = 4 for every proposal) and C = 4 eq34 / eq33 at D = 1; D = 8, 64: the embedded exact route (C = 4).
+    Generic-input Monte Carlo cells (D = 8, 64, C = 1): one axis off :data:`EQ9_MC_BASE` at a time, for both parts
+    (the former product, 96 cells of 400k-replicate Catoni tests and truncated-MSE slopes, crossed every proposal
+    with every N and logit std; one axis at a time keeps every declared value there: 32 cells)."""
     if p["d"] <= MIS_QUADRATURE_MAX_D and p.get("route", "exact") != "exact":
+        return False
+    if p.get("route") == "monte_carlo" and len([key for key, value in EQ9_MC_BASE.items() if p[key] != value]) > 1:
         return False
     if _embedded(p):
         return _embedded_where(p, EQ9_EMBED_WEIGHTS[p["part"]], EQ9_EMBED_PROPOSALS[p["part"]])
@@ -894,11 +940,44 @@ EQ10_OTHER_D_WEIGHTS = ("balance", "eq9_b1_queries", "eq9_b2_landmarks")
 EQ10_OTHER_D_PROPOSALS = ("eq34",)
 
 
+#: The full tier's regime around which lara.eq10.lara_consistent's cells vary one axis at a time (C, N and the
+#: logit std are grid axes, not domain axes: the domain is weights x proposal x D); the Monte Carlo cells (generic
+#: inputs, D = 8, 64) also vary the domain's weights and proposal one at a time around balance on eq34.
+EQ10_BASE = dict(C=4, N=64, logit_std=0.5)
+EQ10_MC_BASE = dict(EQ10_BASE, weights="balance", proposal="eq34")
+
+
+def _eq10_regime(p, v) -> bool:
+    """Full-tier thinning (quick and smoke have one regime point and are untouched). The former full cartesian product
+    (1176 cells, >= 2.5 h: 576 Monte Carlo slopes at ~80-140 s each on a loaded machine) crossed every weighting x
+    proposal with every C, N, logit std and route. Kept: L1 at D <= 2 and on the embedded route, every weighting x
+    proposal of the where at the base regime and each regime axis off it (C = 16, N = 196, logit std 1) for every
+    weighting on eq34 and every proposal under balance; L1 Monte Carlo (generic inputs, D = 8, 64): one axis off
+    :data:`EQ10_MC_BASE` at a time (every weighting, proposal, C, N, logit std); L2 does not use the cell's C (it sweeps
+    C itself) and L3 uses neither C nor N (it sweeps N with C = N//16): their copies over those axes were the same test
+    at other seeds, so one is kept (C = 4; L3: N = 64), and L2's N and both readings' logit std vary one at a time (for
+    every cell of the pre-v2 check at D = 2, for balance on eq34 at D = 8, 64). Every declared value of every domain
+    axis (weights, proposal, D) and of every regime axis is still run."""
+    if "route" not in p:  # smoke and quick: one regime point (C = 4, N = 16, logit std 0.5)
+        return True
+    off = [key for key, value in EQ10_BASE.items() if p[key] != value]
+    if v in ("L2", "L3"):
+        reference = p["d"] <= MIS_QUADRATURE_MAX_D or (p["weights"], p["proposal"]) == ("balance", "eq34")
+        return p["C"] == 4 and (v == "L2" or p["N"] == 64) and (not off or (len(off) == 1 and reference))
+    if p["d"] > MIS_QUADRATURE_MAX_D and p["route"] == "monte_carlo":
+        return len([key for key, value in EQ10_MC_BASE.items() if p[key] != value]) <= 1
+    if len(off) > 1:
+        return False
+    return not off or p["proposal"] == "eq34" or p["weights"] == "balance"
+
+
 def _eq10_where(p, v) -> bool:
     """L1: every weighting x proposal at D = 2, three weightings on eq34 at D = 1 and on the embedded route at
     D = 8, 64; generic-input D = 8, 64 (Monte Carlo slope) at the full tier.
-    L2, L3: the cells of the pre-v2 check (D = 2)."""
+    L2, L3: the cells of the pre-v2 check (D = 2). Full tier: thinned by :func:`_eq10_regime`."""
     if p["C"] > p["N"] or (p["d"] <= MIS_QUADRATURE_MAX_D and p.get("route", "exact") != "exact"):
+        return False
+    if not _eq10_regime(p, v):
         return False
     if v != "L1":  # the pre-v2 cells: D = 2 at quick, generic inputs at D = 2, 8, 64 at the full tier
         return (p["d"] == 2 or p.get("route", "exact") == "monte_carlo") and p["weights"] in (
@@ -951,7 +1030,9 @@ LARA_CONSISTENT = Claim(
           "limit at fixed inputs (C <= N). What would decide them: a truncated MSE (bounded replicates) over nested "
           "designs (the C-proposal set a subset of the 2C one; L3 inputs a growing prefix of one sequence) with more "
           "sizes; they run the cells of the pre-v2 check (balance on eq34, Eq 9 with β = 1 queries and β = 2 landmarks "
-          "on eq34 / eq33), so they are also not covered.",
+          "on eq34 / eq33), so they are also not covered. Full tier: C, N and the logit std vary one at a time around "
+          "C = 4, N = 64, logit std 0.5, and the generic-input Monte Carlo cells also the weights and proposal around "
+          "balance on eq34 (see _eq10_regime): every declared value of every axis is kept.",
 )
 
 
@@ -1238,15 +1319,37 @@ EQ20_DELTA = Claim(
 SNIS_WEIGHTS = ("constant", "balance", "eq9_b1_queries")
 
 
+#: The full tier's regime (S_c, D, N, norms) around which the former grid's weightings x C run one regime axis at a
+#: time: S_c = 64 (the quick tier's), D = 1 (quadrature reference), N = 16, norms <= 0.5.
+SNIS_BASE = dict(S_c=64, d=1, N=16, max_norm=0.5)
+
+
+def _snis_regime(p) -> bool:
+    """Full-tier cells of the former grid (RFA; balance, constant, Eq 9 on eq34 at C = 4, 16): every one at
+    :data:`SNIS_BASE` and with each of D = 8, N = 196, norms <= 1 off it; S_c = 256, 1024 (the leading-order regime:
+    larger S_c only shrinks the higher-order terms) for RFA and balance on eq34 at C = 4. The former full cartesian
+    product (168 cells of this part; a cell costs ∝ C·S_c: ~80 s at C = 4, S_c = 64 on a loaded machine) crossed
+    every weighting and C with every S_c, D, N and norm: the domain axes (weights, proposal, C) keep every value and
+    every combination at the base, and every regime value is kept."""
+    off = [key for key, value in SNIS_BASE.items() if p[key] != value]
+    if len(off) > 1:
+        return False
+    if off == ["S_c"]:
+        return p["C"] == 1 or (p["weights"] == "balance" and p["C"] == 4)
+    return True
+
+
 def _snis_where(p, v) -> bool:
-    """The former grid (RFA: standard proposal, C = 1, α = 1; LARA: eq34 with balance / Eq 9) at every tier; the rest
-    of the domain (every weighting and proposal, C = 2) at S_c = 64, D = 1, N = 16, C <= 4 (full tier)."""
+    """The former grid (RFA: standard proposal, C = 1, α = 1; LARA: eq34 with balance / Eq 9) at every tier (full:
+    thinned by :func:`_snis_regime`); the rest of the domain (every weighting and proposal, C = 2) at S_c = 64, D = 1,
+    N = 16, C <= 4 (full tier)."""
     if p["C"] > p["N"] or (p["proposal"] == "standard") != (p["C"] == 1):
         return False
+    full = p["d"] != 2  # smoke and quick run D = 2 (one regime point); the full tier D = 1, 8
     if p["C"] == 1:
-        return p["weights"] == "constant"
+        return p["weights"] == "constant" and (not full or _snis_regime(p))
     if p["weights"] in SNIS_WEIGHTS and p["proposal"] == "eq34" and p["C"] != 2:
-        return True
+        return not full or _snis_regime(p)
     return _delta_rest(p, S_c=64)
 
 
@@ -1355,6 +1458,19 @@ VARIANCE_FEW_WEIGHTS = ("balance", "eq9_b4_queries", "random_signed")
 #: Embedded exact cells (D = 8, 64; C = 4, eq34, S_c = 1): the positive and the signed Eq 9 weighting.
 VARIANCE_EMBED_WEIGHTS = ("balance", "eq9_b4_queries")
 
+#: The generic-input Monte Carlo cells of lara.derived.unnormalised_mis_variance (full tier, D = 8, plug-in
+#: reference) vary one axis at a time around this base.
+VARIANCE_MC_BASE = dict(weights="balance", proposal="eq34", C=4, S_c=1, N=16, max_norm=0.5)
+
+
+def _variance_monte_carlo_where(p) -> bool:
+    """One axis off :data:`VARIANCE_MC_BASE` at a time (with the claim's where: C = 2, 16 and S_c > 1 for its few
+    weightings on eq34 / custom_2). The former product (216 cells) crossed every weighting x proposal x C x S_c with
+    N and the norm: the exact routes check every such combination at D <= 2 (and the embedded cells at D = 8, 64);
+    this route adds full-rank inputs at D = 8 and one axis at a time keeps every declared value of every axis there."""
+    return len([key for key, value in VARIANCE_MC_BASE.items() if p[key] != value]) <= 1
+
+
 UNNORMALISED_VARIANCE = Claim(
     id="lara.derived.unnormalised_mis_variance", source="register: derived prediction (Eq 8)",
     statement="With independent draws and S_c samples per proposal, unnormalised MIS has tr Var[ĝ_n] = Σ_c (1/S_c)"
@@ -1377,7 +1493,8 @@ UNNORMALISED_VARIANCE = Claim(
         p["C"] != 4 or p["proposal"] in VARIANCE_C4_PROPOSALS) and (
         p["C"] in (1, 4) or (p["weights"] in VARIANCE_FEW_WEIGHTS and p["proposal"] in ("eq34", "custom_2"))) and (
         p["C"] != 1 or p["d"] == 2) and (p["S_c"] == 1 or (p["C"] == 4 and p["weights"] in VARIANCE_FEW_WEIGHTS
-                                                            and p["proposal"] == "eq34")),
+                                                            and p["proposal"] == "eq34")) and (
+        p.get("route") != "monte_carlo" or _variance_monte_carlo_where(p)),
     plot_x="C",
     notes="G-norm inputs (norms <= 0.5; 1 at the full tier). D (every D) is a domain axis: 1, 2 by quadrature, 8 and "
           "64 by the embedded exact route of lara.eq8.mis_unbiased (rank-2 inputs in R^D: the formula's expectations "

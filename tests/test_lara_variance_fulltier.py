@@ -1,0 +1,134 @@
+"""Full-tier budgets of lara.eq10.lara_consistent and lara.derived.snis_delta_bias_variance: the thinned cartesian
+products keep every declared value of every axis (domain and regime) and leave quick and smoke untouched."""
+
+from rfkit.validation.claims.lara import variance
+
+
+def _values(cells, key):
+    return {p[key] for p in cells}
+
+
+def test_eq10_full_keeps_every_value_one_axis_at_a_time():
+    claim = variance.LARA_CONSISTENT
+    assert [len(claim.cells("quick", v)) for v in ("L1", "L2", "L3")] == [45, 5, 5]  # quick untouched
+    assert [len(claim.cells("smoke", v)) for v in ("L1", "L2", "L3")] == [1, 1, 1]
+    grid = claim.grid["full"]
+    full = {v: claim.cells("full", v) for v in ("L1", "L2", "L3")}
+    assert sum(len(c) for c in full.values()) <= 240
+    l1 = full["L1"]
+    for key in ("weights", "proposal", "d", "C", "N", "logit_std"):
+        assert _values(l1, key) == set(grid[key]), key
+    # every weighting x proposal at D = 2 at the base regime, and every regime value at D = 2
+    base = [p for p in l1 if p["d"] == 2 and all(p[k] == v for k, v in variance.EQ10_BASE.items())]
+    assert len({(p["weights"], p["proposal"]) for p in base}) == 36
+    # the generic-input Monte Carlo cells: every value of every axis at D = 8 and at D = 64
+    for d in (8, 64):
+        mc = [p for p in l1 if p["d"] == d and p["route"] == "monte_carlo"]
+        assert 0 < len(mc) <= 14
+        for key in ("weights", "proposal", "C", "N", "logit_std"):
+            assert _values(mc, key) == set(grid[key]), (d, key)
+        emb = [p for p in l1 if p["d"] == d and p["route"] == "exact"]
+        for key in ("weights", "C", "N", "logit_std"):
+            assert _values(emb, key) == {v for v in grid[key] if key != "weights"
+                                         or v in variance.EQ10_OTHER_D_WEIGHTS}, (d, key)
+    # L2 sweeps C itself, L3 sweeps N (C = N//16): one copy over the axes they do not read, the rest kept
+    for v, unused in (("L2", ("C",)), ("L3", ("C", "N"))):
+        assert _values(full[v], "weights") == {"balance", "eq9_b1_queries", "eq9_b2_landmarks"}
+        assert _values(full[v], "proposal") == {"eq33", "eq34"}
+        assert all(len(_values(full[v], key)) == 1 for key in unused)
+        assert _values(full[v], "d") == {2, 8, 64} and _values(full[v], "logit_std") == {0.5, 1.0}
+    assert _values(full["L2"], "N") == {64, 196}
+    # planted: two regime axes off the base at once are dropped (one axis at a time), one off is kept
+    cell = dict(weights="eq9_b1_queries", proposal="eq33", C=16, d=2, N=196, logit_std=0.5, route="exact")
+    assert not variance._eq10_where(cell, "L1")
+    assert variance._eq10_where(dict(cell, proposal="eq34"), "L1") is False  # C and N both off
+    assert variance._eq10_where(dict(cell, proposal="eq34", N=64), "L1")
+
+
+def test_snis_full_keeps_every_regime_value_and_the_former_grid_at_the_base():
+    claim = variance.SNIS_DELTA
+    assert len(claim.cells("quick", "default")) == 4 and len(claim.cells("smoke", "default")) == 1
+    full = claim.cells("full", "default")
+    assert len(full) <= 180
+    grid = claim.grid["full"]
+    for key in ("S_c", "d", "N", "max_norm", "C", "weights", "proposal"):
+        assert _values(full, key) == set(grid[key]), key
+    base = [p for p in full if all(p[k] == v for k, v in variance.SNIS_BASE.items())]
+    combos = {(p["weights"], p["proposal"], p["C"]) for p in base}
+    former = {(w, "eq34", C) for w in variance.SNIS_WEIGHTS for C in (4, 16)} | {("constant", "standard", 1)}
+    assert former <= combos
+    for key, value in (("d", 8), ("N", 196), ("max_norm", 1.0)):  # each regime axis off the base, whole former grid
+        off = {(p["weights"], p["proposal"], p["C"]) for p in full if p[key] == value}
+        assert former <= off, key
+    for S_c in (256, 1024):  # RFA and balance at C = 4 reach the largest S_c
+        assert {(p["weights"], p["C"]) for p in full if p["S_c"] == S_c} == {("constant", 1), ("balance", 4)}
+
+
+def test_eq9_monte_carlo_cells_keep_every_value_one_axis_at_a_time():
+    claim = variance.EQ9_UNBIASED_OR_CONSISTENT
+    assert len(claim.cells("quick", "default")) == 124 and len(claim.cells("smoke", "default")) == 4
+    full = claim.cells("full", "default")
+    grid = claim.grid["full"]
+    mc = [p for p in full if p["route"] == "monte_carlo" and p["d"] > variance.MIS_QUADRATURE_MAX_D]
+    assert 0 < len(mc) <= 32
+    for part in ("unbiased", "consistent"):
+        for d in (8, 64):
+            at = [p for p in mc if p["d"] == d and p["part"] == part]
+            for key in ("proposal", "N", "logit_std"):
+                assert _values(at, key) == set(grid[key]), (part, d, key)
+    # every exact-route cell is kept
+    assert len([p for p in full if p["route"] == "exact"]) == 472
+    # planted: two axes off the base at once are dropped
+    assert not variance._eq9_where(dict(part="unbiased", weights="eq9_b1_queries", proposal="eq33", C=1, d=8,
+                                        N=196, logit_std=0.5, route="monte_carlo"), "default")
+
+
+def test_unnormalised_variance_monte_carlo_cells_one_axis_at_a_time():
+    claim = variance.UNNORMALISED_VARIANCE
+    assert len(claim.cells("quick", "default")) == 100 and len(claim.cells("smoke", "default")) == 1
+    full = claim.cells("full", "default")
+    mc = [p for p in full if p["route"] == "monte_carlo"]
+    assert 0 < len(mc) <= 20 and {p["d"] for p in mc} == {8}
+    assert _values(mc, "weights") == set(variance.MIS_WEIGHTS)
+    assert _values(mc, "proposal") == set(variance.VARIANCE_C4_PROPOSALS)
+    assert _values(mc, "C") == {2, 4, 16} and _values(mc, "S_c") == {1, 2, 16}
+    assert _values(mc, "N") == {16, 196} and _values(mc, "max_norm") == {0.5, 1.0}
+    assert len([p for p in full if p["route"] == "exact"]) == 392  # the exact routes untouched
+    # planted: two axes off the base at once are dropped
+    assert not variance._variance_monte_carlo_where(dict(variance.VARIANCE_MC_BASE, weights="constant", N=196))
+
+
+def test_ra_mse_full_varies_the_regime_one_axis_at_a_time():
+    claim = variance.RA_MSE
+    assert len(claim.cells("quick", "default")) == 8 and len(claim.cells("smoke", "default")) == 4
+    full = claim.cells("full", "default")
+    grid = claim.grid["full"]
+    assert len(full) <= 40
+    for key in ("estimator", "S", "d", "N", "logit_std"):
+        assert _values(full, key) == set(grid[key]), key
+    base = [p for p in full if all(p[k] == v for k, v in variance.RA_MSE_BASE.items())]
+    assert {(p["estimator"], p["S"]) for p in base} == {(e, S) for e in grid["estimator"] for S in grid["S"]}
+    for key in ("d", "N", "logit_std"):  # every regime value for both estimators at S = 1 and 16
+        for value in grid[key]:
+            assert {(p["estimator"], p["S"]) for p in full if p[key] == value} >= {
+                (e, S) for e in grid["estimator"] for S in (1, 16)}, (key, value)
+    assert not variance._ra_mse_where(dict(estimator="ra", S=16, d=64, N=196, logit_std=0.5), "default")
+
+
+def test_biased_variance_full_varies_the_regime_one_axis_at_a_time():
+    claim = variance.BIASED_RA_VARIANCE
+    assert len(claim.cells("quick", "default")) == 6 and len(claim.cells("smoke", "default")) == 2
+    full = claim.cells("full", "default")
+    grid = claim.grid["full"]
+    assert len(full) <= 40
+    reduction = [p for p in full if p["part"] == "reduction"]
+    for key in ("N", "d", "logit_std", "inputs"):
+        assert _values(reduction, key) == set(grid[key]), key
+    grows = [p for p in full if p["part"] == "grows_with_N"]
+    assert _values(grows, "N") == {16}
+    for key in ("d", "logit_std", "inputs"):
+        assert _values(grows, key) == set(grid[key]), key
+    base = [p for p in reduction if all(p[k] == v for k, v in variance.BIASED_VARIANCE_BASE.items())]
+    assert _values(base, "N") == set(grid["N"])
+    assert not variance._biased_variance_where(dict(part="reduction", N=196, d=64, logit_std=4.0, inputs="gauss"),
+                                               "default")
