@@ -8,6 +8,7 @@ register's derived relative-MSE and single-term-moment predictions. Predictions 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -25,8 +26,10 @@ from rfkit.validation.claims.performer.common import (
     KINDS,
     MC_CAP_MSE,
     MC_CAP_UNBIASED,
+    PAIR_AXES,
     PI,
     _cell_pair,
+    _chunk,
     _feature_map,
     _gauss_hermite_mean,
     _is_sweep,
@@ -43,6 +46,8 @@ from rfkit.validation.claims.performer.common import (
 from rfkit.validation.domain import Choice, Integers, Range
 from rfkit.validation.harness import (
     as_features,
+    chunks,
+    controlled_pair,
     kernel_estimates,
 )
 from rfkit.validation.model import CellContext, Claim, tiers
@@ -394,20 +399,53 @@ def _mse_where(kind_of):
     pairs (:data:`MSE_PAIRS`) inside the cap of the estimator, with a non-zero MSE (zero-MSE pairs are covered
     exactly)."""
     def where(p: dict, variant: str) -> bool:
+        kind = kind_of(p)
+        if _is_mse_zipped(p):  # a shared Monte Carlo cell (full tier): every kind of the claim at once
+            kinds = tuple(kind) if isinstance(kind, (tuple, list)) else None if "kind" in p else (kind,)
+            return (p["route"] == "mc" and kinds is not None and _mc_work_kept(p)
+                    and bool(_shared_points(kinds, p["d"], p["m"])))
+        if isinstance(kind, (tuple, list)) or any(isinstance(p[a], (tuple, list)) and tuple(p[a]) == v
+                                                  for a, v in _MSE_ZIPPED.items()):
+            return False
         if p["route"] == "exact":
             return _is_sweep(p)
-        if _named(MSE_PAIRS, p) is None:
+        if p.get("mc_shared", False) or _named(MSE_PAIRS, p) is None:
             return False
-        kind = kind_of(p)
-        cap = (MC_CAP_MSE if p["m"] >= 4 else MC_CAP_MSE_FEW)[kind]
-        return 0 < _spread(p, kind) <= cap and (p["d"] > 1 or p["angle"] in (0.0, PI)) and _mc_work_kept(p)
+        return _mse_point_kept(kind, p)
     return where
 
 
-#: Largest ``m·d`` of a Monte Carlo MSE cell: a cell draws ~16 000 replicates of m rows of R^d at large m
-#: (squared errors of relative sd ~√2), so the full grid's large-m × large-d part (m·d up to 131 072) cost up to
-#: ~130 s of CPU a cell (the corner d = 128, m = 1024).
-MC_MSE_WORK = 4096
+def _mse_point_kept(kind: str, p: dict) -> bool:
+    """A Monte Carlo MSE point: inside the cap of the estimator (the tighter one for m < 4), a non-zero MSE, and
+    realisable in ``R^d`` (d = 1: angles 0 and π)."""
+    cap = (MC_CAP_MSE if p["m"] >= 4 else MC_CAP_MSE_FEW)[kind]
+    return 0 < _spread(p, kind) <= cap and (p["d"] > 1 or p["angle"] in (0.0, PI))
+
+
+#: The named pairs of :data:`MSE_PAIRS` as one tuple per pair axis, zipped (pair i is the i-th entry of each), not
+#: a cartesian sweep: the pair axes of the full tier's shared Monte Carlo cells (:func:`_shared_mse_mc`).
+_MSE_ZIPPED = dict(zip(PAIR_AXES, (tuple(v) for v in zip(*MSE_PAIRS.values(), strict=True)), strict=True))
+
+
+def _is_mse_zipped(p: dict) -> bool:
+    """The cell's pair axes are exactly the zipped named pairs (:data:`_MSE_ZIPPED`)."""
+    return all(isinstance(p[a], (tuple, list)) and tuple(p[a]) == v for a, v in _MSE_ZIPPED.items())
+
+
+def _shared_points(kinds, d: int, m: int) -> list[tuple[str, str]]:
+    """``(kind, pair name)`` of every Monte Carlo point of a shared cell at ``(d, m)`` (:func:`_mse_point_kept`)."""
+    return [(kind, name) for name, (nx, ny, angle) in MSE_PAIRS.items() for kind in kinds
+            if _mse_point_kept(kind, dict(norm_x=nx, norm_y=ny, angle=angle, d=d, m=m))]
+
+
+#: Largest ``m·d`` of a Monte Carlo MSE cell: a point draws ~35 000 replicates of m rows of R^d at large m
+#: (squared errors of relative sd ~√2, sized at the shared cell's Bonferroni level), so the full grid's large-m ×
+#: large-d part (m·d up to 131 072) cost up to minutes a cell. 2048 keeps m = 1024 at d = 1 and d = 2 (the
+#: structure-change point: ω's component in span(x, y) is 1-D at d = 1, a standard normal plane at every d >= 2),
+#: m = 256 up to d = 8, m = 64 up to d = 32 and m <= 16 at every d; the dropped cells (m = 1024 at d = 3, 4,
+#: m = 256 at d = 16, m = 64 at d = 64) are interior corners of the product whose d and m are both tested
+#: elsewhere, the law of a replicate being the same at every d >= 2.
+MC_MSE_WORK = 2048
 
 
 def _mc_work_kept(p: dict) -> bool:
@@ -430,9 +468,71 @@ def _mse_monte_carlo(ctx: CellContext, kind: str, x, y, m: int, prediction: floa
                      **ctx.test, extra=dict(mse_exact=sem["mean"]))
 
 
+def _shared_mse_mc(ctx: CellContext, kinds, prediction) -> Evidence:
+    """The Monte Carlo route at one ``(d, m)`` for every estimator of ``kinds`` at every named pair of
+    :data:`MSE_PAIRS` inside its cap (:func:`_shared_points`), on common iid projections.
+
+    Each replicate draws one ``m × d`` matrix of iid N(0, I_d) rows and evaluates every (estimator, pair) on it: the
+    feature map is called once per estimator on all the pairs' inputs stacked (one ``(m, d) × (d, 2P)`` product).
+    Every point is the one-point cell's test (:func:`_mse_monte_carlo`: the sample MSE against
+    ``prediction(kind, x, y, m)``, exact sd and skewness of a squared error) at the Bonferroni level
+    ``alpha / points`` (the engine's per-cell level grows as the cells are that many fewer), on the first ``n_j``
+    shared replicates, ``n_j`` sized for the point from its exact moments at that level (common random numbers: the
+    points are dependent, which Bonferroni allows). The cell costs what its most demanding point needs, and the
+    projections (``n·m·d`` normals, the dominant cost at large ``d``) are drawn once instead of once per point."""
+    p = ctx.params
+    d, m = p["d"], p["m"]
+    names = _shared_points(kinds, d, m)
+    test = ctx.sub_test(len(names))
+    placed = {name: controlled_pair(*MSE_PAIRS[name], d, ctx.rng) for name in dict.fromkeys(n for _, n in names)}
+    plan = []
+    for kind, name in names:
+        x, y = placed[name]
+        sem = theory.squared_error_moments(kind, x, y, m)
+        pred = prediction(kind, x, y, m)
+        skew = None if math.isnan(sem["skewness"]) else sem["skewness"]
+        plan.append((kind, name, pred, sem, _replicates_for(ctx, sem["sd"] / pred, skew, test=test)))
+    total = max(n for *_, n in plan)
+    columns: list[list[np.ndarray]] = [[] for _ in plan]
+    done = 0
+    for c in chunks(total, _chunk(m, d)):
+        omega = _projections(ctx, "iid", c, m, d)
+        for kind in kinds:
+            mine = [j for j, q in enumerate(plan) if q[0] == kind and q[4] > done]
+            if not mine:
+                continue
+            xs = np.stack([placed[plan[j][1]][0] for j in mine] + [placed[plan[j][1]][1] for j in mine])
+            f = as_features(_feature_map(ctx, kind)(xs, omega))
+            k = len(mine)
+            vals = f.values.reshape(2 * k, -1, c, m)
+            dots = np.einsum("plrm,plrm->pr", vals[:k], vals[k:]) * c
+            est = dots * np.exp(f.log_scale[:k] + f.log_scale[k:])[:, None]
+            for row, j in enumerate(mine):
+                x, y = placed[plan[j][1]]
+                columns[j].append((est[row] - math.exp(float(x @ y))) ** 2)
+        done += c
+    parts = []
+    for (kind, name, pred, sem, n), cols in zip(plan, columns, strict=True):
+        parts.append(mean_test(np.concatenate(cols)[:n], pred, scale=pred, sd=sem["sd"], **test,
+                               extra=dict(kind=kind, pair=name, mse_exact=sem["mean"])))
+    worst = max(range(len(parts)), key=lambda i: parts[i].effect if not math.isnan(parts[i].effect) else math.inf)
+    ev = combine(parts, extra=dict(m=m, points=len(parts), worst=parts[worst].extra))
+    return dataclasses.replace(ev, n=max(e.n for e in parts))
+
+
+def _lemma2_prediction(kind: str, x, y, m: int) -> float:
+    return theory.lemma2_mse(kind, x, y, m)
+
+
+def _relative_mse_prediction(kind: str, x, y, m: int) -> float:
+    return theory.relative_mse(kind, x, y, m) * math.exp(2 * float(x @ y))
+
+
 def _lemma2_cell(kind: str):
     def cell(ctx: CellContext) -> Evidence:
         m = ctx.params["m"]
+        if _is_mse_zipped(ctx.params):
+            return _shared_mse_mc(ctx, (kind,), _lemma2_prediction)
         if ctx.params["route"] == "exact":
             return _worst_over_grid(ctx, lambda x, y: _relative_error(
                 theory.lemma2_mse(kind, x, y, m), theory.mean_central_moment(kind, x, y, m, 2)))
@@ -454,11 +554,17 @@ def _mse_axes(d_up_to: int = 3) -> dict:
                        "to 1024"))
 
 
-def _mse_grid(mc_pairs: list[str], quick: dict, **extra) -> dict:
-    """``route`` (exact sweep / Monte Carlo pairs) × the pair axes × ``d``, ``m`` (and ``extra``) per tier."""
+def _mse_grid(mc_pairs: list[str], quick: dict, full_extra: dict | None = None, **extra) -> dict:
+    """``route`` (exact sweep / Monte Carlo pairs) × the pair axes × ``d``, ``m`` (and ``extra``) per tier.
+
+    Full tier: the pair axes are the register's sweep (exact route) and the zipped named pairs (:data:`_MSE_ZIPPED`):
+    one Monte Carlo cell per ``(d, m)`` sweeps every named pair inside its cap (and, with ``full_extra`` giving the
+    kind axis a tuple of every kind, every estimator) on common projections (:func:`_shared_mse_mc`)."""
+    sweep = _sweep_axes("register", {}, [])
     return tiers(dict(route=["exact", "mc"], **_sweep_axes("medium", MSE_PAIRS, mc_pairs), **quick, **extra),
                  smoke=dict(**_sweep_axes("coarse", MSE_PAIRS, mc_pairs[:1]), d=[1, 3], m=[1, 16]),
-                 full=dict(**_sweep_axes("register", MSE_PAIRS, list(MSE_PAIRS)), d=list(G_D), m=list(G_M)))
+                 full=dict(**{a: [*sweep[a], _MSE_ZIPPED[a]] for a in PAIR_AXES}, d=list(G_D), m=list(G_M),
+                           mc_shared=[True], **(full_extra or {})))
 
 
 _LEMMA2_SOURCES = {"trig": "Lemma 2, Eq 8 (line 1); proof F.2, Eqs 13-15",
@@ -481,9 +587,11 @@ _MSE_NOTES = ("Route axis: 'exact' evaluates Eq 8 against an independent mpmath 
               "implementation (exact sd and skewness of a squared error from central moments up to order 6) on "
               "the named pairs of MSE_PAIRS inside the caps MC_CAP_MSE ({mse}; {few} for m < 4): beyond them the "
               "squared errors are too skewed for a decisive test (a method limit; the exact route covers the "
-              "rest), with m·d <= 4096 (MC_MSE_WORK: every m at small d, every d at small m; the exact "
+              "rest), with m·d <= 2048 (MC_MSE_WORK: every m at d <= 2, every d at small m; the exact "
               "route covers every (d, m)). Pairs are placed in a random plane of R^d (I2); d = 1 has the angles 0 and "
-              "π only.")
+              "π only. Full tier: one Monte Carlo cell per (d, m) evaluates every (estimator, named pair) of the "
+              "route on common iid projections, each point at the Bonferroni level alpha/points on replicates sized "
+              "from its exact moments (_shared_mse_mc).")
 
 
 def _lemma2_claim(kind: str, name: str) -> Claim:
@@ -508,6 +616,8 @@ MSE_HYP = _lemma2_claim("hyperbolic", "mse_hyp")
 
 def _relative_mse_cell(ctx: CellContext) -> Evidence:
     kind, m = ctx.params["kind"], ctx.params["m"]
+    if _is_mse_zipped(ctx.params):
+        return _shared_mse_mc(ctx, tuple(kind), _relative_mse_prediction)
     if ctx.params["route"] == "exact":
         return _worst_over_grid(ctx, lambda x, y: _relative_error(
             theory.relative_mse(kind, x, y, m) * math.exp(2 * float(x @ y)),
@@ -527,7 +637,8 @@ RELATIVE_MSE = Claim(
                 **_mse_axes()),
     tolerance=0.1, units="relative error of the relative MSE",
     cell=_relative_mse_cell,
-    grid=_mse_grid(["small", "cancel", "far"], dict(d=[1, 3], m=[1, 8, 16]), kind=list(KINDS)),
+    grid=_mse_grid(["small", "cancel", "far"], dict(d=[1, 3], m=[1, 8, 16]),
+                   full_extra=dict(kind=[*KINDS, tuple(KINDS)]), kind=list(KINDS)),
     replicates=tiers(80_000, smoke=80_000, full=2_000_000),
     where=_mse_where(lambda p: p["kind"]),
     roles=tuple(f"feature_map.{k}" for k in KINDS), plot_x="angle",
@@ -634,15 +745,19 @@ def _exact_moment_error(ctx: CellContext, kind: str, x, y) -> float:
     p = ctx.params
     fmap, k = _feature_map(ctx, kind), p["k"]
     sm = math.exp(float(x @ y))
+    bound = math.exp(k * (float(x @ x) + float(y @ y)) / 2) if kind == "trig" else sm**k
     if p["moment"] == "power":
         value, formula = _exact_term_moment(fmap, kind, x, y, k), theory.term_raw_moment(kind, x, y, k)
-    else:
-        m = p["m"]
-        mu2, mu4 = (_exact_term_moment(fmap, kind, x, y, j, centre=sm) for j in (2, 4))
+        err = abs(value - formula) / max(abs(formula), _MOMENT_FLOOR * bound)
+        return err if err == err else math.inf
+    # mean4: one quadrature of μ₂, μ₄ serves every m of the cell (a tuple of m on the full tier)
+    mu2, mu4 = (_exact_term_moment(fmap, kind, x, y, j, centre=sm) for j in (2, 4))
+    worst = -math.inf
+    for m in (p["m"] if isinstance(p["m"], (tuple, list)) else (p["m"],)):
         value, formula = (mu4 + 3 * (m - 1) * mu2 * mu2) / m**3, theory.mean_central_moment(kind, x, y, m, 4)
-    bound = math.exp(k * (float(x @ x) + float(y @ y)) / 2) if kind == "trig" else sm**k
-    err = abs(value - formula) / max(abs(formula), _MOMENT_FLOOR * bound)
-    return err if err == err else math.inf
+        err = abs(value - formula) / max(abs(formula), _MOMENT_FLOOR * bound)
+        worst = max(worst, err if err == err else math.inf)
+    return worst
 
 
 def _single_term_cell(ctx: CellContext) -> Evidence:
@@ -672,10 +787,12 @@ def _single_term_where(p: dict, variant: str) -> bool:
     ``d >= 2``): powers ``T^k`` (positive/hyperbolic below the cap); ``(T̄ - SM)⁴`` at ``m > 1`` and ``d = 2``
     where its fourth power is skewed little enough for a decisive test: positive below the cap, hyperbolic
     from ``m = 64``, trig from ``‖x-y‖² = 1``."""
+    if isinstance(p["m"], (tuple, list)):  # full tier: one exact mean4 cell per (kind, d) sweeps every m
+        return p["route"] == "exact" and p["moment"] == "mean4" and p["k"] == 4 and _is_sweep(p) and p["d"] <= 2
     if p["moment"] == "power" and p["m"] != 1 or p["moment"] == "mean4" and p["k"] != 4:
         return False
     if p["route"] == "exact":
-        return _is_sweep(p) and p["d"] <= 2
+        return _is_sweep(p) and p["d"] <= 2 and not (p["moment"] == "mean4" and p.get("m_shared", False))
     if _named(MOMENT_PAIRS, p) is None or p["d"] == 1:
         return False
     spread = _spread(p, p["kind"])
@@ -713,8 +830,9 @@ SINGLE_TERM_MOMENTS = Claim(
     grid=tiers(dict(route=["exact", "mc"], **_sweep_axes("medium", MOMENT_PAIRS, ["tiny", "spread"]),
                     kind=list(KINDS), moment=["power", "mean4"], k=[1, 2, 3, 4], d=[1, 2, 8], m=[1, 4, 16]),
                smoke=dict(**_sweep_axes("coarse", MOMENT_PAIRS, ["tiny", "spread"]), m=[1, 16]),
+               # full: the exact mean4 cells take m as one tuple (one quadrature of μ₂, μ₄ per pair serves every m)
                full=dict(**_sweep_axes("register", MOMENT_PAIRS, list(MOMENT_PAIRS)), d=list(G_D),
-                         m=[1, 4, 16, 64, 256])),
+                         m=[1, 4, 16, 64, 256, (1, 4, 16, 64, 256)], m_shared=[True])),
     replicates=tiers(80_000, full=1_000_000),
     where=_single_term_where,
     roles=tuple(f"feature_map.{k}" for k in KINDS), plot_x="k",
