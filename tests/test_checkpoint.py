@@ -1,5 +1,6 @@
 """Cell checkpoints: a resumed run skips the stored cells and ends with the same evidence as one uninterrupted run;
-a checkpoint from other settings or code is refused; a record cut short by a kill is dropped, not misread."""
+a checkpoint from other settings or shared code is refused; cells of a claim whose own code changed are rerun; a
+record cut short by a kill is dropped, not misread."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from rfkit.validation import checkpoint as ckpt_mod
 from rfkit.validation import validate
-from rfkit.validation.checkpoint import CheckpointMismatch, code_digest
+from rfkit.validation.checkpoint import CheckpointMismatch, claim_digest, code_digest
+from rfkit.validation.claims import get_claim
 from rfkit.validation.cli import main
 from rfkit.validation.model import Claim
 
@@ -47,6 +49,15 @@ def test_resume_skips_stored_cells_and_reproduces_the_run(tmp_path):
     assert again.verdict == first.verdict and again.seconds == pytest.approx(first.seconds)
 
 
+def test_cells_of_a_claim_whose_code_changed_are_rerun(tmp_path, monkeypatch):
+    path = tmp_path / "cells.ckpt"
+    _run(path)
+    monkeypatch.setattr(ckpt_mod, "claim_digest", lambda claim: "edited claim module")
+    CALLS.clear()
+    validate([_claim()], checkpoint=path, resume=True, tier="quick", seed=0, progress=False)
+    assert len(CALLS) == 4
+
+
 def test_interrupted_run_resumes_where_it_stopped(tmp_path):
     path = tmp_path / "cells.ckpt"
     whole = _run(tmp_path / "whole.ckpt")
@@ -81,9 +92,24 @@ def test_without_resume_the_checkpoint_starts_afresh(tmp_path):
     assert _records(path)[0]["seed"] == 1
 
 
-def test_code_digest_reads_every_source_file():
+def test_code_digest_reads_every_source_file_outside_the_claims():
     assert code_digest() == code_digest() and len(code_digest()) == 64
     assert code_digest(["rfkit.theory"]) != code_digest(["rfkit.estimators"])
+    assert code_digest(["rfkit.validation"]) != code_digest(["rfkit.validation"], exclude=())
+
+
+def test_claim_digest_follows_the_claim_modules_it_imports(monkeypatch):
+    fa, block = get_claim("performer.eq4.fa_identity"), get_claim("performer.b2.block_orf")
+    assert claim_digest(fa) == claim_digest(fa) != claim_digest(block)
+    seen = ckpt_mod._closure(frozenset({"rfkit.validation.claims.performer.outputs"}))
+    assert "rfkit.validation.claims.performer.common" in seen  # imported by outputs
+    assert "rfkit.validation.claims.performer.beautiful" not in seen  # a sibling it does not import
+    # an edit of an imported module changes the digest of the claims that import it, not of the others
+    orf, unrelated = get_claim("performer.fig4.orf_vs_iid"), get_claim("lara.eq8.mis_unbiased")
+    before = claim_digest(orf), claim_digest(unrelated)
+    real = ckpt_mod._source
+    monkeypatch.setattr(ckpt_mod, "_source", lambda name: real(name) + b"#" * name.endswith("performer.common"))
+    assert claim_digest(orf) != before[0] and claim_digest(unrelated) == before[1]
 
 
 def test_resume_needs_a_checkpoint_and_refuses_third_party_code(tmp_path):

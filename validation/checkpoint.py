@@ -5,41 +5,116 @@ arrives: its coordinates (:attr:`CellSpec.key`), its budget (``None``, or the en
 evidence, seconds and error. With ``resume=True`` it first reads ``PATH`` and does not run the cells found there;
 their stored seconds count in the claim's time as if they had run now.
 
-A checkpoint is reused only by a run that would have computed the same cells: its header holds the tier, seed,
-alpha, power, backend and device, and a digest of every source file of the installed rfkit subpackages
-(:func:`code_digest`). A checkpoint written by other code or settings is refused with an error, never mixed in.
-Records are appended one pickle at a time, so a run killed mid-write loses at most its last cell (a truncated
-tail is ignored on reading).
+A checkpoint is reused only by a run that would have computed the same cells. Its header holds the tier, seed,
+alpha, power, backend and device, and a digest of every source file of the installed rfkit subpackages outside the
+claim code (:func:`code_digest`: estimators, theory, the engine and statistics); a checkpoint written with other
+settings or other shared code is refused with an error, never mixed in. Each cell's record also holds the digest of
+its claim's code (:func:`claim_digest`: the module that declares the claim and every claim or reproduction module
+it imports), so after an edit of one claim module a resumed run reruns that module's claims only. Records are
+appended one pickle at a time, so a run killed mid-write loses at most its last cell (a truncated tail is ignored
+on reading).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
 import importlib
+import importlib.util
 import pickle
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["code_digest", "Checkpoint", "CheckpointMismatch"]
+__all__ = ["code_digest", "claim_digest", "Checkpoint", "CheckpointMismatch"]
 
 #: The subpackages whose code decides a cell's outcome.
 PACKAGES = ("rfkit.base", "rfkit.estimators", "rfkit.theory", "rfkit.validation", "rfkit.gpu")
+#: Claim code: digested per claim (:func:`claim_digest`), left out of :func:`code_digest`.
+CLAIM_PACKAGES = ("rfkit.validation.claims", "rfkit.validation.reproductions")
 
 
 class CheckpointMismatch(ValueError):
     """The checkpoint was written by other code or other run settings."""
 
 
-def code_digest(packages: Iterable[str] = PACKAGES) -> str:
-    """SHA-256 over the relative path and bytes of every ``.py`` file of ``packages`` (sorted)."""
+def code_digest(packages: Iterable[str] = PACKAGES, exclude: Iterable[str] = CLAIM_PACKAGES) -> str:
+    """SHA-256 over the relative path and bytes of every ``.py`` file of ``packages`` (sorted), except those of the
+    ``exclude`` subpackages."""
+    skip = [Path(importlib.import_module(name).__path__[0]) for name in exclude]
     digest = hashlib.sha256()
     for name in packages:
         root = Path(importlib.import_module(name).__path__[0])
         for path in sorted(root.rglob("*.py")):
-            digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
-            digest.update(path.read_bytes())
+            if not any(path.is_relative_to(s) for s in skip):
+                digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
+                digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def claim_digest(claim) -> str:
+    """SHA-256 of the claim code a claim runs: the module(s) that declare it or define its check, and every module of
+    :data:`CLAIM_PACKAGES` they import, transitively."""
+    roots = {getattr(claim.cell, "__module__", None)}
+    for name, module in list(sys.modules.items()):
+        if name.startswith(CLAIM_PACKAGES) and module is not None and any(
+                value is claim or isinstance(value, (list, tuple)) and any(v is claim for v in value)
+                for value in vars(module).values()):
+            roots.add(name)
+    digest = hashlib.sha256()
+    for name in sorted(_closure(frozenset(n for n in roots if n))):
+        digest.update(f"{name}\0".encode())
+        digest.update(_source(name))
+    return digest.hexdigest()
+
+
+def _closure(roots: frozenset[str]) -> set[str]:
+    seen, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [n for n in _imports(name) if n.startswith(CLAIM_PACKAGES)]
+    return seen
+
+
+@functools.cache
+def _source(name: str) -> bytes:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # e.g. a check defined in __main__ or an unimportable test module
+        return b""
+    return Path(spec.origin).read_bytes() if spec is not None and spec.origin and spec.has_location else b""
+
+
+@functools.cache
+def _imports(name: str) -> tuple[str, ...]:
+    """Modules ``name`` imports (``from pkg import sub`` counts ``pkg.sub`` where that is a module)."""
+    source = _source(name)
+    if not source:
+        return ()
+    spec = importlib.util.find_spec(name)  # found: _source read it
+    package = name if spec.submodule_search_locations is not None else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
+                else node.module
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.append(sub if sub.startswith(CLAIM_PACKAGES) and _is_module(sub) else base)
+    return tuple(found)
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 class Checkpoint:
@@ -49,6 +124,7 @@ class Checkpoint:
         self.path = Path(path)
         self.header = dict(settings, code=code_digest())
         self.done: dict[tuple[str, int | None], tuple] = {}
+        self.reused = self.stale = 0  # stored cells taken, and not taken because their claim's code changed
         if resume and self.path.exists():
             self._load()
         else:
@@ -70,17 +146,35 @@ class Checkpoint:
             while True:
                 end = f.tell()
                 try:
-                    key, budget, evidence, seconds, error = pickle.load(f)
+                    key, budget, claim_code, evidence, seconds, error = pickle.load(f)
                 except Exception:  # noqa: BLE001 -- the end, or a record cut short by a kill
                     break
-                self.done[key, budget] = (evidence, seconds, error)
+                self.done[key, budget] = (claim_code, evidence, seconds, error)
         with self.path.open("r+b") as f:  # drop a truncated tail so that new records follow whole ones
             f.truncate(end)
 
-    def get(self, key: str, budget: int | None) -> tuple | None:
-        """``(evidence, seconds, error)`` of a stored cell, or ``None``."""
-        return self.done.get((key, budget))
+    def get(self, spec) -> tuple | None:
+        """``(evidence, seconds, error)`` of a stored cell of ``spec`` (a :class:`CellSpec`) run by its claim's
+        current code, or ``None``."""
+        stored = self.done.get((spec.key, spec.budget))
+        if stored is None:
+            return None
+        if stored[0] != _claim_digest_cached(spec.claim):
+            self.stale += 1
+            return None
+        self.reused += 1
+        return stored[1:]
 
-    def add(self, key: str, budget: int | None, evidence, seconds: float, error: str | None) -> None:
+    def add(self, spec, evidence, seconds: float, error: str | None) -> None:
         with self.path.open("ab") as f:
-            pickle.dump((key, budget, evidence, seconds, error), f)
+            pickle.dump((spec.key, spec.budget, _claim_digest_cached(spec.claim), evidence, seconds, error), f)
+
+
+_DIGESTS: dict[int, tuple[Any, str]] = {}
+
+
+def _claim_digest_cached(claim) -> str:
+    hit = _DIGESTS.get(id(claim))
+    if hit is None or hit[0] is not claim:
+        hit = _DIGESTS[id(claim)] = (claim, claim_digest(claim))
+    return hit[1]

@@ -171,6 +171,9 @@ def _cmd_validate(args) -> int:
         raise UsageError(str(exc)) from None
     write_run(run, out)
     write_reports(run, out, latex=args.latex, figures=not args.no_figures)
+    if args.resume:
+        print(f"resumed {run.resumed} cell(s) from {out / CHECKPOINT}"
+              + (f"; reran {run.stale} stored cell(s) whose claim code changed" if run.stale else ""), file=sys.stderr)
     if not args.quiet:
         print(text_table(run))
         print(f"\nwrote {out}/verdicts.json, {out}/report.md, {out}/report.html and {len(run.claims)} result(s) "

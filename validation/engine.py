@@ -442,7 +442,7 @@ class _Executor:
         if ckpt is not None:
             todo = []
             for spec in specs:
-                stored = ckpt.get(spec.key, spec.budget)
+                stored = ckpt.get(spec)
                 if stored is None:
                     todo.append(spec)
                 else:
@@ -450,7 +450,7 @@ class _Executor:
             specs = todo
         for outcome in self._run(specs):
             if ckpt is not None:
-                ckpt.add(outcome.spec.key, outcome.spec.budget, outcome.evidence, outcome.seconds, outcome.error)
+                ckpt.add(outcome.spec, outcome.evidence, outcome.seconds, outcome.error)
             yield outcome
 
     def _run(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
@@ -601,7 +601,9 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         verdict, reason, variants, reject, p_adj = decide(claim, mine, alpha)
         results.append(ClaimResult(claim, tier, seed, alpha, verdict, reason, variants, mine, reject, p_adj,
                                    sum(o.seconds for o in mine), created, version))
-    return RunResult(results, tier, seed, alpha, created, version, time.perf_counter() - t0)
+    ckpt = executor.checkpoint
+    return RunResult(results, tier, seed, alpha, created, version, time.perf_counter() - t0,
+                     resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0)
 
 
 def spec_from_witness(witness: Mapping, claim: Claim) -> CellSpec:

@@ -151,6 +151,10 @@ class RunResult:
     created: str
     version: str
     seconds: float
+    #: Cells taken from a checkpoint (``validate(..., resume=True)``) and stored cells rerun because their claim's
+    #: code changed; ``seconds`` is this invocation's wall time, each claim's ``seconds`` its cells' time.
+    resumed: int = 0
+    stale: int = 0
 
     @property
     def failed(self) -> bool:
@@ -159,7 +163,7 @@ class RunResult:
     def verdicts(self) -> dict:
         """The ``verdicts.json`` document."""
         return dict(rfkit_version=self.version, seed=self.seed, tier=self.tier, alpha=self.alpha,
-                    created=self.created, seconds=round(self.seconds, 3),
+                    created=self.created, seconds=round(self.seconds, 3), resumed_cells=self.resumed,
                     claims=[c.summary() for c in self.claims])
 
     def table(self):

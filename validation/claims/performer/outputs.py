@@ -634,8 +634,8 @@ FIG4_LOOKS = tiers(1, full=5)
 #: pairs; the CDF rises only ~0.16 per log unit there), so deciding it against the 0.05 tolerance at the
 #: Bonferroni level of 9 looks takes ~2.5e5 to 1e6 pairs: quick doubles 2048 up to 256x (5.2e5 pairs, ~1.5 min
 #: at L = 64 with the compiled trig features; seed 0 decides it at the last look, median -0.030, upper 0.0485: a
-#: narrow margin; the other cells stop at the first look); at L = 1024 (full) that is hours a cell, so full keeps its budget and
-#: the flag says how many pairs would decide it.
+#: narrow margin; the other cells stop at the first look); at L = 1024 (full) that is hours a cell, so full keeps
+#: its budget and the flag says how many pairs would decide it.
 FIG4_TRIG_FACTOR = tiers(256, smoke=1, full=1)
 #: The full tier's m, one tuple swept by each cell on shared inputs: the axis ends, B.2's block points m = d, d + 1
 #: at d = 16 and one interior point (the interior is also covered by quick's m = 16 and the claims' smaller L).
