@@ -59,7 +59,10 @@ def test_snis_full_keeps_every_regime_value_and_the_former_grid_at_the_base():
     assert former <= combos
     for key, value in (("d", 8), ("N", 196), ("max_norm", 1.0)):  # each regime axis off the base, whole former grid
         off = {(p["weights"], p["proposal"], p["C"]) for p in full if p[key] == value}
-        assert former <= off, key
+        assert {c for c in former if key != "N" or c[2] <= 4} <= off, key  # N = 196: C <= 4 (cost ∝ C·N)
+    assert not any(p["N"] == 196 and p["C"] == 16 for p in full)
+    planted = dict(variance.SNIS_BASE, N=196, C=16, weights="balance", proposal="eq34")
+    assert not variance._snis_regime(planted) and variance._snis_regime(dict(planted, C=4))
     for S_c in (256, 1024):  # RFA and balance at C = 4 reach the largest S_c
         assert {(p["weights"], p["C"]) for p in full if p["S_c"] == S_c} == {("constant", 1), ("balance", 4)}
 
@@ -132,3 +135,40 @@ def test_biased_variance_full_varies_the_regime_one_axis_at_a_time():
     assert _values(base, "N") == set(grid["N"])
     assert not variance._biased_variance_where(dict(part="reduction", N=196, d=64, logit_std=4.0, inputs="gauss"),
                                                "default")
+
+
+def test_fused_query_replicates_match_lara_replicates():
+    """The delta-method cells' fused one-query LARA equals the harness's _lara_replicates (every weighting kind,
+    Gaussian and mixture proposals, D = 1, 8; constant weights broadcast from one evaluation)."""
+    import numpy as np
+
+    from rfkit.estimators import lara as lara_est
+    from rfkit.validation.claims.lara.statistical import _lara_replicates, _weights
+
+    rng = np.random.default_rng(1)
+    for d, n, C, name, proposal in ((1, 16, 4, "eq9_b4_queries", "eq34"), (8, 64, 16, "balance", "eq34"),
+                                    (2, 16, 1, "constant", "standard"), (1, 16, 4, "random_signed", "eq33"),
+                                    (2, 16, 4, "constant", "eq32")):
+        q, k, v = rng.standard_normal((n, d)) * 0.3, rng.standard_normal((n, d)) * 0.3, rng.standard_normal((n, d))
+        lp = lara_est.lara_proposals(q, k, C, proposal=proposal, uneven="adaptive")
+        R, S = 32, 8
+        omega = lp.proposals.sample(rng, R * S)
+        options = variance._weight_options(name)
+        kind = options.pop("kind")
+        alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=np.random.default_rng(1), **options)
+        want = _lara_replicates(q[:1], k, v, lp, omega, alpha[:1], R)[:, 0]
+        got = variance._lara_query_replicates(q[0], k, v, lp, omega, alpha[0], R)
+        assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max(), (d, name, proposal)
+        if kind == "constant":  # one evaluation, broadcast (what _delta_cell does)
+            got = variance._lara_query_replicates(q[0], k, v, lp, omega, alpha[0][:, :1], R)
+            assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
+        # planted: a replicate's draws taken from another replicate's block changes the estimates
+        bad = variance._lara_query_replicates(q[0], k, v, lp, omega[:, ::-1], alpha[0], R)
+        assert np.abs(bad - want).max() > 1e-6 * np.abs(want).max()
+
+
+def test_limit_diagnostic_replicates_hold_the_quick_cost():
+    assert variance._limit_diagnostic_replicates(4, 16) == variance.LIMIT_DIAGNOSTIC_REPLICATES  # quick untouched
+    assert variance._limit_diagnostic_replicates(1, 16) == variance.LIMIT_DIAGNOSTIC_REPLICATES
+    assert variance._limit_diagnostic_replicates(16, 196) == variance.LIMIT_DIAGNOSTIC_MIN
+    assert variance._limit_diagnostic_replicates(4, 64) == 50 and variance._limit_diagnostic_replicates(2, 16) == 200

@@ -715,8 +715,18 @@ EQ8_MIS_UNBIASED = Claim(
 )
 
 
-#: Replicates of the truncated-MSE path reported beside the exact limit (a diagnostic, not judged).
+#: Replicates of the truncated-MSE path reported beside the exact limit (a diagnostic, not judged) at C·N <= 64 (the
+#: quick regime, C = 4, N = 16); beyond, its cost (∝ C·N) is held there: ``max(50, 200·64/(C·N))`` replicates
+#: (C = 16, N = 196: 50, a quarter of the former cost, the path's common random numbers keep its slope readable).
 LIMIT_DIAGNOSTIC_REPLICATES = 200
+LIMIT_DIAGNOSTIC_MIN = 50
+LIMIT_DIAGNOSTIC_WORK = 64
+
+
+def _limit_diagnostic_replicates(C: int, N: int) -> int:
+    """Replicates of :func:`_lara_limit_cell`'s reported truncated-MSE path at ``C`` proposals and ``N`` keys."""
+    return max(LIMIT_DIAGNOSTIC_MIN, min(LIMIT_DIAGNOSTIC_REPLICATES,
+                                         LIMIT_DIAGNOSTIC_REPLICATES * LIMIT_DIAGNOSTIC_WORK // (C * N)))
 
 
 def _lara_limit_cell(ctx: CellContext, weight_name: str, tolerance: float | None = None) -> Evidence:
@@ -724,8 +734,9 @@ def _lara_limit_cell(ctx: CellContext, weight_name: str, tolerance: float | None
     numerator and denominator are means of S_c iid draws of A and B (finite first moments: Gaussian ratios), so by the
     strong law LARA → E[A]/E[B] almost surely, and consistency holds iff that limit is μ_n. D <= 2: the limit exactly
     (quadrature, :func:`_mis_quadrature_means`), the whole output vector; the truncated MSE path over S_c = 1..64
-    (common random numbers) is reported beside it, not judged (see :func:`_truncated_slope`). D > 2: the slope of the
-    truncated MSE (Monte Carlo)."""
+    (common random numbers; :func:`_limit_diagnostic_replicates` replicates, extra ``diagnostic_replicates``) is
+    reported beside it, not judged (see :func:`_truncated_slope`). D > 2: the slope of the truncated MSE (Monte
+    Carlo)."""
     p = ctx.params
     if p["d"] > MIS_QUADRATURE_MAX_D and not _embedded(p):
         return _truncated_slope(ctx, weight_name)
@@ -733,13 +744,14 @@ def _lara_limit_cell(ctx: CellContext, weight_name: str, tolerance: float | None
     mean_g, mean_b, alpha, identity = _route_means(ctx, weight_name, q, k, v, lp, low)
     mu = _softmax_rows(q[:mean_b.size], k, v)
     errors = np.abs(mean_g / mean_b[:, None] - mu).max(axis=1) / _value_scale(v)
-    path = _lara_mse_path(ctx, q, k, v, lp, list(LARA_SC), LIMIT_DIAGNOSTIC_REPLICATES, weight_name,
-                          truncate=_value_scale(v) ** 2)
+    diagnostic = _limit_diagnostic_replicates(lp.proposals.n_components, k.shape[0])
+    path = _lara_mse_path(ctx, q, k, v, lp, list(LARA_SC), diagnostic, weight_name, truncate=_value_scale(v) ** 2)
     mse = [m for m, _ in path]
     return exact_test(float(errors.max()), 0.0, tolerance=ctx.tolerance if tolerance is None else tolerance,
                       extra=dict(route="quadrature limit" if low is None else "embedded quadrature limit",
                                  limit_error=errors.tolist(), S_c=list(LARA_SC), truncated_mse=mse,
                                  truncated_mse_slope=float(np.polyfit(np.log(LARA_SC), np.log(mse), 1)[0]),
+                                 diagnostic_replicates=diagnostic,
                                  frac_nonpositive_alpha=float((alpha <= 0).mean()), **identity))
 
 
@@ -1204,6 +1216,29 @@ def _group_variance(y: np.ndarray) -> np.ndarray:
 DELTA_TOL = 0.25
 
 
+def _lara_query_replicates(q_row, k, v, lp, omega, alpha, R: int) -> np.ndarray:
+    """:func:`_lara_replicates` for one query, fused: ``omega (C, R·S_c, D)``, ``alpha (1|C, R·S_c)`` (broadcast).
+    The key softmax is exponentiated once (its max-shifted exponentials give both ``log Den`` and ``F``; the library's
+    :func:`rfkit.estimators.rfa.key_statistics` exponentiates twice): the same estimates to round-off (checked in
+    tests/test_lara_variance_fulltier.py), ~1.5x faster where the keys dominate. Returns ``(R, D_v)``."""
+    n_c, total, d = omega.shape
+    s_c = total // R
+    flat = omega.reshape(-1, d)
+    e = flat @ k.T
+    e -= 0.5 * (k * k).sum(axis=1)
+    shift = e.max(axis=1)
+    e -= shift[:, None]
+    np.exp(e, out=e)
+    den = e.sum(axis=1)
+    f = (e @ v) / den[:, None]                                                      # (C·R·S_c, D_v)
+    log_t = (flat @ q_row + np.log(den) + shift).reshape(n_c, total) + proposals_est.log_ratio(lp.proposals, omega)
+    log_t = log_t.reshape(n_c, R, s_c)
+    a = np.broadcast_to(alpha, (n_c, total)).reshape(n_c, R, s_c) * np.exp(log_t - log_t.max(axis=(0, 2),
+                                                                                           keepdims=True))
+    num = np.einsum("crj,crjd->rd", a, f.reshape(n_c, R, s_c, -1))
+    return num / a.sum(axis=(0, 2))[:, None]
+
+
 def _delta_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     q, k, v = _cell_inputs(ctx, p["N"])
@@ -1215,14 +1250,17 @@ def _delta_cell(ctx: CellContext) -> Evidence:
     S_c, n_c = p["S_c"], lp.proposals.n_components
     per_chunk = max(1, LARA_CHUNK_DRAWS // (n_c * S_c * VARIANCE_GROUP))
 
+    # constant weights do not depend on ω: evaluated once (the C x C cross log-densities are skipped)
+    fixed = _weights(kind, lp.proposals, q, lp.q_landmarks, lp.proposals.sample(np.random.default_rng(0), 1),
+                     **options)[0] if kind == "constant" else None
+
     def draw(rng, n):  # n variance replicates, each from VARIANCE_GROUP independent LARA estimates of query 0
         out = []
         for size in chunks(n, per_chunk):
             omega = lp.proposals.sample(rng, size * VARIANCE_GROUP * S_c)
-            alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=np.random.default_rng(partition),
-                             **options)
-            y = _lara_replicates(q[:1], k, v, lp, omega, alpha[:1], size * VARIANCE_GROUP)[:, 0]
-            out.append(_group_variance(y))
+            alpha = fixed if fixed is not None else _weights(
+                kind, lp.proposals, q, lp.q_landmarks, omega, rng=np.random.default_rng(partition), **options)[0]
+            out.append(_group_variance(_lara_query_replicates(q[0], k, v, lp, omega, alpha, size * VARIANCE_GROUP)))
         return np.concatenate(out)
 
     # sequential (asymptotic CS: LARA's self-normalised estimate has no closed-form fourth moment; with non-negative
@@ -1326,16 +1364,18 @@ SNIS_BASE = dict(S_c=64, d=1, N=16, max_norm=0.5)
 
 def _snis_regime(p) -> bool:
     """Full-tier cells of the former grid (RFA; balance, constant, Eq 9 on eq34 at C = 4, 16): every one at
-    :data:`SNIS_BASE` and with each of D = 8, N = 196, norms <= 1 off it; S_c = 256, 1024 (the leading-order regime:
-    larger S_c only shrinks the higher-order terms) for RFA and balance on eq34 at C = 4. The former full cartesian
-    product (168 cells of this part; a cell costs ∝ C·S_c: ~80 s at C = 4, S_c = 64 on a loaded machine) crossed
-    every weighting and C with every S_c, D, N and norm: the domain axes (weights, proposal, C) keep every value and
-    every combination at the base, and every regime value is kept."""
+    :data:`SNIS_BASE` and with each of D = 8, N = 196 (C <= 4), norms <= 1 off it; S_c = 256, 1024 (the leading-order
+    regime: larger S_c only shrinks the higher-order terms) for RFA and balance on eq34 at C = 4. The former full
+    cartesian product (168 cells of this part; a cell costs ∝ C·S_c: ~80 s at C = 4, S_c = 64 on a loaded machine)
+    crossed every weighting and C with every S_c, D, N and norm: the domain axes (weights, proposal, C) keep every value
+    and every combination at the base, and every regime value is kept."""
     off = [key for key, value in SNIS_BASE.items() if p[key] != value]
     if len(off) > 1:
         return False
     if off == ["S_c"]:
         return p["C"] == 1 or (p["weights"] == "balance" and p["C"] == 4)
+    if off == ["N"]:  # cost ∝ C·S_c·N: C = 16 at N = 196 (~190 s CPU a cell, 3 cells: a third of the claim) runs
+        return p["C"] <= 4  # at the base and at norms <= 1; N = 196 for every weighting at C = 1, 4
     return True
 
 
