@@ -297,8 +297,14 @@ def _eq1_cell(ctx: CellContext) -> Evidence:
     if monte_carlo:
         # the exact sd (Catoni, non-asymptotic); a zero relative variance (the positive map at x = -y, where
         # ξ(x,ω)ᵀξ(y,ω) = exp(-‖x‖²) for every ω) makes the estimate deterministic, judged exactly
-        parts = [parts[0], _sequential(ctx, lambda rng, n: _kernel_mc(rng, x, y, fmap, S, n), target, 2,
-                                       scale=KERNEL_BIAS_THRESHOLD * target, sd=math.sqrt(rel_var) * target)]
+        # the plan sized from that sd before any draw (the budget stays the claim's): at S = 1024 one replicate
+        # is 1024 draws, and a plan of 1e6 would make the first look alone 3e7 draws
+        planned = _theory_plan(ctx, math.sqrt(rel_var) / KERNEL_BIAS_THRESHOLD, 2)
+        extra.update(planned_from_theory=planned)
+        parts = [parts[0], sequential_mean(lambda rng, n: _kernel_mc(rng, x, y, fmap, S, n), target, rng=ctx.rng,
+                                           budget=ctx.replicates, planned=planned,
+                                           scale=KERNEL_BIAS_THRESHOLD * target, sd=math.sqrt(rel_var) * target,
+                                           **ctx.sub_test(2))]
     return combine(parts, extra=extra)
 
 
@@ -424,18 +430,62 @@ def _kernel_variance_cell(ctx: CellContext) -> Evidence:
     x2, y2 = _plane_pair(*geometry)
     target = math.exp(float(x2 @ y2))
     exponent = float(max(np.sum((x2 + y2) ** 2), np.sum((x2 - y2) ** 2)))
+    extra = dict(predicted=predicted, quadrature=quad)
     if exponent <= MC_VARIANCE_MAX_EXPONENT and predicted > MIN_RELATIVE_VARIANCE:
         x, y = controlled_pair(*geometry, p["d"], ctx.rng)
-        est = _kernel_mc(ctx.rng, x, y, fmap, S, ctx.replicates)
-        sq = ((est - target) / target) ** 2
         # the exact sd of one replicate (Var of the squared relative error of S iid Performer terms, from the
-        # iid fourth central moment): a Catoni test, non-asymptotic (exp features are heavy-tailed);
-        # trig_cos_phase (bounded terms, no closed form here): asymptotic
+        # iid fourth central moment): a Catoni sequence, non-asymptotic (exp features are heavy-tailed);
+        # trig_cos_phase (bounded terms, no closed form in rfkit.theory): asymptotic, sized by the same formula
+        # with the one-term central moments by quadrature (_squared_error_sd)
         kind = SOFTMAX_TERMS.get(fmap)
         sd = softmax_theory.squared_error_moments(kind, x, y, S)["sd"] / target**2 if kind else None
-        parts = [parts[0], mean_test(sq, predicted, scale=VARIANCE_THRESHOLD * predicted, sd=sd,
-                                     **ctx.sub_test(2))]
-    return combine(parts, extra=dict(predicted=predicted, quadrature=quad))
+        size_sd = sd if sd is not None else _squared_error_sd(x2, y2, fmap, S) / target**2
+        # sequential, its plan sized from theory before any draw (the replicates the 0.1 relative resolution needs
+        # at the cell's sub-level; ~2e4 where the claim's budget is 1e6), the whole budget available
+        scale = VARIANCE_THRESHOLD * predicted
+        planned = _theory_plan(ctx, size_sd / scale, 2)
+        extra.update(planned_from_theory=planned)
+        parts = [parts[0], sequential_mean(lambda rng, n: ((_kernel_mc(rng, x, y, fmap, S, n) - target) / target)**2,
+                                           predicted, rng=ctx.rng, budget=ctx.replicates, planned=planned,
+                                           scale=scale, sd=sd, **ctx.sub_test(2))]
+    return combine(parts, extra=extra)
+
+
+def _theory_plan(ctx: CellContext, rel_sd: float, parts: int) -> int:
+    """The replicates a sequential part's plan needs, from theory's ``rel_sd`` (one replicate's sd in units of the
+    part's scale) before any draw: :func:`required_replicates` at the part's sub-level, at least one first round
+    of :data:`MIN_PLAN` (the sequence's first look) and at most the cell's plan."""
+    cap = ctx.planned or ctx.replicates
+    need = required_replicates(rel_sd, **dict(ctx.sub_test(parts), tolerance=ctx.tolerance))
+    return int(min(cap, max(MIN_PLAN, math.ceil(need)))) if math.isfinite(need) else int(cap)
+
+
+#: Smallest theory-sized plan (32 first rounds of stats.MIN_ROUND: the first look then has 500 replicates).
+MIN_PLAN = 16_000
+
+
+@functools.lru_cache(maxsize=256)
+def _one_term_central_moments(x2: tuple, y2: tuple, feature_map: str) -> tuple[float, float]:
+    """``μ_2`` and ``μ_4`` of one term ``ξ(x,ω)ᵀξ(y,ω)`` by the plane's 2-D Gauss-Hermite rule (and the phase grid,
+    exact for the random-phase map's trigonometric polynomial of degree 4 in the phase)."""
+    mean = _kernel_moments_cached(x2, y2, feature_map)[0]
+    nodes, weights = gauss_hermite_rule(GH_NODES, 2)
+    phases = _PHASES if feature_map == "trig_cos_phase" else [None]
+    m2 = m4 = 0.0
+    for b in phases:
+        phase = None if b is None else np.full(nodes.shape[0], b)
+        s, la = rfa_est.pair_log_kernel(np.array(x2)[None], np.array(y2)[None], nodes, feature_map=feature_map,
+                                        phase=phase)
+        c = (s * np.exp(la))[0, :, 0] - mean
+        m2 += float((weights * c**2).sum()) / len(phases)
+        m4 += float((weights * c**4).sum()) / len(phases)
+    return m2, m4
+
+
+def _squared_error_sd(x2, y2, feature_map: str, S: int) -> float:
+    """sd of ``(T̄_S - E T)²`` for the mean of ``S`` iid terms: ``Var = (μ_4 - 3μ_2²)/S³ + 2μ_2²/S²``."""
+    m2, m4 = _one_term_central_moments(tuple(map(float, x2)), tuple(map(float, y2)), feature_map)
+    return math.sqrt(max((m4 - 3 * m2 * m2) / S**3 + 2 * m2 * m2 / S**2, 0.0))
 
 
 #: The named maps of the statement (the random-phase map is the beside reading ``phase_map``).
@@ -649,11 +699,17 @@ def _catoni_part(ctx: CellContext, draw, prediction: float, parts: int, sd: floa
     plan (cheaper replicates)."""
     planned = (ctx.planned or ctx.replicates) * factor
     need = required_replicates(sd / scale, **dict(ctx.sub_test(parts), tolerance=ctx.tolerance))
+    # the sequence's plan (its first look and tuning) sized from theory before any draw, within the cell's plan; the
+    # budget stays the whole one (a 2e6 x 16 plan made the first look alone 1e6 draws where ~1e4 decide)
+    sized = int(min(planned, max(MIN_PLAN, math.ceil(need)))) if math.isfinite(need) else planned
     if need <= planned or controlled is None and need <= MAX_EXTENSION * planned:
-        return sequential_mean(draw, prediction, rng=ctx.rng, budget=ctx.replicates * factor, planned=planned,
-                               scale=scale, sd=sd, **ctx.sub_test(parts))
+        return sequential_mean(draw, prediction, rng=ctx.rng, budget=ctx.replicates * factor,
+                               planned=sized if need <= planned else planned, scale=scale, sd=sd,
+                               **ctx.sub_test(parts))
     if controlled is not None:
-        return sequential_mean(controlled, prediction, rng=ctx.rng, budget=ctx.replicates * factor, planned=planned,
+        cv_need = required_replicates(CV_ROUNDOFF * rms / scale, **dict(ctx.sub_test(parts), tolerance=ctx.tolerance))
+        return sequential_mean(controlled, prediction, rng=ctx.rng, budget=ctx.replicates * factor,
+                               planned=int(min(planned, max(MIN_PLAN, math.ceil(cv_need)))),
                                scale=scale, sd=CV_ROUNDOFF * rms, extra=dict(replicates_needed=need,
                                                                              method="control variates"),
                                **ctx.sub_test(parts))
@@ -1162,9 +1218,19 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
         omega = ctx.rng.standard_normal((n, sizes[-1], p["d"]))
         stats = rfa_est.key_statistics(k, v, omega)
         logits = omega @ q[0] + stats.log_den                                   # (n, S_max)
-        for i, S in enumerate(sizes):
-            y = np.einsum("rs,rsd->rd", softmax(logits[:, :S], axis=-1), stats.F[:, :S])
-            sq[i].append(((y - mu) ** 2).sum(-1))
+        # the nested prefixes in one pass: block sums between consecutive sizes, combined with a running max
+        # shift (the softmax of logits[:, :S] at every S, to round-off, without recomputing the shared prefix)
+        top = np.full(n, -np.inf)
+        den, num = np.zeros(n), np.zeros((n, v.shape[1]))
+        for i, (lo, hi) in enumerate(zip([0] + sizes[:-1], sizes, strict=True)):
+            block = logits[:, lo:hi]
+            new_top = np.maximum(top, block.max(axis=1))
+            keep = np.exp(top - new_top)
+            w = np.exp(block - new_top[:, None])
+            den = den * keep + w.sum(axis=1)
+            num = num * keep[:, None] + np.einsum("rs,rsd->rd", w, stats.F[:, lo:hi])
+            top = new_top
+            sq[i].append(((num / den[:, None] - mu) ** 2).sum(-1))
     sq = [np.concatenate(x) for x in sq]
     mse = [float(x.mean()) for x in sq]
     se = [float(x.std(ddof=1) / math.sqrt(x.size)) for x in sq]
