@@ -98,6 +98,8 @@ def test_planted_control_variates_with_a_wrong_normaliser_are_refuted():
         return dataclasses.replace(terms, log_z=terms.log_z + math.log(2.0))
 
     assert _verdict("eva.sec3_1.gh_decomposition", {"control_variate_terms": doubled_z}) == "refuted"
+    # g_m / h_m = v_m with h_m from theory: a wrong normaliser in the code's g_m no longer cancels against its h_m
+    assert _verdict("eva.prop1.ratio_equals_value", {"control_variate_terms": doubled_z}) == "refuted"
 
 
 def test_planted_per_chunk_sample_mixup_is_refuted():

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import integrate
+from scipy import integrate, stats
 from scipy.special import logsumexp
 
 from rfkit.estimators import proposals as proposals_est
@@ -406,12 +406,22 @@ EQ14 = Claim(
 
 
 def _ratio_cell(ctx: CellContext):
+    """``g_m / h_m`` with ``g_m`` from the code under test and ``h_m`` computed independently from theory: by the
+    Gaussian identity ``N(ω;0,I)ξ(q,ω)ξ(k_m,ω)/Z = w_m N(ω; q + k_m, I)`` (:func:`rfkit.theory.eva.
+    log_mixture_components`) over the proposal density ``N(ω; μ, I)`` from scipy. A wrong ``λ``, ``Z``, importance
+    ratio or sample average in ``g_m`` moves the ratio off ``v_m``; the code's own ``h_m`` (the same ``λ``-sum as
+    its ``g_m``) would cancel such a bug."""
     q, k, v = _inputs(ctx)
-    omega, log_ratio = _draws(ctx, _proposal(ctx, q, k))
-    terms = _terms(ctx, q, k, v, omega, log_ratio)
-    h = terms.h_tokens[..., None]
+    proposal = _proposal(ctx, q, k)
+    omega, log_ratio = _draws(ctx, proposal)
+    g = _terms(ctx, q, k, v, omega, log_ratio).g_tokens                            # (sets, N, M, d_v)
+    log_rho = stats.multivariate_normal(proposal.mean, np.eye(proposal.dim)).logpdf(omega.reshape(-1, q.shape[1]))
+    log_rho = log_rho.reshape(omega.shape[:2])                                       # (sets, S)
+    log_h = np.stack([[logsumexp(theory.log_mixture_components(om, qn, k) - lr, axis=-1) for qn in q]
+                      for om, lr in zip(omega, log_rho, strict=True)]) - math.log(omega.shape[1])
+    h = np.exp(log_h)[..., None]                                                     # (sets, N, M, 1)
     usable = h > 1e3 * _TINY                        # h_m ≠ 0 (the hypothesis) in floating point
-    ratio = np.where(usable, terms.g_tokens / np.where(usable, h, 1.0), v)
+    ratio = np.where(usable, g / np.where(usable, h, 1.0), v)
     return _identity(ctx, ratio, np.broadcast_to(v, ratio.shape), lead=3,
                      extra=dict(underflowed=int((~usable).sum())))
 
@@ -423,7 +433,9 @@ PROP1_RATIO = Claim(
     tolerance=TOLERANCE, units="|Δ| / largest |term| of the key row",
     cell=_ratio_cell, grid=_sw(),
     roles=("control_variate_terms",), plot_x="S",
-    notes="g_m is formed from its definition Σ_s α ξ(q) ξ(k_m) v_m (the sum over s taken last).",
+    notes="g_m is the code's (its definition Σ_s α ξ(q) ξ(k_m) v_m, the sum over s taken last); h_m is computed "
+          "independently, as (1/S) Σ_s w_m N(ω_s; q_n + k_m, I)/ρ(ω_s) (the Gaussian form of N(ω)ξ(q,ω)ξ(k_m,ω)/Z) "
+          "with ρ's density from scipy, so the identity tests the code's λ-sum rather than g and h sharing it.",
 )
 
 
