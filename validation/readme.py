@@ -7,7 +7,9 @@ Usage::
 
 Replaces the text between ``<!-- verdicts:start -->`` and ``<!-- verdicts:end -->``. With ``--plan PLAN.json``
 (``rfkit plan --tier full --sample 4 --json > PLAN.json``) it also replaces the section between
-``<!-- plan:start -->`` and ``<!-- plan:end -->``: the tier's cells and estimated time per paper.
+``<!-- plan:start -->`` and ``<!-- plan:end -->``: the tier's cells and estimated time per paper. With
+``--full FULL.json`` (one or more ``verdicts.json`` of full-tier runs, ``--resume`` allowed) it replaces the section
+between ``<!-- full:start -->`` and ``<!-- full:end -->``: per paper, the verdicts and the measured time.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 START, END = "<!-- verdicts:start -->", "<!-- verdicts:end -->"
 PLAN_START, PLAN_END = "<!-- plan:start -->", "<!-- plan:end -->"
+FULL_START, FULL_END = "<!-- full:start -->", "<!-- full:end -->"
 
 
 def _fmt(x) -> str:
@@ -66,6 +69,28 @@ def plan_section(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def full_section(docs: list[dict]) -> str:
+    """Markdown: per paper, the measured full tier of ``verdicts.json`` documents: verdict counts and the claims'
+    summed cell time (single-process seconds, whatever the workers; a resumed run counts each cell once)."""
+    lines = ["Measured by `rfkit validate --paper P --tier full` (cell times summed per claim: the single-process "
+             "time; `--workers 2` halves the wall time).", "",
+             "| paper | claims | supported | refuted | inconclusive (power / reading / other) | cells | measured time "
+             "| run |", "|---|---|---|---|---|---|---|---|"]
+    for doc in docs:
+        if doc["tier"] != "full":
+            raise SystemExit(f"--full needs full-tier runs, got a {doc['tier']} run")
+        for paper in dict.fromkeys(c["paper"] for c in doc["claims"]):
+            mine = [c for c in doc["claims"] if c["paper"] == paper]
+            n = Counter(c["verdict"] for c in mine)
+            cause = Counter(c.get("cause") for c in mine if c["verdict"] == "inconclusive")
+            other = n["inconclusive"] - cause["power"] - cause["reading"]
+            hours = sum(c["seconds"] for c in mine) / 3600
+            lines.append(f"| {paper} | {len(mine)} | {n['supported']} | {n['refuted']} | {n['inconclusive']} "
+                         f"({cause['power']} / {cause['reading']} / {other}) | {sum(c['cells'] for c in mine)} | "
+                         f"{hours:.1f} h | rfkit {doc['rfkit_version']}, seed {doc['seed']}, {doc['created'][:10]} |")
+    return "\n".join(lines)
+
+
 def _replace(text: str, start: str, end: str, section: str, name: Path) -> str:
     if start not in text or end not in text:
         raise SystemExit(f"{name} has no {start} ... {end} section")
@@ -74,19 +99,28 @@ def _replace(text: str, start: str, end: str, section: str, name: Path) -> str:
     return f"{head}{start}\n{section}\n{end}{tail}"
 
 
-def update(readme: Path, verdicts: Path, plan: Path | None = None) -> None:
+def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Path] = ()) -> None:
     text = _replace(readme.read_text(), START, END, verdict_section(json.loads(verdicts.read_text())), readme)
     if plan is not None:
         text = _replace(text, PLAN_START, PLAN_END, plan_section(json.loads(plan.read_text())), readme)
+    if full:
+        text = _replace(text, FULL_START, FULL_END, full_section([json.loads(p.read_text()) for p in full]), readme)
     readme.write_text(text)
 
 
+def _option(args: list[str], name: str) -> tuple[list[str], list[str]]:
+    """The values after ``name`` (up to the next option) and the other arguments."""
+    if name not in args:
+        return [], args
+    i = args.index(name)
+    j = next((k for k in range(i + 1, len(args)) if args[k].startswith("--")), len(args))
+    return args[i + 1:j], args[:i] + args[j:]
+
+
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    plan_path = None
-    if "--plan" in args:
-        i = args.index("--plan")
-        plan_path, args = Path(args[i + 1]), args[:i] + args[i + 2:]
-    if len(args) != 2:
-        raise SystemExit("usage: python -m rfkit.validation.readme VERDICTS_JSON README_MD [--plan PLAN_JSON]")
-    update(Path(args[1]), Path(args[0]), plan_path)
+    plan_paths, rest = _option(sys.argv[1:], "--plan")
+    full_paths, rest = _option(rest, "--full")
+    if len(rest) != 2 or len(plan_paths) > 1:
+        raise SystemExit("usage: python -m rfkit.validation.readme VERDICTS_JSON README_MD [--plan PLAN_JSON] "
+                         "[--full FULL_VERDICTS_JSON ...]")
+    update(Path(rest[1]), Path(rest[0]), Path(plan_paths[0]) if plan_paths else None, [Path(p) for p in full_paths])
