@@ -47,6 +47,7 @@ def test_resume_skips_stored_cells_and_reproduces_the_run(tmp_path):
     assert CALLS == []
     assert [o.evidence for o in again.outcomes] == [o.evidence for o in first.outcomes]
     assert again.verdict == first.verdict and again.seconds == pytest.approx(first.seconds)
+    assert again.cpu_seconds == pytest.approx(first.cpu_seconds) and first.cpu_seconds > 0
 
 
 def test_cells_of_a_claim_whose_code_changed_are_rerun(tmp_path, monkeypatch):

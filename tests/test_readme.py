@@ -47,12 +47,13 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
               dict(id="a.y", paper="a", verdict="inconclusive", cause="power", cells=5, seconds=1800.0),
               dict(id="b.z", paper="b", verdict="refuted", cause=None, cells=1, seconds=36.0)]
     for c in claims:
-        c.update(kind="rate", resolution=0.1, tolerance=0.25, reason="r")
+        c.update(kind="rate", resolution=0.1, tolerance=0.25, reason="r", cpu_seconds=c["seconds"])
     doc = dict(tier="full", seed=0, rfkit_version="0.1.0", created="2026-11-27T00:00:00", claims=claims)
     text = full_section([doc])
     assert "| a | 2 | 1 | 0 | 1 (1 / 0 / 0) | 15 | 1.5 h |" in text and "| b | 1 | 0 | 1 | 0 (0 / 0 / 0) | 1 |" in text
     readme = tmp_path / "README.md"
-    readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n<!-- full:start -->\nold\n<!-- full:end -->\n")
+    readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n"
+                      "<!-- full:start -->\nold\n<!-- full:end -->\n")
     (tmp_path / "q.json").write_text(json.dumps(dict(doc, tier="quick", seconds=1.0)))
     (tmp_path / "f.json").write_text(json.dumps(doc))
     update(readme, tmp_path / "q.json", full=[tmp_path / "f.json"])

@@ -2,8 +2,8 @@
 
 :func:`rfkit.validation.engine.validate` with ``checkpoint=PATH`` appends every finished cell to ``PATH`` as it
 arrives: its coordinates (:attr:`CellSpec.key`), its budget (``None``, or the engine's extension of it), its
-evidence, seconds and error. With ``resume=True`` it first reads ``PATH`` and does not run the cells found there;
-their stored seconds count in the claim's time as if they had run now.
+evidence, wall and CPU seconds and error. With ``resume=True`` it first reads ``PATH`` and does not run the cells
+found there; their stored seconds count in the claim's time as if they had run now.
 
 A checkpoint is reused only by a run that would have computed the same cells. Its header holds the tier, seed,
 alpha, power, backend and device, and a digest of every source file of the installed rfkit subpackages outside the
@@ -146,16 +146,16 @@ class Checkpoint:
             while True:
                 end = f.tell()
                 try:
-                    key, budget, claim_code, evidence, seconds, error = pickle.load(f)
+                    key, budget, claim_code, evidence, seconds, error, cpu = pickle.load(f)
                 except Exception:  # noqa: BLE001 -- the end, or a record cut short by a kill
                     break
-                self.done[key, budget] = (claim_code, evidence, seconds, error)
+                self.done[key, budget] = (claim_code, evidence, seconds, error, cpu)
         with self.path.open("r+b") as f:  # drop a truncated tail so that new records follow whole ones
             f.truncate(end)
 
     def get(self, spec) -> tuple | None:
-        """``(evidence, seconds, error)`` of a stored cell of ``spec`` (a :class:`CellSpec`) run by its claim's
-        current code, or ``None``."""
+        """``(evidence, seconds, error, cpu_seconds)`` of a stored cell of ``spec`` (a :class:`CellSpec`) run by its
+        claim's current code, or ``None``."""
         stored = self.done.get((spec.key, spec.budget))
         if stored is None:
             return None
@@ -165,9 +165,10 @@ class Checkpoint:
         self.reused += 1
         return stored[1:]
 
-    def add(self, spec, evidence, seconds: float, error: str | None) -> None:
+    def add(self, spec, evidence, seconds: float, error: str | None, cpu_seconds: float) -> None:
         with self.path.open("ab") as f:
-            pickle.dump((spec.key, spec.budget, _claim_digest_cached(spec.claim), evidence, seconds, error), f)
+            pickle.dump((spec.key, spec.budget, _claim_digest_cached(spec.claim), evidence, seconds, error,
+                         cpu_seconds), f)
 
 
 _DIGESTS: dict[int, tuple[Any, str]] = {}

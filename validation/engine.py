@@ -151,24 +151,28 @@ class CellSpec:
 
 @dataclass
 class CellOutcome:
+    """A cell's evidence (``None`` with ``error`` when its check raised), its wall ``seconds`` and the CPU seconds of
+    its process (``time.process_time``: the single-process cost, robust to other load on the machine)."""
+
     spec: CellSpec
     evidence: Evidence | None
     seconds: float
     error: str | None = None
+    cpu_seconds: float = 0.0
 
 
 def run_cell(spec: CellSpec) -> CellOutcome:
     """Run one cell's check (top-level and picklable: the unit of work on dask workers)."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     fn = spec.claim.cell if spec.kind == "grid" else spec.claim.search
     try:
         evidence = fn(spec.context())
         if not isinstance(evidence, Evidence):
             raise TypeError(f"check of {spec.claim.id} returned {type(evidence).__name__}, not Evidence")
-        return CellOutcome(spec, evidence, time.perf_counter() - t0)
+        return CellOutcome(spec, evidence, time.perf_counter() - t0, None, time.process_time() - c0)
     except Exception as exc:  # a failing check is reported, never turned into a verdict silently
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        return CellOutcome(spec, None, time.perf_counter() - t0, tb)
+        return CellOutcome(spec, None, time.perf_counter() - t0, tb, time.process_time() - c0)
 
 
 def plan(claim: Claim, *, tier: str, seed: int, alpha: float = 1e-3, power: float = 0.8,
@@ -450,7 +454,7 @@ class _Executor:
             specs = todo
         for outcome in self._run(specs):
             if ckpt is not None:
-                ckpt.add(outcome.spec, outcome.evidence, outcome.seconds, outcome.error)
+                ckpt.add(outcome.spec, outcome.evidence, outcome.seconds, outcome.error, outcome.cpu_seconds)
             yield outcome
 
     def _run(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
@@ -588,6 +592,7 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         for outcome in executor.map(more):
             i = index[outcome.spec.key]
             outcome.seconds += outcomes[i].seconds
+            outcome.cpu_seconds += outcomes[i].cpu_seconds
             outcomes[i] = outcome
             if bar is not None:
                 bar.update(1)
@@ -600,7 +605,8 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         mine = outcomes[slice(*spans[claim.id])]
         verdict, reason, variants, reject, p_adj = decide(claim, mine, alpha)
         results.append(ClaimResult(claim, tier, seed, alpha, verdict, reason, variants, mine, reject, p_adj,
-                                   sum(o.seconds for o in mine), created, version))
+                                   sum(o.seconds for o in mine), created, version,
+                                   cpu_seconds=sum(o.cpu_seconds for o in mine)))
     ckpt = executor.checkpoint
     return RunResult(results, tier, seed, alpha, created, version, time.perf_counter() - t0,
                      resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0)

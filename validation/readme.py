@@ -71,10 +71,12 @@ def plan_section(rows: list[dict]) -> str:
 
 def full_section(docs: list[dict]) -> str:
     """Markdown: per paper, the measured full tier of ``verdicts.json`` documents: verdict counts and the claims'
-    summed cell time (single-process seconds, whatever the workers; a resumed run counts each cell once)."""
-    lines = ["Measured by `rfkit validate --paper P --tier full` (cell times summed per claim: the single-process "
-             "time; `--workers 2` halves the wall time).", "",
-             "| paper | claims | supported | refuted | inconclusive (power / reading / other) | cells | measured time "
+    summed cell CPU time (single-process seconds, whatever the workers or the load; a resumed run counts each cell
+    once)."""
+    lines = ["Measured by `rfkit validate --paper P --tier full` (the CPU seconds of every cell, summed: the "
+             "single-process time on one core of this machine, whatever else ran beside it; `--workers 2` about "
+             "halves the wall time).", "",
+             "| paper | claims | supported | refuted | inconclusive (power / reading / other) | cells | CPU time "
              "| run |", "|---|---|---|---|---|---|---|---|"]
     for doc in docs:
         if doc["tier"] != "full":
@@ -84,7 +86,7 @@ def full_section(docs: list[dict]) -> str:
             n = Counter(c["verdict"] for c in mine)
             cause = Counter(c.get("cause") for c in mine if c["verdict"] == "inconclusive")
             other = n["inconclusive"] - cause["power"] - cause["reading"]
-            hours = sum(c["seconds"] for c in mine) / 3600
+            hours = sum(c["cpu_seconds"] for c in mine) / 3600
             lines.append(f"| {paper} | {len(mine)} | {n['supported']} | {n['refuted']} | {n['inconclusive']} "
                          f"({cause['power']} / {cause['reading']} / {other}) | {sum(c['cells'] for c in mine)} | "
                          f"{hours:.1f} h | rfkit {doc['rfkit_version']}, seed {doc['seed']}, {doc['created'][:10]} |")

@@ -69,6 +69,8 @@ class ClaimResult:
     seconds: float
     created: str
     version: str
+    #: CPU seconds of the claim's cells (their processes' ``time.process_time``): its single-process cost.
+    cpu_seconds: float = 0.0
 
     @property
     def witness(self) -> dict | None:
@@ -138,7 +140,7 @@ class ClaimResult:
                     cause=self.cause, holds_on=self.holds_on,
                     witness=self.witness,
                     resolution=_jsonable(self.resolution), tolerance=self.claim.tolerance, cells=len(self.outcomes),
-                    seconds=round(self.seconds, 4), reason=self.reason,
+                    seconds=round(self.seconds, 4), cpu_seconds=round(self.cpu_seconds, 4), reason=self.reason,
                     variant_reasons={k: v.reason for k, v in self.variants.items()})
 
 
