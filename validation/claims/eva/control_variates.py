@@ -44,11 +44,13 @@ import math
 import numpy as np
 from scipy import optimize
 
+from rfkit.base.numerics import gauss_hermite_rule, logsumexp
 from rfkit.estimators import proposals as proposals_est
 from rfkit.estimators import softmax_attention
 from rfkit.estimators.control_variates import control_variate_estimate, optimal_coefficient
 from rfkit.estimators.eva import (
     EXACT,
+    PARTITION_LAYOUTS,
     GaussianProposal,
     contiguous_labels,
     control_variate_family,
@@ -63,9 +65,10 @@ from rfkit.estimators.eva import (
 from rfkit.estimators.lara import lara_attention, lara_proposals
 from rfkit.estimators.mis import cross_log_density, mis_weights
 from rfkit.theory import eva as theory
-from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
+from rfkit.validation.claims.eva.inputs import MEANS, attention_inputs, proposal_mean
+from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import chunks, controlled_pair
-from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import (
     MIN_SLOPE_POINTS,
@@ -93,6 +96,30 @@ BATCH_ENTRIES = 2_000_000
 #: fewer than 3 distinct sizes and stay inconclusive.
 MAX_SAMPLES = 4096
 _TINY = np.finfo(float).tiny
+
+# ------------------------------------------------------------------------------- shared domain axes
+
+#: ``ρ = N(μ, I)`` with the register's proposal means (SW): 0, q_n + mean_m k_m, q_n + k_1 (the boundary μ = u_1
+#: where Var[h_1] = 0), random N(0, I) and far (‖μ‖ = 3).
+MU_AXIS = Choice("any proposal ρ = N(μ, I): the register's means 0, q_n + mean k, q_n + k_1, random, far", MEANS)
+
+
+def _s_axis(words: str = "any S") -> Integers:
+    return Integers(f"{words}: S iid draws ω_s", 1, math.inf, points=(1,), up_to=8,
+                    why="the closed forms scale every (co)variance by 1/S for every coefficient: the optimum and "
+                        "the sign of a variance difference do not depend on S (S to 64 at the full tier)")
+
+
+def _d_axis(words: str = "any q_n, k_m ∈ R^d", up_to: int = 8, why: str = "") -> Integers:
+    return Integers(words, 1, math.inf, points=(1,), up_to=up_to,
+                    why=why or "the moments depend on q_n, K, μ only through the Gram matrix of the M = 8 vectors "
+                               "q_n + k_m - μ, which every d >= M realises (d to 16 at the full tier)")
+
+
+#: ``q_n, K, V`` arbitrary: covered by the claim's adversarial search (``searched=("qkv",)``).
+QKV_AXIS = Range("any q_n, K, V: scale of the inputs (the adversarial search explores q_n, K, V and μ over a box; "
+                 "the grid adds the register's generators)", 0.0, math.inf, up_to=(None, 1.0),
+                 why="the register's G-iid spreads (covered by the search)")
 
 # ------------------------------------------------------------------------------------------ inputs
 
@@ -170,6 +197,79 @@ def _softmax(q, k, v) -> np.ndarray:
     return softmax_attention(q, k, v, scale=1.0)
 
 
+#: Gauss-Hermite nodes of the exact (quadrature) routes in all (at most 60 per axis: 60, 60, 40, 16 for rank 1-4;
+#: the integrand is a sum of exp(z·a_m) with ‖a_m‖ <= ~5, whose rule error is far below the tolerance).
+RATIO_GH_POINTS = 64_000
+
+
+def _quadrature_terms(ctx: CellContext, q, k, v, mu, points: int = RATIO_GH_POINTS):
+    """``(terms, w)``: the implementation's :class:`ControlVariateTerms` (S = 1) at the nodes of a Gauss-Hermite rule
+    for ``ω ~ N(μ, I)``, and the rule's weights, so that ``w @ f(terms)`` is ``E_ρ[f]`` for any ``f`` linear in
+    the terms (a mean of S iid terms has the expectation of one term). ``g_m, h_m, g, h`` depend on ``ω`` only
+    through its projection on ``span{q_n + k_m - μ}`` (``r(ω)ξ(q_n, ω)ξ(k_m, ω) ∝ exp(ω·(q_n + k_m - μ))``), so a
+    tensor rule on that span (rank <= M) is exact up to its truncation, far below the tolerances."""
+    directions = q[0] + k - mu                                             # (M, d)
+    _, sv, vt = np.linalg.svd(directions, full_matrices=False)
+    basis = vt[sv > 1e-12 * max(float(sv.max(initial=0.0)), 1.0)]          # (r, d)
+    if not basis.shape[0]:
+        omega, w = mu[None, None, :], np.ones(1)
+    else:
+        rank = basis.shape[0]
+        z, w = gauss_hermite_rule(min(60, round(points ** (1 / rank))), d=rank)
+        omega = (mu + z @ basis)[:, None, :]
+    return _terms(ctx, q, k, v, omega, proposals_est.log_ratio(GaussianProposal(mu), omega)), w
+
+
+def _base_quadrature_terms(ctx: CellContext, q, k, v, mu, tau: float = 1.0, proposal=None):
+    """``(terms, w, log r)`` with ``w @ (f(terms) / r) = E_ρ[f]`` (``log r`` at the nodes, computed here) for
+    ``ρ = N(μ, τ²I)`` and any ``f`` *linear* in the weighted terms (``h``, ``h_m``, ``g``, ``g_m``): each is ``r(ω)``
+    times a function of ``ω·(q_n + k_m)``, so ``E_ρ[f] = E_{N(0,I)}[(ρ/N(0,I)) f]`` and ``(ρ/N(0,I)) f`` depends on
+    ``ω`` only through its projection on ``span{q_n + k_m}``: a Gauss-Hermite rule for N(0, I) on that span
+    (evaluate ``f/r`` in log form: ``r`` overflows at far nodes when τ < 1). Exact (to the rule's truncation) for
+    every μ and τ, heavy-tailed weights included (τ < 1), and for any other ``proposal`` (a Gaussian mixture)."""
+    directions = q[0] + k                                                  # (M, d)
+    _, sv, vt = np.linalg.svd(directions, full_matrices=False)
+    basis = vt[sv > 1e-12 * max(float(sv.max(initial=0.0)), 1.0)]
+    if not basis.shape[0]:
+        omega, w = np.zeros((1, 1, k.shape[1])), np.ones(1)
+    else:
+        rank = basis.shape[0]
+        z, w = gauss_hermite_rule(min(60, round(RATIO_GH_POINTS ** (1 / rank))), d=rank)
+        omega = (z @ basis)[:, None, :]
+    log_ratio = proposals_est.log_ratio(GaussianProposal(mu, tau) if proposal is None else proposal, omega)
+    return _terms(ctx, q, k, v, omega, log_ratio), w, log_ratio[:, 0]
+
+
+#: Gauss-Hermite nodes of the one-dimensional per-token rule (exact to round-off for exp(a z), |a| <= 10).
+TOKEN_GH_NODES = 80
+
+
+def _token_quadrature_means(ctx: CellContext, q, k, v, proposal) -> np.ndarray:
+    """``E_ρ[h_m]`` for every token, exactly: ``(ρ/N(0,I)) h_m = ξ(q_n, ω)ξ(k_m, ω)/Z`` depends on ``ω`` only
+    through ``ω·u_m`` (``u_m = q_n + k_m``), so a one-dimensional Gauss-Hermite rule along ``u_m`` (weights
+    ``exp(-log r)`` at the nodes, as :func:`_base_quadrature_terms`) integrates the implementation's ``h_m``,
+    whatever d, M and the proposal."""
+    z, w = gauss_hermite_rule(TOKEN_GH_NODES)
+    out = np.empty(k.shape[0])
+    for m, u in enumerate(q[0] + k):
+        norm = float(np.linalg.norm(u))
+        nodes = (z if norm > 0 else z[:1] * 0.0) @ (u[None] / norm if norm > 0 else np.zeros((1, k.shape[1])))
+        weights = w if norm > 0 else np.ones(1)
+        omega = nodes[:, None, :]
+        log_ratio = proposals_est.log_ratio(proposal, omega)
+        log_h = _terms(ctx, q, k, v, omega, log_ratio).log_h_tokens[:, 0, m]   # log form: r(ω) may overflow
+        out[m] = weights @ np.exp(log_h - log_ratio[:, 0])
+    return out
+
+
+def _quadrature_mean(ctx: CellContext, q, k, v, mu, fn, target, scale, extra=None):
+    """Exact route of an expectation claim: ``E_ρ[fn(terms)]`` by :func:`_quadrature_terms` against ``target``."""
+    terms, w = _quadrature_terms(ctx, q, k, v, mu)
+    value = np.tensordot(w, np.asarray(fn(terms)), axes=1)
+    return exact_test(value, target, tolerance=ctx.tolerance, scale=scale,
+                      extra=dict(extra or {}, nodes=int(w.size), value=np.asarray(value).tolist()))
+
+
 # ----------------------------------------------------------------------- Eq 17: kernel is unbiased
 
 
@@ -180,6 +280,14 @@ def _eq17_cell(ctx: CellContext):
     mom = theory.weighted_kernel_moments(x, y, y, np.zeros(d))
     target, sd = mom["mean"], math.sqrt(mom["cov"] / s_count)
     feature = ctx.impl("log_xi", log_xi)
+    if p["route"] == "quadrature":  # ξ(x, ω)ξ(y, ω) depends on ω only through ω·(x + y): a 1-D rule along x + y
+        u = x + y
+        z, w = gauss_hermite_rule(TOKEN_GH_NODES)
+        norm = float(np.linalg.norm(u))
+        omega = (np.outer(z, u / norm) if norm > 0 else np.zeros((1, d)))[:, None, :]
+        w = w if norm > 0 else np.ones(1)
+        value = w @ np.exp(feature(x[None], omega) + feature(y[None], omega)).reshape(-1)
+        return exact_test(value, target, tolerance=ctx.tolerance, scale=target)
     estimates = []
     for n in chunks(_sized(ctx, sd / target), max(1, BATCH_ENTRIES // s_count)):
         omega = ctx.rng.standard_normal((n, s_count, d))
@@ -188,21 +296,37 @@ def _eq17_cell(ctx: CellContext):
 
 
 EQ17 = Claim(
-    id="eva.eq17.kernel_unbiased", paper="eva", source="§2.2; App A, Eq 17 and the Monte Carlo display after it",
+    id="eva.eq17.kernel_unbiased", source="§2.2; App A, Eq 17 and the Monte Carlo display after it",
     statement="exp(q_n·k_m) = E_{ω~N(0,I)}[ξ(q_n,ω) ξ(k_m,ω)]; hence φ(q_n,ω)ᵀφ(k_m,ω) = (1/S)Σ_s ξ(q_n,ω_s)ξ(k_m,ω_s) "
               "estimates exp(q_n·k_m) without bias.",
-    kind="expectation", hypotheses="ω_s iid N(0, I_d); positive mapping; any q_n, k_m",
+    kind="expectation",
+    domain=dict(
+        d=Integers("any q_n, k_m ∈ R^d (d = 1: parallel pairs only)", 1, math.inf, points=(1,), up_to=16,
+                   why="ξ(q,ω)ξ(k,ω)/exp(q·k) = exp(ω·u - ‖u‖²/2), u = q + k: its law depends on q, k only through "
+                       "‖u‖ for every d (d to 128 at the full tier)"),
+        norm=Range("any q_n, k_m: their norm (equal norms: the relative law depends only on ‖q + k‖, which the "
+                   "angle sweeps from 0 to 2‖q‖)", 0.0, math.inf, up_to=(None, 1.0),
+                   why="the register's largest norm (‖q + k‖ = 2: relative variance e^4 - 1 = 54 per draw; the "
+                       "quadrature route is exact at any norm)"),
+        cos=Range("any angle between q_n and k_m: cos from -1 (k = -q) to 1 (k = q)", -1.0, 1.0),
+        S=Integers("(1/S)Σ_s over S iid draws ω_s", 1, math.inf, points=(1,), up_to=16,
+                   why="a mean of S iid terms has the expectation of one term (64 at the full tier)")),
     tolerance=RELATIVE_TOL, units="relative bias",
     cell=_eq17_cell,
-    grid={"smoke": dict(d=[4], norm=[0.5], cos=[0.5, -1.0], S=[1, 8]),
-          "quick": dict(d=[1, 4, 16], norm=[0.3, 0.5], cos=[-1.0, 0.0, 1.0], S=[1, 16]),
-          "full": dict(d=[1, 2, 4, 8, 16, 64, 128], norm=[0.1, 0.3, 0.5, 1.0], cos=[-1.0, -0.5, 0.0, 0.5, 1.0],
-                       S=[1, 4, 64])},
-    replicates={"smoke": 60_000, "quick": 300_000, "full": 10_000_000},
-    where=lambda p, v: p["d"] > 1 or abs(p["cos"]) == 1.0,
+    grid=tiers(dict(route=["quadrature", "monte_carlo"], d=[1, 4, 16], norm=[0.0, 0.3, 0.5, 1.0],
+                    cos=[-1.0, 0.0, 1.0], S=[1, 16]),
+               smoke=dict(d=[4], norm=[0.5], cos=[0.5, -1.0], S=[1, 8]),
+               full=dict(d=[1, 2, 4, 8, 16, 64, 128], norm=[0.0, 0.1, 0.3, 0.5, 1.0], cos=[-1.0, -0.5, 0.0, 0.5, 1.0],
+                         S=[1, 4, 64])),
+    replicates=tiers(300_000, smoke=60_000, full=10_000_000),
+    where=lambda p, v: (p["d"] > 1 or abs(p["cos"]) == 1.0) and (
+        p["S"] == 1 if p["route"] == "quadrature" else 0.0 < p["norm"] < 1.0),
     roles=("log_xi",), plot_x="cos",
-    notes="Var of one draw from eva.derived.weighted_kernel_moments (μ = 0): exp(2q·k)(exp(‖q+k‖²) - 1); cells "
-          "with large ‖q+k‖ need more replicates than the tier allows and stay underpowered.",
+    notes="Routes: quadrature (S = 1: a mean of S iid terms has the expectation of one term) — ξ(q,ω)ξ(k,ω) depends "
+          "on ω only through ω·(q + k), so a one-dimensional Gauss-Hermite rule along q + k evaluates the "
+          "implementation's log ξ at its nodes (exact to round-off at every norm); monte_carlo (norms 0.3, 0.5) — "
+          "the mean of the implementation's estimate over draws ω ~ N(0, I) (which also tests the sampling), with "
+          "the variance of one draw from eva.derived.weighted_kernel_moments (μ = 0): exp(2q·k)(exp(‖q+k‖²) - 1).",
 )
 
 # ------------------------------------------------------------ Eq 2: softmax as an expectation
@@ -212,7 +336,14 @@ def _eq2_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
     y = _softmax(q, k, v)[0]
     scale = _value_scale(v)
-    if ctx.variant == "exact_sampling":
+    route = ctx.params["route"]
+    if route == "quadrature":  # ∫p_n = E_{N(0,I)}[h] and E_{p_n}[f_n] = E_{N(0,I)}[g], both exactly
+        terms, w, _ = _base_quadrature_terms(ctx, q, k, v, np.zeros(k.shape[1]))
+        mass = w @ np.exp(logsumexp(terms.log_h_tokens[:, 0], axis=-1))
+        return combine([exact_test(mass, 1.0, tolerance=ctx.tolerance),
+                        exact_test(w @ terms.g[:, 0], y, tolerance=ctx.tolerance, scale=scale)],
+                       extra=dict(mass=float(mass), nodes=int(w.size)))
+    if route == "exact_sampling":
         w = np.exp(theory.log_softmax_weights(q[0], k))
 
         def draw(rng, n):
@@ -225,32 +356,55 @@ def _eq2_cell(ctx: CellContext):
         return ctx.mean_vector(draw, y, scale=scale, bounds=(v.min(axis=0), v.max(axis=0)))
     mom = theory.cv_moments(q[0], k, v, np.zeros(k.shape[1]), 1)
     proposal = GaussianProposal(np.zeros(k.shape[1]))
-    if ctx.variant == "normalisation":
+    if route == "normalisation":
         return ctx.mean(_terms_draw(ctx, q, k, v, proposal, 1, lambda t: t.h[:, 0]), 1.0, sd=math.sqrt(mom.var_h))
     sd = np.sqrt(np.diag(mom.var_g))
     return ctx.mean_vector(_terms_draw(ctx, q, k, v, proposal, 1, lambda t: t.g[:, 0]), y, scale=scale,
                                   sd=sd)
 
 
+def _eq2_where(p, variant) -> bool:
+    """Quadrature (d <= 2) at every spread and value kind; the Monte Carlo routes at s <= 0.3 on iid and one-hot
+    values, and at d = 8 on iid values with s = 0.1; one-hot values need d_v <= M, values = keys d_v = d."""
+    if p["values"] == "one_hot" and p.get("dv", 2) > p["M"] or p["values"] == "keys" and p["d"] != p.get("dv", 2):
+        return False
+    if p["route"] == "quadrature":
+        return p["d"] <= 2
+    if p["d"] == 8:
+        return p["s"] == 0.1 and p["values"] == "iid" and p["M"] == 8
+    return 0.0 < p["s"] <= 0.3 and p["values"] in ("iid", "one_hot")
+
+
 EQ2 = Claim(
-    id="eva.eq2.softmax_as_expectation", paper="eva", source="§2.2, Eq 2-3",
+    id="eva.eq2.softmax_as_expectation", source="§2.2, Eq 2-3",
     statement="SoftmaxAttn(q_n, K, V) = E_{ω~p_n}[f_n(ω)], where p_n is a probability density with normalising "
               "constant Z = Σ_m exp(q_n·k_m).",
-    kind="expectation", hypotheses="positive randomized mapping satisfying Eq 17; any q_n, K, V",
+    kind="expectation",
+    domain=dict(
+        d=_d_axis("any q_n, k_m ∈ R^d"),
+        M=Integers("any K: M keys (M = 1: f_n ≡ v_1)", 1, math.inf, points=(1,), up_to=8,
+                   why="p_n is a mixture of M Gaussians N(q_n + k_m, I): more keys add components of the same form "
+                       "(64 at the full tier)"),
+        s=Range("any q_n, K: the G-iid spread s (s = 0: q = k = 0, a flat softmax)", 0.0, math.inf,
+                up_to=(None, 1.5), why="the register's largest spread"),
+        values=Choice("any V: the register's G-values (iid, all equal, one-hot, v_m = k_m, correlated with q·k_m)",
+                      ("iid", "equal", "one_hot", "keys", "correlated"))),
     tolerance=VALUE_TOL, units=VALUE_UNITS + " (normalisation: bias of ∫p_n)",
     cell=_eq2_cell,
-    grid={"smoke": dict(d=[2], M=[4], s=[0.3]),
-          "quick": dict(d=[1, 2], M=[1, 8], s=[0.1, 0.3], values=["iid", "one_hot"]),
-          "full": dict(d=[1, 2, 4, 8, 16], M=[1, 3, 16, 64], s=[0.1, 0.3, 0.5, 1.0],
-                       values=["iid", "equal", "one_hot", "correlated"])},
-    replicates={"smoke": 60_000, "quick": 300_000, "full": 2_000_000},
-    variants=("normalisation", "exact_sampling", "importance"),
-    variant_notes={"normalisation": "(a) ∫p_n = E_{N(0,I)}[p_n/N(0,I)] = 1 (Monte Carlo, exact variance)",
-                   "exact_sampling": "(b) ω drawn exactly from p_n = Σ_m w_m N(u_m, I); mean of f_n (a convex "
-                                     "combination of the values: betting sequence on their range)",
-                   "importance": "(c) importance sampling from N(0, I) with the exact Z: mean of g = W f_n"},
-    where=lambda p, v: not (p.get("values") == "one_hot" and p.get("dv", 2) > p["M"]),
+    grid=tiers(dict(route=["quadrature", "normalisation", "exact_sampling", "importance"], d=[1, 2, 8], M=[1, 8],
+                    s=[0.0, 0.1, 0.3, 1.5], values=["iid", "equal", "one_hot", "keys", "correlated"]),
+               smoke=dict(d=[2], M=[4], s=[0.3], values=["iid"]),
+               full=dict(d=[1, 2, 4, 8, 16], M=[1, 3, 16, 64], s=[0.0, 0.1, 0.3, 0.5, 1.0, 1.5])),
+    replicates=tiers(300_000, smoke=60_000, full=2_000_000),
+    where=_eq2_where,
     roles=("control_variate_terms",), plot_x="M",
+    notes="Routes: quadrature (d <= 2, every spread and value kind) — ∫p_n = E_{N(0,I)}[p_n/N(0,I)] = E[h] = 1 and "
+          "E_{p_n}[f_n] = E_{N(0,I)}[g] (g = W f_n with the exact Z), both by a Gauss-Hermite rule on span{q_n + k_m} "
+          "at whose nodes the implementation's terms are evaluated (exact to round-off); normalisation — ∫p_n = 1 "
+          "by Monte Carlo with the exact variance; exact_sampling — ω drawn exactly from p_n = Σ_m w_m N(u_m, I), "
+          "the mean of f_n (a convex combination of the values: a betting sequence on their range); importance — "
+          "sampling from N(0, I) with the exact Z, the mean of g = W f_n. The Monte Carlo routes run at s <= 0.3 "
+          "(log-normal-like weights) and at d = 8 with s = 0.1, M = 8 (d >= M: every Gram matrix of the q_n + k_m).",
 )
 
 # --------------------------------------------------------------------------- Eq 5: CV unbiased
@@ -274,24 +428,42 @@ def _eq5_cell(ctx: CellContext):
     sd = np.sqrt(np.maximum(np.diag(theory.cv_variance(mom.var_g, mom.cov_hg, mom.var_h, beta)), 0.0))
     scale = _value_scale(v)
     estimate = ctx.impl("control_variate_estimate", control_variate_estimate)
+    if ctx.params["route"] == "quadrature":
+        return _quadrature_mean(ctx, q, k, v, mu, lambda t: estimate(t.g[:, 0], t.h[:, 0], 1.0, beta),
+                                _softmax(q, k, v)[0], scale, extra=dict(beta=beta.tolist()))
     draw = _terms_draw(ctx, q, k, v, GaussianProposal(mu), s_count, lambda t: estimate(t.g[:, 0], t.h[:, 0], 1.0, beta))
     return ctx.mean_vector(draw, _softmax(q, k, v)[0], scale=scale, sd=sd, extra=dict(beta=beta.tolist()))
 
 
 EQ5 = Claim(
-    id="eva.eq5.cv_unbiased", paper="eva", source="§2.3, Eq 5; App B.1, Eq 19",
+    id="eva.eq5.cv_unbiased", source="§2.3, Eq 5; App B.1, Eq 19",
     statement="g̃(ω) = g(ω) - βh(ω) + βE[h(ω)] with scalar h of known mean and constant β satisfies E[g̃] = E[g].",
-    kind="expectation", hypotheses="β does not depend on ω; g = (1/S)Σ_s W f_n, h = (1/S)Σ_s W (exact Z)",
+    kind="expectation",
+    domain=dict(
+        beta=Choice("any constant β (the register's 0, v_1, random, the optimum of Eq 20)",
+                    ("zero", "v1", "random", "optimal")),
+        S=Integers("g = (1/S)Σ_s W f_n, h = (1/S)Σ_s W: S iid draws", 1, math.inf, points=(1,), up_to=8,
+                   why="a mean of S iid terms has the expectation of one term (64 at the full tier)"),
+        d=Integers("q_n, k_m ∈ R^d", 1, math.inf, points=(1,), up_to=2,
+                   why="E[g̃] - E[g] = -β(E[h] - 1) by linearity whatever d; E[h] = 1 for every d is "
+                       "eva.appb2.importance_weight_mean (d to 16 at the full tier)"),
+        mu=MU_AXIS),
     tolerance=VALUE_TOL, units=VALUE_UNITS,
     cell=_eq5_cell,
-    grid={"smoke": dict(S=[4], mu=["zero", "q+k1"], s=[0.3], beta=["zero", "optimal"]),
-          "quick": dict(S=[1, 8], d=[2], mu=["zero", "q+mean_k", "q+k1"], s=[0.3],
-                        beta=["zero", "v1", "random", "optimal"]),
-          "full": dict(S=[1, 4, 64], d=[1, 2, 8, 16], mu=["zero", "q+mean_k", "q+k1", "random", "far"],
-                       s=[0.1, 0.5, 1.0], beta=["zero", "v1", "random", "optimal"])},
-    replicates={"smoke": 60_000, "quick": 150_000, "full": 2_000_000},
+    grid=tiers(dict(route=["quadrature", "monte_carlo"], S=[1, 8], d=[1, 2], mu=list(MEANS), s=[0.3],
+                    beta=["zero", "v1", "random", "optimal"]),
+               smoke=dict(S=[4], d=[2], mu=["zero", "q+k1"], beta=["zero", "optimal"]),
+               full=dict(S=[1, 4, 64], d=[1, 2, 8, 16], s=[0.1, 0.5, 1.0])),
+    replicates=tiers(150_000, smoke=60_000, full=2_000_000),
+    where=lambda p, v: (p["S"] == 1 if p["route"] == "quadrature"
+                        else p["d"] == 2 and p["mu"] in ("zero", "q+mean_k", "q+k1")),
+    related={"eva.appb2.importance_weight_mean": "E[h] = 1, the known mean Eq 5 subtracts"},
     roles=("control_variate_estimate", "control_variate_terms"), plot_x="beta",
-    notes="E[g] = SoftmaxAttn(q_n) since E_ρ[W f_n] = E_{p_n}[f_n]; per-coordinate sd from cv_variance (exact form).",
+    notes="E[g] = SoftmaxAttn(q_n) since E_ρ[W f_n] = E_{p_n}[f_n]. Routes: quadrature (every proposal mean, S = 1: "
+          "a mean of S iid terms has the expectation of one term) — E_ρ of the implementation's g̃ at the nodes of a "
+          "Gauss-Hermite rule on span{q_n + k_m - μ} (exact to round-off); monte_carlo (μ ∈ {0, q_n + mean k, "
+          "q_n + k_1}, d = 2) — sequential per-coordinate mean tests with the exact sd from cv_variance. The far and "
+          "random means (Ω ~ e^9) are beyond Monte Carlo at quick budgets.",
 )
 
 # --------------------------------------------------------------- numerical minimisation helpers
@@ -372,7 +544,7 @@ def _eq20_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
     mu = _mean_vector(ctx, q, k)
     subset = np.arange(k.shape[0]) if ctx.params["source"] == "rfa" else np.arange(max(1, k.shape[0] // 2))
-    if ctx.variant == "closed_form":
+    if ctx.params["route"] == "closed_form":
         return margin_evidence(_eq20_closed_margin(q[0], k, v, mu, subset, ctx.rng), tolerance=ctx.tolerance)
     proposal = GaussianProposal(mu)
     omega = proposal.sample(ctx.rng, 64 * ctx.params["S"]).reshape(64, ctx.params["S"], -1)
@@ -407,24 +579,27 @@ def _eq20_search(ctx: CellContext):
 
 
 EQ20_OPTIMAL = Claim(
-    id="eva.eq20.optimal_coefficient", paper="eva", source="App B.1, Eq 20",
+    id="eva.eq20.optimal_coefficient", source="App B.1, Eq 20",
     statement="β* = argmin_β Tr(Var[g̃(ω)]) = Cov[h(ω), g(ω)] / Var[h(ω)].",
-    kind="optimality", hypotheses="constant β; Var[h] > 0; g, h from RFA (all keys) or per-subset sums G_c, H_c",
+    kind="optimality",
+    domain=dict(
+        source=Choice("g(ω), h(ω) of §2.3 (RFA, all keys); the register adds the per-subset sums G_c, H_c",
+                      ("rfa", "subset")),
+        S=_s_axis(), d=_d_axis(), mu=MU_AXIS, qkv=QKV_AXIS),
+    searched=("qkv",),
     tolerance=ALGEBRA_TOL, units="(Tr Var at the numerical argmin - at Eq 20's β*) / Tr Var[g]",
     cell=_eq20_cell,
-    grid={"smoke": dict(S=[4], mu=["zero"], source=["rfa", "subset"]),
-          "quick": dict(S=[1, 8], d=[2, 8], mu=["zero", "q+mean_k", "far"], source=["rfa", "subset"]),
-          "full": dict(S=[1, 8, 64], d=[1, 2, 8, 16], mu=["zero", "q+mean_k", "q+k1", "random", "far"],
-                       s=[0.1, 0.5, 1.0], source=["rfa", "subset"])},
-    variants=("closed_form", "sample"),
-    variant_notes={"closed_form": "exact moments of eva.derived.cv_moments; BFGS on Tr Var[g - βh] = "
-                                  "Σ Cov[h_m,h_m'](v_m - β)·(v_m' - β)",
-                   "sample": "sample moments of 64 draws; BFGS on the sample Tr Var against the sample Eq 20 "
-                             "(rfkit.estimators.control_variates.optimal_coefficient)"},
-    search=_eq20_search, restarts={"smoke": 1, "quick": 2, "full": 20}, universal=True,
+    grid=tiers(dict(route=["closed_form", "sample"], S=[1, 8], d=[1, 8], mu=list(MEANS), source=["rfa", "subset"]),
+               smoke=dict(S=[4], d=[4], mu=["zero"]),
+               full=dict(S=[1, 8, 64], d=[1, 2, 8, 16], s=[0.1, 0.5, 1.0])),
+    search=_eq20_search, restarts=tiers(2, smoke=1, full=20), universal=True,
     roles=("optimal_coefficient", "control_variate_terms"), plot_x="mu",
-    notes="The search (run for both readings) attacks the closed form: the gradient of Tr Var at Eq 20's β* over "
-          "inputs and proposal means; points where Var[H] vanishes to round-off are outside the hypothesis.",
+    notes="Two routes: closed_form — the exact moments of eva.derived.cv_moments, BFGS on Tr Var[g - βh] = "
+          "Σ Cov[h_m,h_m'](v_m - β)·(v_m' - β) against Eq 20's β*; sample — the sample moments of 64 draws (the "
+          "statement applied to their empirical law), BFGS on the sample Tr Var against the sample Eq 20 "
+          "(rfkit.estimators.control_variates.optimal_coefficient). The search attacks the closed form: the "
+          "gradient of Tr Var at Eq 20's β* over inputs and proposal means; points where Var[H] vanishes to "
+          "round-off are outside the hypothesis Var[h] > 0.",
 )
 
 # ---------------------------------------------------------------- App B.1: variance never larger
@@ -445,11 +620,10 @@ def _appb1_margin(q, k, v, mu, num_samples: int, reading: str) -> tuple[float, f
 def _appb1_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
     mu, s_count = _mean_vector(ctx, q, k), ctx.params["S"]
-    reading = "R1" if ctx.variant.startswith("R1") else "R2"
-    margin, trace_g = _appb1_margin(q[0], k, v, mu, s_count, reading)
-    closed = margin_evidence(margin, tolerance=ctx.tolerance, scale=max(trace_g, _TINY))
-    if not ctx.variant.endswith("monte_carlo"):
-        return closed
+    if ctx.params["route"] == "closed_form":
+        margin, trace_g = _appb1_margin(q[0], k, v, mu, s_count, ctx.variant)
+        return margin_evidence(margin, tolerance=ctx.tolerance, scale=max(trace_g, _TINY))
+    trace_g = float(np.trace(theory.cv_moments(q[0], k, v, mu, s_count).var_g))
     proposal = GaussianProposal(mu)
     pilot = _collect(ctx, q, k, v, proposal, s_count, 2_000, lambda t: np.column_stack([t.h[:, 0], t.g[:, 0]]))
     beta = optimal_coefficient(pilot[:, 1:], pilot[:, 0])
@@ -460,8 +634,16 @@ def _appb1_cell(ctx: CellContext):
     return mean_test(diff, 0.0, alternative="greater", scale=max(trace_g, _TINY), **ctx.test)
 
 
+def _appb1_where(p, variant) -> bool:
+    """Closed forms at s = 0.3; the Monte Carlo route (reading R1) on light-tailed inputs only."""
+    if p["route"] == "closed_form":
+        return p["s"] == 0.3
+    return (variant == "R1" and p["mu"] in ("zero", "q+mean_k", "q+k1") and p["s"] == 0.1 and p["d"] == 2
+            and p["dv"] == 1 and p["S"] == 1)
+
+
 def _appb1_search(ctx: CellContext):
-    reading = "R1" if ctx.variant.startswith("R1") else "R2"
+    reading = ctx.variant
 
     def margin(x):
         value, trace_g = _appb1_margin(x[:2], x[2:8].reshape(3, 2), x[8:14].reshape(3, 2), x[14:16], 1, reading)
@@ -473,31 +655,38 @@ def _appb1_search(ctx: CellContext):
 
 
 APPB1 = Claim(
-    id="eva.appb1.variance_never_larger", paper="eva", source="App B.1, sentence after Eq 20",
+    id="eva.appb1.variance_never_larger", source="App B.1, sentence after Eq 20",
     statement="With the optimal coefficient β*, the variance of the control-variate estimate is never larger than "
               "the variance of the plain estimator g.",
-    kind="inequality", hypotheses="constant β = Eq 20's β*; Var[h] > 0; any q_n, K, V, μ, S",
+    kind="inequality",
+    domain=dict(S=_s_axis(), d=_d_axis(),
+                dv=Integers("g ∈ R^{d_v}: a vector estimate (d_v = 1: the scalar case)", 1, math.inf, points=(1, 2),
+                            up_to=3, why="Var[g] - Var[g̃(β*)] = Cov[h,g]Cov[h,g]ᵀ/Var[h] has rank one for every d_v; "
+                                         "d_v >= 2 is where the matrix order differs from the trace (8 at full)"),
+                mu=MU_AXIS, qkv=QKV_AXIS),
+    searched=("qkv",),
+    readings={"R1": Reading("Tr Var[g̃(β*)] <= Tr Var[g]: the trace the paper minimises in Eq 20",
+                            words="the variance ... never larger (of a vector estimate: its total variance)"),
+              "R2": Reading("Var[g] - Var[g̃(β*)] positive semidefinite (smallest eigenvalue; Var := Cov[g, g], "
+                            "App B.1)", words="the variance ... never larger (Var[g] a matrix: the Loewner order)")},
     tolerance=RELATIVE_TOL, units="increase of the variance over Var[g] / Tr Var[g]",
     cell=_appb1_cell,
-    grid={"smoke": dict(S=[1], mu=["zero", "q+k1"], s=[0.1, 0.3], d=[2], dv=[1]),
-          "quick": dict(S=[1, 8], d=[2, 8], dv=[1, 3], mu=["zero", "q+mean_k", "q+k1", "far"], s=[0.1, 0.3]),
-          "full": dict(S=[1, 4, 64], d=[1, 2, 8, 16], dv=[1, 3, 8], mu=["zero", "q+mean_k", "q+k1", "random", "far"],
-                       s=[0.1, 0.5, 1.0], inputs=["iid", "peaked", "clustered"])},
-    replicates={"smoke": 60_000, "quick": 400_000, "full": 2_000_000},
-    variants=("R1", "R2", "R1_monte_carlo"),
-    variant_notes={"R1": "Tr Var[g̃(β*)] <= Tr Var[g] (closed form)",
-                   "R2": "Var[g] - Var[g̃(β*)] positive semidefinite (closed form, smallest eigenvalue)",
-                   "R1_monte_carlo": "paired Monte Carlo: ‖g - y‖² - ‖g̃ - y‖² with β* estimated on an independent "
-                                     "pilot of 2000 draws (E g = E g̃ = y known exactly); one-sided mean test"},
-    where=lambda p, v: (p["mu"] != "far" and p["s"] == 0.1 and p["d"] == 2 and p["dv"] == 1 and p["S"] == 1)
-    if v == "R1_monte_carlo" else p["s"] == 0.3,
-    search=_appb1_search, restarts={"smoke": 1, "quick": 2, "full": 20}, universal=True,
+    grid=tiers(dict(route=["closed_form", "monte_carlo"], S=[1, 8], d=[1, 2, 8], dv=[1, 2, 3], mu=list(MEANS),
+                    s=[0.1, 0.3]),
+               smoke=dict(S=[1], mu=["zero", "q+k1"], s=[0.1, 0.3], d=[2], dv=[1]),
+               full=dict(S=[1, 4, 64], d=[1, 2, 8, 16], dv=[1, 2, 3, 8], s=[0.1, 0.5, 1.0],
+                         inputs=["iid", "peaked", "clustered"])),
+    replicates=tiers(400_000, smoke=60_000, full=2_000_000),
+    where=_appb1_where,
+    search=_appb1_search, restarts=tiers(2, smoke=1, full=20), universal=True,
     roles=("control_variate_terms",), plot_x="mu",
-    notes="Tolerance: a variance increase of 2% of Tr Var[g] would make 'never larger' wrong in a way that matters "
-          "(the closed forms are round-off exact). The Monte Carlo reading uses a finite-sample β̂* from a pilot "
-          "run, so it tests the practical claim; it runs on light-tailed inputs (s = 0.1, d = 2 in quick: the paired "
-          "squared errors are log-normal-like and flag heavy tails at s = 0.3) and the far proposal (Ω ~ e^9) is "
-          "left to the closed form.",
+    notes="Routes: closed_form — Var[g̃(β)] = Σ Cov[h_m,h_m'](v_m - β)(v_m' - β)ᵀ formed directly (not through the "
+          "expansion); monte_carlo (reading R1) — paired ‖g - y‖² - ‖g̃ - y‖² with β* estimated on an independent "
+          "pilot of 2000 draws (E g = E g̃ = y known exactly), a one-sided mean test: the practical claim with a "
+          "finite-sample β̂*. Tolerance: a variance increase of 2% of Tr Var[g] would make 'never larger' wrong in a "
+          "way that matters (the closed forms are round-off exact). The Monte Carlo route runs on light-tailed "
+          "inputs (s = 0.1, d = 2, d_v = 1, S = 1: the paired squared errors are log-normal-like and flag heavy "
+          "tails at s = 0.3), and the far and random proposals (Ω ~ e^9) are left to the closed form.",
 )
 
 # ------------------------------------------------------------------ App B.2: E[h] = 1, finite-S bias
@@ -506,6 +695,10 @@ APPB1 = Claim(
 def _appb2_mean_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
     mu, tau, s_count = _mean_vector(ctx, q, k), ctx.params["tau"], ctx.params["S"]
+    if ctx.params["route"] == "quadrature":  # in log form: r(ω) overflows at far nodes when τ < 1
+        terms, w, log_ratio = _base_quadrature_terms(ctx, q, k, v, mu, tau)
+        value = w @ np.exp(logsumexp(terms.log_h_tokens[:, 0], axis=-1) - log_ratio)
+        return exact_test(value, 1.0, tolerance=ctx.tolerance, extra=dict(nodes=int(w.size)))
     var_h = theory.cv_moments(q[0], k, v, mu, s_count, tau).var_h
     sd = math.sqrt(var_h) if math.isfinite(var_h) else math.inf
     skew = theory.importance_weight_skewness(q[0], k, mu, s_count)[0] if tau == 1.0 else None
@@ -514,21 +707,40 @@ def _appb2_mean_cell(ctx: CellContext):
     return mean_test(h, 1.0, sd=sd, **ctx.test)
 
 
+TAU_AXIS = Choice("ω_s iid from ρ = N(μ, τ²I): the register's τ ∈ {0.5, 1, 2} (τ = 0.5: Var[h] infinite)",
+                  (0.5, 1.0, 2.0))
+
 APPB2_MEAN = Claim(
-    id="eva.appb2.importance_weight_mean", paper="eva", source="App B.2, display after the chain",
+    id="eva.appb2.importance_weight_mean", source="App B.2, display after the chain",
     statement="E[h(ω)] = E[(1/S)Σ_s W(ω_s)] = 1.",
-    kind="expectation", hypotheses="ω_s iid from ρ = N(μ, τ²I)",
+    kind="expectation",
+    domain=dict(
+        S=Integers("(1/S)Σ_s over S iid draws", 1, math.inf, points=(1,), up_to=8,
+                   why="a mean of S iid terms has the expectation of one term (64 at the full tier)"),
+        d=_d_axis(why="E[h] depends on q_n, K only through the Gram matrix of the q_n + k_m, which every d >= M "
+                      "realises (the quadrature's M = 3 keys at d = 8; Monte Carlo with M = 8 at d = 4; d to 16 at "
+                      "the full tier)"),
+        mu=MU_AXIS, tau=TAU_AXIS),
     tolerance=RELATIVE_TOL, units="bias of E[h] (= relative bias)",
     cell=_appb2_mean_cell,
-    grid={"smoke": dict(S=[1, 8], mu=["zero", "q+mean_k"], tau=[1.0], s=[0.3]),
-          "quick": dict(S=[1, 8], d=[4], mu=["zero", "q+mean_k", "q+k1"], tau=[1.0, 2.0], s=[0.3]),
-          "full": dict(S=[1, 4, 64], d=[1, 2, 8, 16], mu=["zero", "q+mean_k", "q+k1", "random", "far"],
-                       tau=[0.5, 1.0, 2.0], s=[0.1, 0.5, 1.0])},
-    replicates={"smoke": 60_000, "quick": 400_000, "full": 5_000_000},
+    grid=tiers(dict(route=["quadrature", "monte_carlo"], S=[1, 8], d=[1, 4, 8], M=[3, 8], mu=list(MEANS),
+                    tau=[0.5, 1.0, 2.0], s=[0.3]),
+               smoke=dict(S=[1, 8], d=[4], mu=["zero", "q+mean_k"], tau=[1.0]),
+               full=dict(S=[1, 4, 64], d=[1, 2, 8, 16], s=[0.1, 0.5, 1.0])),
+    replicates=tiers(400_000, smoke=60_000, full=5_000_000),
+    where=lambda p, v: (p["S"] == 1 and p["d"] != 4 and p["M"] == 3 if p["route"] == "quadrature"
+                        else p["d"] == 4 and p["M"] == 8 and p["tau"] != 0.5
+                        and p["mu"] in ("zero", "q+mean_k", "q+k1")),
+    related={"eva.eq5.cv_unbiased": "the known mean E[h] = 1 that Eq 5's control variate subtracts"},
     roles=("control_variate_terms",), plot_x="mu",
-    notes="sd from eva.derived.cv_moments (Var[h] = (Ω - 1)/S), skewness from importance_weight_skewness (τ = 1); "
-          "τ = 0.5 has infinite variance (inconclusive by design), and the far and random means (Ω ~ e^{‖μ‖²}, "
-          "Monte Carlo hopeless at quick budgets: resolution 13.7 at μ ~ N(0, I_4)) run only in the full tier.",
+    notes="Routes: quadrature (S = 1: a mean of S iid terms has the expectation of one term; every μ and τ) — "
+          "E_ρ[h] = E_{N(0,I)}[(ρ/N(0,I)) h], and (ρ/N(0,I)) h depends on ω only through its projection on "
+          "span{q_n + k_m} (rank <= M = 3): a Gauss-Hermite rule there evaluates the implementation's h at the nodes "
+          "(exact to round-off, heavy-tailed weights included: τ = 0.5 has Var[h] = ∞, the far and random means "
+          "Ω ~ e^9); "
+          "monte_carlo (τ ∈ {1, 2}, μ ∈ {0, q_n + mean k, q_n + k_1}, d = 4) — the mean of h with sd from "
+          "eva.derived.cv_moments (Var[h] = (Ω - 1)/S) and skewness from importance_weight_skewness (τ = 1), which "
+          "also tests the proposal's sampler.",
 )
 
 
@@ -801,6 +1013,12 @@ EQ21 = Claim(
 def _eq22_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
     mu, tau, s_count = _mean_vector(ctx, q, k), ctx.params["tau"], ctx.params["S"]
+    if ctx.params["route"] == "quadrature":
+        mixture = (proposals_est.GaussianMixtureProposal(np.stack([mu, np.zeros_like(mu)]), np.array([tau, 2.0]),
+                                                         np.array([0.5, 0.5]))
+                   if ctx.params["family"] == "mixture" else None)
+        means = _token_quadrature_means(ctx, q, k, v, GaussianProposal(mu, tau) if mixture is None else mixture)
+        return exact_test(means / np.exp(theory.log_softmax_weights(q[0], k)), 1.0, tolerance=ctx.tolerance)
     mom = theory.cv_moments(q[0], k, v, mu, s_count, tau)
     w = mom.mean_h
     rel_sd = np.sqrt(np.maximum(np.diag(mom.cov_h), 0.0)) / w
@@ -813,22 +1031,46 @@ def _eq22_cell(ctx: CellContext):
                     for m in range(w.size)])
 
 
+def _eq22_where(p, variant) -> bool:
+    if p["route"] == "quadrature":
+        return p["S"] == 1 and p["d"] != 4 and p["M"] in (1, 8) and (p["family"] == "gaussian" or p["tau"] == 1.0)
+    return (p["family"] == "gaussian" and p["d"] == 4 and p["M"] in (3, 6) and p["tau"] != 0.5
+            and p["mu"] in ("zero", "q+k1", "q+mean_k"))
+
+
 EQ22 = Claim(
-    id="eva.eq22.per_token_cv_mean", paper="eva", source="footnote 2; App B.3, Eq 22",
+    id="eva.eq22.per_token_cv_mean", source="footnote 2; App B.3, Eq 22",
     statement="E[h_m(ω)] = exp(q_n·k_m)/Z for every m.",
-    kind="expectation", hypotheses="ω_s iid from a full-support proposal ρ = N(μ, τ²I)",
+    kind="expectation",
+    domain=dict(
+        S=Integers("S iid draws ω_s", 1, math.inf, points=(1,), up_to=8,
+                   why="a mean of S iid terms has the expectation of one term (64 at the full tier)"),
+        M=Integers("for every m of any K (M = 1: h_1 = h)", 1, math.inf, points=(1,), up_to=8,
+                   why="each h_m is its own mean; M enters through Z only (64 at the full tier)"),
+        d=_d_axis(), mu=MU_AXIS, tau=TAU_AXIS,
+        family=Choice("a proposal ρ whose support covers R^d: Gaussian N(μ, τ²I) and a two-component Gaussian "
+                      "mixture (register)", ("gaussian", "mixture"))),
     tolerance=RELATIVE_TOL, units="relative bias of E[h_m] (worst token)",
     cell=_eq22_cell,
-    grid={"smoke": dict(S=[4], M=[4], mu=["zero", "q+k1"], tau=[1.0], s=[0.3]),
-          "quick": dict(S=[1, 8], M=[3, 6], mu=["zero", "q+k1", "q+mean_k"], tau=[1.0, 2.0], s=[0.3]),
-          "full": dict(S=[1, 8, 64], M=[1, 3, 16, 64], d=[2, 8], mu=["zero", "q+k1", "q+mean_k", "far"],
-                       tau=[0.5, 1.0, 2.0], s=[0.1, 0.5, 1.0])},
-    replicates={"smoke": 100_000, "quick": 500_000, "full": 5_000_000},
+    grid=tiers(dict(route=["quadrature", "monte_carlo"], S=[1, 8], M=[1, 3, 6, 8], d=[1, 4, 8], mu=list(MEANS),
+                    tau=[0.5, 1.0, 2.0], family=["gaussian", "mixture"], s=[0.3]),
+               smoke=dict(S=[4], M=[3], d=[4], mu=["zero", "q+k1"], tau=[1.0], family=["gaussian"]),
+               full=dict(S=[1, 8, 64], M=[1, 3, 16, 64], d=[1, 2, 8], s=[0.1, 0.5, 1.0])),
+    replicates=tiers(1_000_000, smoke=100_000, full=5_000_000),
+    where=_eq22_where,
+    related={"eva.derived.cv_moments": "the (co)variances of h_m that size these cells; E[h_m] = w_m by quadrature "
+                                       "there as well"},
     roles=("control_variate_terms",), plot_x="mu",
-    notes="Var[h_m]/w_m² = (Γ_mm - 1)/S does not depend on w_m, so a relative tolerance is as easy for small "
-          "weights as for large ones. Budget: a heavy claim (~5 s at quick): the exact skewness of the log-normal "
-          "token terms sets the replicate counts (up to 300k draws of S·M weights per cell).",
+    notes="Routes: quadrature (S = 1; every μ, τ, the mixture ½N(μ, I) + ½N(0, 4I)) — E_ρ[h_m] = "
+          "E_{N(0,I)}[(ρ/N(0,I)) h_m], a function of ω·(q_n + k_m) only: a one-dimensional Gauss-Hermite rule along "
+          "q_n + k_m at whose nodes the implementation's h_m is evaluated (exact to round-off, whatever the tails of "
+          "the weights); monte_carlo (Gaussian ρ, τ ∈ {1, "
+          "2}, μ ∈ {0, q_n + k_1, q_n + mean k}, M ∈ {3, 6}, d = 4) — per-token mean tests: Var[h_m]/w_m² = "
+          "(Γ_mm - 1)/S does not depend on w_m, so a relative tolerance is as easy for small weights as for large "
+          "ones; the exact skewness of the log-normal token terms sets the replicate counts (at S = 1, τ = 2 the "
+          "1M cap binds: 500k left a radius of 0.017), and the run also tests the proposal's sampler.",
 )
+
 
 # ---------------------------------------------------------------------- Prop 1: β*_m = v_m, zero var
 
@@ -847,7 +1089,7 @@ def _prop1_closed_margin(q, k, v, mu, rng) -> float:
 def _prop1_opt_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
     mu = _mean_vector(ctx, q, k)
-    if ctx.variant == "closed_form":
+    if ctx.params["route"] == "closed_form":
         return margin_evidence(_prop1_closed_margin(q[0], k, v, mu, ctx.rng), tolerance=ctx.tolerance)
     proposal = GaussianProposal(mu)
     omega = proposal.sample(ctx.rng, 64 * ctx.params["S"]).reshape(64, ctx.params["S"], -1)
@@ -877,22 +1119,28 @@ def _prop1_search(ctx: CellContext):
 
 
 PROP1_OPTIMAL = Claim(
-    id="eva.prop1.optimal_coefficient", paper="eva", source="§3.2, Prop 1, Eq 8; App B.4",
+    id="eva.prop1.optimal_coefficient", source="§3.2, Prop 1, Eq 8; App B.4",
     statement="For g̃_m(ω) = g_m(ω) - β̂_m(h_m(ω) - E[h_m(ω)]) with a constant β̂_m, the minimiser of "
               "Tr(Var[g̃_m(ω)]) over β is β*_m = v_m.",
-    kind="optimality", hypotheses="coefficient constant in ω; any ρ = N(μ, I) and S",
+    kind="optimality",
+    domain=dict(
+        S=_s_axis("any ρ and S as in §3.1"),
+        M=Integers("every key m of any K (M = 1: one token)", 1, math.inf, points=(1,), up_to=8,
+                   why="Tr Var[g̃_m(β)] = Var[h_m]‖v_m - β‖² is one parabola per token: M enters only through w_m "
+                       "(M to 16 at the full tier)"),
+        d=_d_axis(), mu=MU_AXIS, qkv=QKV_AXIS),
+    searched=("qkv",),
     tolerance=ALGEBRA_TOL, units="(Tr Var at the numerical argmin - at v_m) / Tr Var[g_m]; sample: |Δβ| / RMS value",
     cell=_prop1_opt_cell,
-    grid={"smoke": dict(S=[4], M=[4], mu=["zero", "q+k1"]),
-          "quick": dict(S=[1, 8], M=[3, 8], d=[2, 8], mu=["zero", "q+k1", "far"]),
-          "full": dict(S=[1, 8, 64], M=[1, 3, 16], d=[1, 2, 8, 16], mu=["zero", "q+k1", "q+mean_k", "random", "far"],
-                       s=[0.1, 0.5, 1.0])},
-    variants=("closed_form", "sample"),
-    variant_notes={"closed_form": "BFGS on Var[h_m]‖v_m - β‖² (eva.derived.cv_parabola) per token; at μ = q + k_m "
-                                  "(Var[h_m] = 0) every β is optimal and the margin is 0",
-                   "sample": "Eq 20's Cov/Var from 64 draws of (g_m, h_m) equals v_m (tokens with Var[h_m] > 0)"},
-    search=_prop1_search, restarts={"smoke": 1, "quick": 1, "full": 20}, universal=True,
+    grid=tiers(dict(route=["closed_form", "sample"], S=[1, 8], M=[1, 3, 8], d=[1, 8], mu=list(MEANS)),
+               smoke=dict(S=[4], M=[4], d=[4], mu=["zero", "q+k1"]),
+               full=dict(S=[1, 8, 64], M=[1, 3, 16], d=[1, 2, 8, 16], s=[0.1, 0.5, 1.0])),
+    search=_prop1_search, restarts=tiers(1, full=20), universal=True,
     roles=("optimal_coefficient", "control_variate_terms"), plot_x="mu",
+    notes="Routes: closed_form — BFGS on Var[h_m]‖v_m - β‖² (eva.derived.cv_parabola) per token against v_m; at "
+          "μ = q_n + k_m (Var[h_m] = 0, the register's boundary) every β is optimal and the margin is 0; sample — "
+          "Eq 20's Cov/Var from 64 draws of (g_m, h_m) equals v_m (tokens with Var[h_m] > 0; exact since g_m = "
+          "h_m v_m). The search: the gradient of Tr Var[g̃_m(β)] at β = v_m, worst token, over q, K (3×2), V (3×2), μ.",
 )
 
 
@@ -901,7 +1149,7 @@ def _zero_variance_cell(ctx: CellContext):
     proposal = GaussianProposal(_mean_vector(ctx, q, k))
     omega = proposal.sample(ctx.rng, 64 * ctx.params["S"]).reshape(64, ctx.params["S"], -1)
     terms = _terms(ctx, q, k, v, omega, proposals_est.log_ratio(proposal, omega))
-    per_token = ctx.variant == "per_token"
+    per_token = ctx.params["part"] == "per_token"
     tilde = control_variate_family(terms, token_coefficients(terms), per_token=per_token)[:, 0]
     shared = control_variate_family(terms, terms.coefficient[..., None, :], per_token=per_token)[:, 0]
     trace_var = np.var(tilde, axis=0, ddof=1).sum(axis=-1)
@@ -912,19 +1160,27 @@ def _zero_variance_cell(ctx: CellContext):
 
 
 PROP1_ZERO = Claim(
-    id="eva.prop1.zero_variance", paper="eva", source="Prop 1 (second sentence); App B.4",
+    id="eva.prop1.zero_variance", source="Prop 1 (second sentence); App B.4",
     statement="With β̂_m = β*_m = v_m for all m: Tr Var[g̃_m(ω)] = 0 for every m, and therefore Tr Var[g̃(ω)] = 0.",
-    kind="moment", hypotheses="as Prop 1 (ρ = N(μ, I), any S)",
+    kind="moment",
+    domain=dict(
+        S=Integers("any S as in Prop 1: S iid draws ω_s", 1, math.inf, points=(1,), up_to=16,
+                   why="g̃_m = g_m - v_m(h_m - w_m) = w_m v_m identically for every draw, whatever S (to 256 at full)"),
+        M=Integers("for every m of any K (M = 1: one token)", 1, math.inf, points=(1,), up_to=16,
+                   why="the identity holds token by token (to 64 at the full tier)"),
+        mu=MU_AXIS,
+        inputs=Choice("any q_n, K, V: the register's G-iid, G-peaked (near one-hot) and G-outlier (|q·k| up to 50, "
+                      "log space) inputs", ("iid", "peaked", "outlier"))),
     tolerance=1e-10, units="sample Tr Var over 64 draws / mean ‖g̃‖² (float-level zero)",
     cell=_zero_variance_cell,
-    grid={"smoke": dict(S=[4], mu=["zero"]),
-          "quick": dict(S=[1, 16], M=[3, 16], mu=["zero", "q+mean_k", "far"], inputs=["iid", "peaked"]),
-          "full": dict(S=[1, 16, 256], M=[1, 3, 16, 64], d=[2, 8], mu=["zero", "q+mean_k", "q+k1", "far"],
-                       inputs=["iid", "peaked", "outlier"])},
-    variants=("per_token", "total"),
-    variant_notes={"per_token": "every g̃_m", "total": "g̃ = Σ_m g̃_m"},
+    grid=tiers(dict(part=["per_token", "total"], S=[1, 16], M=[1, 3, 16], mu=list(MEANS),
+                    inputs=["iid", "peaked", "outlier"]),
+               smoke=dict(S=[4], M=[8], mu=["zero"], inputs=["iid"]),
+               full=dict(S=[1, 16, 256], M=[1, 3, 16, 64], d=[2, 8])),
     roles=("control_variate_terms",), plot_x="S",
-    notes="extra carries the contrast: the trace variance of the same terms with the shared coefficient β̂(ω).",
+    notes="Parts: per_token — every g̃_m; total — g̃ = Σ_m g̃_m. The sample variance over 64 independent draws is "
+          "float-level zero for an exact identity; extra carries the contrast: the trace variance of the same terms "
+          "with the shared coefficient β̂(ω).",
 )
 
 # ------------------------------------------------------------ §3.2: coefficient/cost trade-off
@@ -951,13 +1207,13 @@ SHARED_SCALE = 16
 
 def _cost_cell(ctx: CellContext):
     sizes, d, s_count = np.array(ctx.params["N_values"]), ctx.params["d"], ctx.params["S"]
-    which = 0 if ctx.variant.startswith("per_token") else 1
+    which = 0 if ctx.params["form"] == "per_token" else 1
     if which == 1:  # the linear form costs well under a millisecond at these N: measured SHARED_SCALE× larger
         sizes = sizes * SHARED_SCALE
     calls = [_cost_calls(int(n), d, s_count, ctx.rng) for n in sizes]
     fns = [c[which] for c in calls]
     claimed, alternative = (2.0, "greater") if which == 0 else (1.0, "less")
-    if ctx.variant.endswith("memory"):
+    if ctx.params["measure"] == "memory":
         # tracemalloc peaks are deterministic (same allocations every call): the slope is exact
         fns[0]()  # warm-up outside the trace (lazy imports allocate once)
         y = np.array([peak_bytes(f) for f in fns], dtype=float)
@@ -970,28 +1226,32 @@ def _cost_cell(ctx: CellContext):
 
 
 SEC3_2_COST = Claim(
-    id="eva.sec3_2.coefficient_cost_tradeoff", paper="eva", source="§3.2, paragraph after Prop 1",
+    id="eva.sec3_2.coefficient_cost_tradeoff", source="§3.2, paragraph after Prop 1",
     statement="A distinct coefficient per key gives the exact result but requires exp(q_n·k_m) for every query-key "
               "pair (quadratic time and space); one shared coefficient is conventional RFA, computable in linear "
               "complexity.",
-    kind="complexity", hypotheses="N = M growing; d, S fixed",
+    kind="complexity",
+    domain=dict(
+        form=Choice("a distinct coefficient per key (quadratic); one shared coefficient, conventional RFA (linear)",
+                    ("per_token", "shared")),
+        measure=Choice("time and space", ("time", "memory")),
+        N_values=Integers("N = M growing (d, S fixed)", 256, math.inf, up_to=1024,
+                          why="a log-log slope over 5 √2-spaced N from 256 (the per-token form holds N·S·N "
+                              "log-weights; the shared form runs at N × 16); to 4096 at the full tier")),
     tolerance=SLOPE_TOL, units="log-log slope in N (per-token: below 2; shared: above 1)",
     cell=_cost_cell,
-    grid={"smoke": dict(N_values=[(128, 181, 256, 362, 512)], d=[8], S=[2], repeats=[3]),
-          "quick": dict(N_values=[(256, 362, 512, 724, 1024)], d=[8], S=[2], repeats=[4]),
-          "full": dict(N_values=[(256, 362, 512, 724, 1024, 1448, 2048, 2896, 4096)], d=[32, 64], S=[64],
-                       repeats=[7])},
-    variants=("per_token_time", "per_token_memory", "shared_time", "shared_memory"),
-    variant_notes={"per_token_time": "CPU time of Σ_m[g_m - v_m(h_m - w_m)] grows like N² (slope >= 2)",
-                   "per_token_memory": "its peak memory grows like N² (slope >= 2)",
-                   "shared_time": "RFA (shared β̂) time grows at most linearly (slope <= 1; N × 16)",
-                   "shared_memory": "RFA peak memory grows at most linearly (slope <= 1; N × 16)"},
+    grid=tiers(dict(form=["per_token", "shared"], measure=["time", "memory"], N_values=[(256, 362, 512, 724, 1024)],
+                    d=[8], S=[2], repeats=[4]),
+               smoke=dict(N_values=[(128, 181, 256, 362, 512)], repeats=[3]),
+               full=dict(N_values=[(256, 362, 512, 724, 1024, 1448, 2048, 2896, 4096)], d=[32, 64], S=[64],
+                         repeats=[7])),
     plot_x="N_values",
-    notes="Time: every repeated CPU time (timing_slope_test, t with the fit's dof) over 5 √2-spaced N up to 1024 "
-          "in quick (the per-token form holds N·S·N log-weights; ~2-4 s). Memory: tracemalloc peaks are "
-          "deterministic, so the log-log slope is an exact margin. The shared (RFA) variants are measured at N × "
-          "SHARED_SCALE (16): at the per-token sweep's N the linear form takes ~0.2 ms, dominated by per-call "
-          "overheads.",
+    notes="Time: every repeated CPU time (timing_slope_test, t with the fit's dof) of Σ_m[g_m - v_m(h_m - w_m)] "
+          "(per token) and of RFA with the shared β̂ over 5 √2-spaced N up to 1024 in quick (~2-4 s): per-token "
+          "slope >= 2, shared slope <= 1. Memory: tracemalloc peaks are deterministic, so the log-log slope is an "
+          "exact margin. The shared (RFA) form is measured at N × SHARED_SCALE (16): at the per-token sweep's N the "
+          "linear form takes ~0.2 ms, dominated by per-call overheads. Only the numpy backend is measured (the "
+          "register's Numba and Torch backends of these forms are not implemented).",
 )
 
 # ------------------------------------------------------------------- Lemma 3: weighted MSE J (Eq 24)
@@ -1055,7 +1315,7 @@ def _lemma3_cell(ctx: CellContext):
     labels = partition_labels(m, min(p["C"], m), layout=p["layout"], rng=ctx.rng,
                               keys=ctx.rng.normal(size=(m, 2)))
     alpha, targets = _weights(p["alpha"], m, ctx.rng), ctx.rng.normal(size=(m, 3)) * 2
-    if ctx.variant == "eq25":
+    if p["part"] == "eq25":
         residual, size = _eq25_residual(alpha, targets, labels)
         return exact_test(residual, 0.0, tolerance=ctx.tolerance, scale=np.maximum(size, _TINY)[:, None])
     optimum = theory.partition_optimal_coefficients(alpha, targets, labels)
@@ -1070,13 +1330,11 @@ def _lemma3_search(ctx: CellContext):
         w = np.exp(x[:4] - x[:4].max())
         return w / w.sum(), x[4:12].reshape(4, 2), x[12:14], PARTITIONS_4[int(x[14])]
 
-    def margin(x):
+    def margin(x):  # both parts: the worse of the inequality's margin and Eq 25's residual
         alpha, targets, beta, labels = unpack(x)
-        if ctx.variant == "eq25":
-            residual, size = _eq25_residual(alpha, targets, labels)
-            return -float(np.max(np.abs(residual) / np.maximum(size, _TINY)[:, None]))
+        residual, size = _eq25_residual(alpha, targets, labels)
         value, scale = _lemma3_margin(alpha, targets, labels, beta)
-        return value / scale
+        return min(value / scale, -float(np.max(np.abs(residual) / np.maximum(size, _TINY)[:, None])))
 
     bounds = [(-30.0, 30.0)] * 4 + [(-5.0, 5.0)] * 10 + [(0, len(PARTITIONS_4) - 1)]
     res = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, integer=[False] * 14 + [True],
@@ -1084,29 +1342,54 @@ def _lemma3_search(ctx: CellContext):
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(x=res.x.tolist()))
 
 
+LEMMA3_ALPHAS = ("uniform", "dirichlet_0.1", "dirichlet_1", "dirichlet_10", "softmax", "degenerate")
+
+
+def _lemma3_where(p, variant) -> bool:
+    """C <= M; Eq 25 does not involve β (β = random only); the extra layouts with β random and the extra weight
+    families on contiguous partitions (each axis is covered; the full tier runs the product)."""
+    return (p["C"] <= p["M"] and (p["part"] == "inequality" or p["beta"] == "random")
+            and (p["layout"] in ("contiguous", "random") or p["beta"] == "random" or p.get("design") == "product")
+            and (p["alpha"] in ("uniform", "dirichlet_0.1", "softmax", "degenerate") or p["layout"] == "contiguous"
+                 or p.get("design") == "product"))
+
+
 LEMMA3 = Claim(
-    id="eva.lemma3.partition_lowers_weighted_mse", paper="eva", source="§4.1; App B.5, Lemma 3, Eq 24-25",
+    id="eva.lemma3.partition_lowers_weighted_mse", source="§4.1; App B.5, Lemma 3, Eq 24-25",
     statement="For any partition {P_c} of [M], weights α_m > 0 summing to 1 and any global β, β*_c = Σ_{m∈P_c} α_m "
               "β*_m / Σ_{m∈P_c} α_m gives J(β,…,β) >= J(β*_1,…,β*_C) (Eq 24), and Σ_{m∈P_c} α_m(β*_c - β*_m) = 0 "
               "(Eq 25).",
-    kind="inequality", hypotheses="arbitrary vectors β*_m (the algebra); α_m > 0, Σ α_m = 1; any partition and β",
+    kind="inequality",
+    domain=dict(
+        M=Integers("any partition of [M] (M = 1: one index)", 1, math.inf, points=(1,), up_to=64,
+                   why="J is a sum over subsets of per-subset weighted spreads: more indices add terms of the same "
+                       "form (register to 1024 at the full tier)"),
+        C=Integers("{P_c}: C subsets, from one (C = 1) to all singletons (C = M)", 1, math.inf, points=(1,),
+                   up_to=64, why="C = M = 64 is the all-singletons partition of the largest M (register: C up to M)"),
+        layout=Choice("any partition: contiguous, random, clustered (k-means on keys), dyadic", PARTITION_LAYOUTS),
+        alpha=Choice("any weights α_m > 0 with Σ_m α_m = 1: uniform, Dirichlet(κ), κ ∈ {0.1, 1, 10}, softmax with "
+                     "temperature, near-degenerate (α_m ≈ 1e-12)", LEMMA3_ALPHAS),
+        beta=Choice("any global β: 0, random, Σ_m α_m β*_m, one of the β*_c, far away",
+                    ("zero", "random", "mean", "subset", "far")),
+        targets=Range("arbitrary vectors β*_m (the algebra): scale of the vectors (grid N(0, 4I); the search "
+                      "explores β*_m, α and β over a box)", 0.0, math.inf, up_to=(None, 5.0),
+                      why="the search's box [-5, 5]")),
+    searched=("targets",),
     tolerance=ALGEBRA_TOL, units="margin / J(β,…,β) (Eq 25: residual / Σ α_m(‖β*_c‖ + ‖β*_m‖))",
     cell=_lemma3_cell,
-    grid={"smoke": dict(M=[1, 8], C=[1, 3], layout=["contiguous"], alpha=["uniform", "dirichlet_0.1"],
-                        beta=["random", "mean"]),
-          "quick": dict(M=[1, 3, 16, 64], C=[1, 2, 8, 64], layout=["contiguous", "random"],
-                        alpha=["uniform", "dirichlet_0.1", "softmax", "degenerate"],
-                        beta=["zero", "random", "mean", "subset", "far"]),
-          "full": dict(M=[1, 2, 3, 16, 64, 256, 1024], C=[1, 2, 8, 64, 1024],
-                       layout=["contiguous", "random", "clustered", "dyadic"],
-                       alpha=["uniform", "dirichlet_0.1", "dirichlet_1", "dirichlet_10", "softmax", "degenerate"],
-                       beta=["zero", "random", "mean", "subset", "far"])},
-    variants=("inequality", "eq25"),
-    variant_notes={"inequality": "J(β,…,β) - J(β*_1,…,β*_C) >= 0", "eq25": "Σ_{m∈P_c} α_m(β*_c - β*_m) = 0"},
-    where=lambda p, v: p["C"] <= p["M"] and (v == "inequality" or p["beta"] == "random"),
-    search=_lemma3_search, restarts={"smoke": 1, "quick": 3, "full": 20}, universal=True,
+    grid=tiers(dict(part=["inequality", "eq25"], M=[1, 3, 16, 64], C=[1, 2, 8, 64], layout=list(PARTITION_LAYOUTS),
+                    alpha=list(LEMMA3_ALPHAS), beta=["zero", "random", "mean", "subset", "far"]),
+               smoke=dict(M=[1, 8], C=[1, 3], layout=["contiguous"], alpha=["uniform", "dirichlet_0.1"],
+                          beta=["random", "mean"]),
+               full=dict(M=[1, 2, 3, 16, 64, 256, 1024], C=[1, 2, 8, 64, 1024], design=["product"])),
+    where=_lemma3_where,
+    search=_lemma3_search, restarts=tiers(3, smoke=1, full=20), universal=True,
     plot_x="M",
+    notes="Parts: inequality — J(β,…,β) - J(β*_1,…,β*_C) >= 0; eq25 — Σ_{m∈P_c} α_m(β*_c - β*_m) = 0 per subset. "
+          "Exact margins on grid cells (β*_m ~ N(0, 4I) in R^3) plus an adversarial search over log-weights in "
+          "[-30, 30], β*_m and β in [-5, 5]² and every set partition of 4 indices (an integer axis).",
 )
+
 
 # ----------------------------------------------------------------------- Prop 2 (Eq 9-10), §4.1
 
@@ -1152,9 +1435,22 @@ def _ratio_of_means_evidence(ctx: CellContext, q, k, v, labels):
                                       alpha=ctx.alpha / c_count) for c in range(c_count)])
 
 
+def _ratio_of_means_quadrature(ctx: CellContext, q, k, v, labels):
+    """E[G_c]/E[H_c] against the local softmax, the expectations by :func:`_quadrature_terms`."""
+    terms, w = _quadrature_terms(ctx, q, k, v, _mean_vector(ctx, q, k))
+    onehot = np.eye(labels.max() + 1)[labels]                              # (M, C)
+    mean_h = w @ terms.h_tokens[:, 0]                                      # (M,)
+    mean_g = np.einsum("r,rmv->mv", w, terms.g_tokens[:, 0])               # (M, d_v)
+    ratio = (onehot.T @ mean_g) / (onehot.T @ mean_h)[:, None]
+    _, local = theory.local_softmax(q[0], k, v, labels)
+    return exact_test(ratio, local, tolerance=ctx.tolerance, scale=_value_scale(v), extra=dict(nodes=int(w.size)))
+
+
 def _prop2_opt_cell(ctx: CellContext):
     q, k, v, labels = _prop2_inputs(ctx)
-    if ctx.variant == "ratio_of_means":
+    if ctx.params["part"] == "ratio_of_means" and ctx.params.get("route") == "quadrature":
+        return _ratio_of_means_quadrature(ctx, q, k, v, labels)
+    if ctx.params["part"] == "ratio_of_means":
         return _ratio_of_means_evidence(ctx, q, k, v, labels)
     margin, scale = _prop2_argmin_margin(q[0], k, v, labels, ctx.rng)
     return margin_evidence(margin, tolerance=ctx.tolerance, scale=scale)
@@ -1179,36 +1475,62 @@ def _prop2_opt_search(ctx: CellContext):
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(x=res.x.tolist()))
 
 
+def _prop2_where(p, variant) -> bool:
+    """C <= |U|; the argmin part on every input (no route); the ratio of means on iid inputs with M <= 8, by
+    quadrature under every proposal mean and by Monte Carlo under μ = 0; the extra layouts on iid inputs (each axis
+    covered)."""
+    if not p["C"] <= p["M"] - (2 if p.get("U") == "complement" else 0):
+        return False
+    if p["part"] == "argmin":
+        return p["route"] == "quadrature" and p["mu"] == "zero" and (p["layout"] in ("contiguous", "random")
+                                                                     or p["inputs"] == "iid")
+    return (p["inputs"] == "iid" and p["M"] <= 8 and p["layout"] in ("contiguous", "random")
+            and (p["route"] == "quadrature" or p["mu"] == "zero"))
+
+
 PROP2_OPTIMAL = Claim(
-    id="eva.prop2.local_softmax_optimal", paper="eva", source="§4.1, Prop 2, Eq 9-10; App B.6 (first part)",
+    id="eva.prop2.local_softmax_optimal", source="§4.1, Prop 2, Eq 9-10; App B.6 (first part)",
     statement="For key indices U, a partition {P_c} of U and β*_m = v_m, with J(β_1,…,β_C) := Σ_c Σ_{m∈P_c} "
               "[exp(q_n·k_m)/Σ_{m'∈U} exp(q_n·k_m')] ‖β_c - β*_m‖² (Eq 9): β*_c = argmin J = E[Σ_{P_c} g_m]/"
               "E[Σ_{P_c} h_m] = Σ_{m∈P_c} exp(q_n·k_m) v_m / Σ_{m∈P_c} exp(q_n·k_m) (the local softmax).",
-    kind="optimality", hypotheses="U and the partition arbitrary; any q_n, K, V",
+    kind="optimality",
+    domain=dict(
+        part=Choice("β*_c = argmin J (Eq 9) and = E[Σ_{P_c} g_m]/E[Σ_{P_c} h_m] (Eq 10), both the local softmax",
+                    ("argmin", "ratio_of_means")),
+        U=Choice("a set of key indices U: [M] and [M] minus a local block E", ("all", "complement")),
+        M=Integers("any K: M keys", 1, math.inf, points=(1, 3), up_to=16,
+                   why="J is a sum of per-subset quadratics: more keys add terms of the same form (64 at full); "
+                       "M = 3 is the smallest with U = [M] minus a block of 2 non-empty"),
+        C=Integers("a partition {P_c} of U into C subsets", 1, math.inf, points=(1, 2), up_to=8,
+                   why="per-subset optima are separate (C to 64 at the full tier)"),
+        layout=Choice("an arbitrary partition (as in Lemma 3): contiguous, random, clustered, dyadic",
+                      PARTITION_LAYOUTS),
+        mu=MU_AXIS, qkv=QKV_AXIS),
+    searched=("qkv",),
     tolerance=VALUE_TOL, units="argmin: (J at the BFGS argmin - J at the local softmaxes) / J(softmax over U); "
                                "ratio_of_means: " + VALUE_UNITS,
     cell=_prop2_opt_cell,
-    grid={"smoke": dict(M=[8], C=[1, 3], U=["all"], S=[4], mu=["zero"], s=[0.3]),
-          "quick": dict(M=[3, 16], C=[1, 2, 8], U=["all", "complement"], layout=["contiguous", "random"], S=[4],
-                        mu=["zero", "q+mean_k"], s=[0.3], inputs=["iid", "peaked"]),
-          "full": dict(M=[3, 16, 64], C=[1, 2, 8, 64], U=["all", "complement"],
-                       layout=["contiguous", "random", "clustered"], S=[1, 4, 64], mu=["zero", "q+mean_k", "far"],
-                       inputs=["iid", "clustered", "peaked", "outlier"])},
-    replicates={"smoke": 80_000, "quick": 100_000, "full": 1_000_000},
-    variants=("argmin", "ratio_of_means"),
-    variant_notes={"argmin": "(a) BFGS on J (Eq 9) against the local softmax; search: gradient of J at the local "
-                             "softmax over q, K, V and every partition of 3 keys",
-                   "ratio_of_means": "(b) E[G_c]/E[H_c] = β*_c: Monte Carlo mean of (G_c - β*_c H_c)/π_c against 0 "
-                                     "(exact sd from eva.derived.cv_moments)"},
-    where=lambda p, v: p["C"] <= p["M"] - (2 if p.get("U") == "complement" else 0)
-    and (v == "argmin" or (p.get("inputs", "iid") == "iid" and p["mu"] == "zero" and p["M"] <= 8)),
-    search=_prop2_opt_search, restarts={"smoke": 1, "quick": 2, "full": 20}, universal=True,
+    grid=tiers(dict(part=["argmin", "ratio_of_means"], route=["quadrature", "monte_carlo"], M=[1, 3, 16], C=[1, 2, 8],
+                    U=["all", "complement"],
+                    layout=list(PARTITION_LAYOUTS), S=[4], mu=list(MEANS), s=[0.3], inputs=["iid", "peaked"]),
+               smoke=dict(M=[8], C=[1, 3], U=["all"], layout=["contiguous"], mu=["zero"], inputs=["iid"]),
+               full=dict(M=[3, 16, 64], C=[1, 2, 8, 64], S=[1, 4, 64],
+                         inputs=["iid", "clustered", "peaked", "outlier"])),
+    replicates=tiers(100_000, smoke=80_000, full=1_000_000),
+    where=_prop2_where,
+    search=_prop2_opt_search, restarts=tiers(2, smoke=1, full=20), universal=True,
     roles=("control_variate_terms",), plot_x="C",
-    notes="The ratio-of-means Monte Carlo runs on iid inputs with M <= 8 (peaked inputs and M = 16 give "
-          "log-normal tails that force Chebyshev bounds at these budgets; the closed-form argmin covers them). "
-          "Tolerance: a coefficient lowering Eq 9's error by 2% of the shared-coefficient error, or a bias of the "
-          "ratio of means of 2% of the value scale, would make Prop 2 wrong in a way that matters; the closed-form "
-          "margins are round-off exact (~1e-15), so any error of the formulas shows far above it.",
+    notes="Parts: argmin — BFGS on J (Eq 9) against the local softmax; the search: gradient of J at the local "
+          "softmax over q, K, V and every partition of 3 keys; ratio_of_means — E[G_c]/E[H_c] = β*_c, by two routes: "
+          "quadrature (every proposal mean: the expectations of the implementation's g_m, h_m by a tensor "
+          "Gauss-Hermite rule on span{q_n + k_m - μ}, exact to round-off; Monte Carlo under the far and random means "
+          "needs more than 1e6 replicates) and Monte Carlo under μ = 0 (the mean of (G_c - β*_c H_c)/π_c against 0, "
+          "exact sd from eva.derived.cv_moments). "
+          "The ratio of means runs on iid inputs with M <= 8 (peaked inputs and M = 16 give log-normal tails that "
+          "force Chebyshev bounds at these budgets; the closed-form argmin covers them). Tolerance: a coefficient "
+          "lowering Eq 9's error by 2% of the shared-coefficient error, or a bias of the ratio of means of 2% of "
+          "the value scale, would make Prop 2 wrong in a way that matters; the closed-form margins are round-off "
+          "exact (~1e-15), so any error of the formulas shows far above it.",
 )
 
 
@@ -1253,24 +1575,45 @@ def _beats_global_search(ctx: CellContext):
     return margin_evidence(res.margin, tolerance=ctx.tolerance, extra=dict(x=res.x.tolist()))
 
 
+def _beats_where(p, variant) -> bool:
+    """C <= |U|; the extra layouts on iid inputs, the outlier inputs on contiguous partitions (each axis covered)."""
+    return (p["C"] <= p["M"] - (2 if p["U"] == "complement" else 0)
+            and (p["layout"] in ("contiguous", "random") or p["inputs"] == "iid")
+            and (p["inputs"] != "outlier" or p["layout"] == "contiguous"))
+
+
 PROP2_BEATS = Claim(
-    id="eva.prop2.partition_beats_global", paper="eva", source="Prop 2 (last sentence); App B.6 (second part)",
+    id="eva.prop2.partition_beats_global", source="Prop 2 (last sentence); App B.6 (second part)",
     statement="J(β*_1,…,β*_C) <= J(β,…,β) for every globally shared β (the reduction is usually large, and "
               "significant when the β*_c deviate much from the shared coefficient).",
-    kind="inequality", hypotheses="as Prop 2: Eq 9's softmax weights over U, β*_m = v_m, β*_c the local softmaxes",
+    kind="inequality",
+    domain=dict(
+        U=Choice("as Prop 2: key indices U = [M] or [M] minus a local block E", ("all", "complement")),
+        M=Integers("any K: M keys", 3, math.inf, points=(3,), up_to=64,
+                   why="J is a sum of per-subset quadratics: more keys add terms of the same form (256 at full); "
+                       "M = 3 is the smallest with U = [M] minus a block of 2 non-empty"),
+        C=Integers("a partition {P_c} of U into C subsets (C = 1: one subset, the shared β's own optimum)", 1,
+                   math.inf, points=(1, 2), up_to=8, why="per-subset optima are separate (C to 64 at full)"),
+        layout=Choice("partitions as in Lemma 3: contiguous, random, clustered, dyadic", PARTITION_LAYOUTS),
+        beta=Choice("every globally shared β: the realised RFA coefficient β̂(ω), the softmax over U, 0, random "
+                    "(the search: any β in a box)", ("rfa", "softmax", "zero", "random")),
+        qkv=QKV_AXIS),
+    searched=("qkv",),
     tolerance=ALGEBRA_TOL, units="margin / J(β,…,β)",
     cell=_beats_global_cell,
-    grid={"smoke": dict(M=[8], C=[1, 3], U=["all"], mu=["zero"], beta=["rfa", "softmax"]),
-          "quick": dict(M=[3, 16, 64], C=[1, 2, 8], U=["all", "complement"], layout=["contiguous", "random"],
-                        mu=["zero"], inputs=["iid", "peaked", "clustered"], beta=["rfa", "softmax", "zero", "random"]),
-          "full": dict(M=[3, 16, 64, 256], C=[1, 2, 8, 64], U=["all", "complement"],
-                       layout=["contiguous", "random", "clustered", "dyadic"], mu=["zero", "q+mean_k"],
-                       inputs=["iid", "clustered", "peaked", "outlier"], beta=["rfa", "softmax", "zero", "random"])},
-    where=lambda p, v: p["C"] <= p["M"] - (2 if p["U"] == "complement" else 0),
-    search=_beats_global_search, restarts={"smoke": 1, "quick": 3, "full": 20}, universal=True,
+    grid=tiers(dict(M=[3, 16, 64], C=[1, 2, 8], U=["all", "complement"], layout=list(PARTITION_LAYOUTS),
+                    mu=["zero"], inputs=["iid", "peaked", "clustered", "outlier"],
+                    beta=["rfa", "softmax", "zero", "random"]),
+               smoke=dict(M=[8], C=[1, 3], U=["all"], layout=["contiguous"], inputs=["iid"], beta=["rfa", "softmax"]),
+               full=dict(M=[3, 16, 64, 256], C=[1, 2, 8, 64], mu=["zero", "q+mean_k"])),
+    where=_beats_where,
+    search=_beats_global_search, restarts=tiers(3, smoke=1, full=20), universal=True,
     plot_x="C",
-    notes="The size of the reduction ('usually large') is reported per cell as extra.relative_reduction; it is a "
-          "scope remark, not a testable bound. B.6's scope note (no variance reduction promised) is not tested.",
+    notes="Eq 9's softmax weights over U, β*_m = v_m, β*_c the local softmaxes (Prop 2): exact margins on the grid "
+          "(inputs: the register's G-iid, G-peaked, G-clust and G-outlier) plus a search over q (2), K (3×2), "
+          "V (3×2), the shared β (2) in a box and every partition of the 3 keys. The size of the reduction "
+          "('usually large') is reported per cell as extra.relative_reduction; it is a scope remark, not a "
+          "testable bound. B.6's scope note (no variance reduction promised) is not tested.",
 )
 
 # ------------------------------------------------------------------------ §4.1: exact set E lowers J
@@ -1337,25 +1680,41 @@ def _exact_set_search(ctx: CellContext):
 
 
 SEC4_1_EXACT = Claim(
-    id="eva.sec4_1.exact_set_lowers_j", paper="eva", source="§4.1, 'Partially Optimized Coefficients'",
+    id="eva.sec4_1.exact_set_lowers_j", source="§4.1, 'Partially Optimized Coefficients'",
     statement="Giving each token of a subset E its own coefficient β_m = v_m (exact estimates on E) reduces the "
               "overall squared error of Eq 9.",
-    kind="inequality", hypotheses="any E ⊆ [M] (local window, top, random, bottom); J over U = [M] with optimal "
-                                  "coefficients",
+    kind="inequality",
+    domain=dict(
+        M=Integers("any K: M keys (M = 2: the smallest with a token outside E)", 2, math.inf, points=(2,), up_to=16,
+                   why="J is a sum of per-subset quadratics (M to 256 at the full tier)"),
+        C=Integers("the subsets P_c (C = 1: one shared coefficient outside E)", 1, math.inf, points=(1,), up_to=4,
+                   why="per-subset optima are separate (C to 16 at the full tier)"),
+        E=Integers("some subset E ⊆ [M]: |E| from 0 (nothing exact) up", 0, math.inf, points=(0, 1), up_to=8,
+                   why="half of the largest quick M (|E| to 64 of M = 256 at the full tier)"),
+        E_kind=Choice("E chosen by a sparse mechanism (local window; Reformer-like top-|E| by q_n·k_m) in the paper; "
+                      "any E for the algebra (random, bottom-|E|)", ("local", "top", "random", "bottom")),
+        qkv=QKV_AXIS),
+    searched=("qkv",),
+    readings={"R1": Reading("the partition {P_c} of [M] against the same subsets with E removed ({P_c minus E} plus "
+                            "singletons of E): the paper's 'without loss of generality, E ∩ P_c = ∅' keeps the "
+                            "other tokens' subsets"),
+              "R2": Reading("C contiguous equal chunks of [M] against E plus C contiguous chunks of [M] minus E (the "
+                            "same C, re-chunked: how practical EVA builds its chunks, §4.2), not the paragraph's "
+                            "construction", beside=True)},
     tolerance=ALGEBRA_TOL, units="(J_opt with E - J_opt without E) / J with one shared optimal coefficient",
     cell=_exact_set_cell,
-    grid={"smoke": dict(M=[8], C=[2], E=[2], E_kind=["local", "top"]),
-          "quick": dict(M=[8, 16], C=[1, 2, 4], E=[1, 2, 4], E_kind=["local", "top", "random", "bottom"],
-                        inputs=["iid", "clustered"]),
-          "full": dict(M=[8, 16, 64, 256], C=[1, 2, 4, 8, 16], E=[0, 1, 2, 4, 16, 64],
-                       E_kind=["local", "top", "random", "bottom"], inputs=["iid", "clustered", "peaked"])},
-    variants=("R1", "R2"),
-    variant_notes={"R1": "partition {P_c} of [M] against its refinement {P_c minus E} plus singletons of E",
-                   "R2": "C contiguous equal chunks of [M] against E plus C contiguous chunks of [M] minus E "
-                         "(the same C)"},
+    grid=tiers(dict(M=[2, 8, 16], C=[1, 2, 4], E=[0, 1, 2, 4, 8], E_kind=["local", "top", "random", "bottom"],
+                    inputs=["iid", "clustered"]),
+               smoke=dict(M=[8], C=[2], E=[2], E_kind=["local", "top"], inputs=["iid"]),
+               full=dict(M=[8, 16, 64, 256], C=[1, 2, 4, 8, 16], E=[0, 1, 2, 4, 16, 64],
+                         inputs=["iid", "clustered", "peaked"])),
     where=lambda p, v: p["E"] + p["C"] <= p["M"],
-    search=_exact_set_search, restarts={"smoke": 1, "quick": 3, "full": 20}, universal=True,
+    search=_exact_set_search, restarts=tiers(3, smoke=1, full=20), universal=True,
     plot_x="E",
+    notes="J over U = [M] with Eq 9's softmax weights and optimal coefficients (β*_c the local softmaxes, β_m = v_m "
+          "on E): exact margins on the grid plus a search over M = 6 keys in d = 2 with scalar values, C = 2 chunks "
+          "and E = one key at any position (an integer axis). 'Reduces' is tested as 'does not increase' (|E| = 0 "
+          "changes nothing; a token whose value equals its subset's local softmax changes nothing).",
 )
 
 # ------------------------------------------------------------------------------ derived predictions
@@ -1373,9 +1732,45 @@ def _centred_product_variance(a, a2, mean: float, mean2: float) -> float:
     return (mean * mean2) ** 2 * (second - math.expm1(g) ** 2)
 
 
+def _kernel_quadrature(ctx: CellContext, x, y, y2, mu, part: str, extra=None):
+    """Exact route: ``Y = r ξ(x)ξ(y)``, ``Y' = r ξ(x)ξ(y')`` depend on ``ω = μ + z`` only through ``z·(x + y - μ)``
+    and ``z·(x + y' - μ)``: a tensor Gauss-Hermite rule on that span (rank <= 2) evaluates the implementation's
+    ``log ξ`` and ``log r`` at its nodes. ``mean``: E[Y] = exp(x·y) and, at μ = x + y, Var[Y] = 0; ``cov``: the
+    register's formula exp(x·y + x·y')(exp((x + y - μ)·(x + y' - μ)) - 1), relative to sqrt(Var Y Var Y')."""
+    a, a2 = x + y - mu, x + y2 - mu
+    _, sv, vt = np.linalg.svd(np.stack([a, a2]), full_matrices=False)
+    basis = vt[sv > 1e-12 * max(float(sv.max(initial=0.0)), 1.0)]
+    if basis.shape[0]:
+        z, w = gauss_hermite_rule(60, d=basis.shape[0])
+        omega = (mu + z @ basis)[:, None, :]
+    else:
+        omega, w = mu[None, None, :], np.ones(1)
+    feature = ctx.impl("log_xi", log_xi)
+    base = proposals_est.log_ratio(GaussianProposal(mu), omega) + feature(x[None], omega)[:, 0]          # (n, 1)
+    vals = np.exp(base + feature(np.stack([y, y2]), omega)[:, :, 0])                                      # (n, 2)
+    m1, m2 = w @ vals
+    target = math.exp(float(x @ y))
+    if part == "mean":
+        parts = [exact_test(m1, target, tolerance=ctx.tolerance, scale=target)]
+        if np.allclose(a, 0.0):   # μ = x + y: Y is constant, Var[Y] = 0 (relative to E[Y]², round-off)
+            parts.append(exact_test((w @ vals[:, 0] ** 2 - m1**2) / m1**2, 0.0, tolerance=ctx.tolerance))
+        return combine(parts, extra=dict(extra or {}, route="quadrature"))
+    cov = w @ (vals[:, 0] * vals[:, 1]) - m1 * m2
+    predicted = math.exp(float(x @ y + x @ y2)) * math.expm1(float(a @ a2))
+    bound = math.sqrt(math.exp(float(2 * x @ y)) * math.expm1(float(a @ a)) * math.exp(float(2 * x @ y2))
+                      * math.expm1(float(a2 @ a2)))
+    scale = max(bound, abs(predicted), 1e-8 * target * math.exp(float(x @ y2)))
+    return exact_test(cov, predicted, tolerance=ctx.tolerance, scale=scale,
+                      extra=dict(extra or {}, route="quadrature", cov=float(cov), predicted=predicted))
+
+
 def _kernel_moment_cell(ctx: CellContext):
     p = ctx.params
     d = p["d"]
+    if p["route"] == "quadrature":  # x, y, y' in random directions (any d), each of norm p["norm"]
+        x, y, y2 = (p["norm"] * u / np.linalg.norm(u) for u in ctx.rng.normal(size=(3, d)))
+        mu = {"zero": np.zeros(d), "x+y": x + y, "random": 0.5 * ctx.rng.normal(size=d)}[p["mu"]]
+        return _kernel_quadrature(ctx, x, y, y2, mu, p["part"])
     x, y = controlled_pair(p["norm"], p["norm"], math.pi / 3, d, ctx.rng)
     y2 = -0.5 * y + 0.3 * x
     mu = {"zero": np.zeros(d), "x+y": x + y, "random": 0.5 * ctx.rng.normal(size=d)}[p["mu"]]
@@ -1387,7 +1782,7 @@ def _kernel_moment_cell(ctx: CellContext):
         base = proposals_est.log_ratio(proposal, omega) + log_xi(x[None], omega)[:, 0]                   # (n, 1)
         return np.exp(base + log_xi(np.stack([y, y2]), omega)[:, :, 0])                   # (n, 2)
 
-    if ctx.variant == "mean":
+    if p["part"] == "mean":
         var = theory.weighted_kernel_moments(x, y, y, mu)["cov"]
         return ctx.mean(lambda rng, n: values(rng, n)[:, 0], mom["mean"], scale=mom["mean"],
                         sd=math.sqrt(max(var, 0.0)))
@@ -1407,21 +1802,37 @@ def _kernel_moment_cell(ctx: CellContext):
 
 
 KERNEL_MOMENTS = Claim(
-    id="eva.derived.weighted_kernel_moments", paper="eva", source="register, derived prediction",
+    id="eva.derived.weighted_kernel_moments", source="register, derived prediction",
     statement="For ω ~ N(μ, I) and Y(x, y) := r(ω) ξ(x, ω) ξ(y, ω): E[Y] = exp(x·y); Cov[Y(x, y), Y(x, y')] = "
               "exp(x·y + x·y')(exp((x + y - μ)·(x + y' - μ)) - 1); Var[Y(x, y)] = 0 for μ = x + y.",
-    kind="moment", hypotheses="one draw ω ~ N(μ, I); any x, y, y'",
+    kind="moment",
+    domain=dict(
+        part=Choice("E[Y]; Cov[Y(x, y), Y(x, y')] (Var[Y] = 0 at μ = x + y is tested with E[Y])", ("mean", "cov")),
+        d=Integers("any x, y, y' ∈ R^d", 1, math.inf, points=(1,), up_to=4,
+                   why="Y, Y' depend on x, y, y', μ through their Gram matrix, which every d >= 4 realises (d to "
+                       "64 at the full tier)"),
+        norm=Range("any x, y, y': their norm (x = y = 0 included)", 0.0, math.inf, up_to=(None, 0.7),
+                   why="the register's largest norm"),
+        mu=Choice("one draw ω ~ N(μ, I): μ = 0, μ = x + y (the zero-variance point), random",
+                  ("zero", "x+y", "random"))),
     tolerance=MOMENT_TOL, units="relative error of the moment (covariance: / sqrt(Var Y Var Y'))",
     cell=_kernel_moment_cell,
-    grid={"smoke": dict(d=[4], norm=[0.4], mu=["zero", "x+y"]),
-          "quick": dict(d=[2, 4], norm=[0.2, 0.5], mu=["zero", "x+y", "random"]),
-          "full": dict(d=[2, 4, 8, 16, 64], norm=[0.1, 0.3, 0.5, 0.7], mu=["zero", "x+y", "random"])},
-    replicates={"smoke": 40_000, "quick": 100_000, "full": 5_000_000},
-    variants=("mean", "cov"),
-    variant_notes={"mean": "E[Y(x, y)] with the exact variance",
-                   "cov": "Cov[Y(x, y), Y(x, y')]: mean of centred products with their exact variance (Gaussian "
-                          "moment generating function, fourth order)"},
+    grid=tiers(dict(route=["quadrature", "monte_carlo"], part=["mean", "cov"], d=[1, 2, 4],
+                    norm=[0.0, 0.2, 0.5, 0.7], mu=["zero", "x+y", "random"]),
+               smoke=dict(d=[4], norm=[0.4], mu=["zero", "x+y"]),
+               full=dict(d=[1, 2, 4, 8, 16, 64], norm=[0.0, 0.1, 0.3, 0.5, 0.7], mc_cov=[True])),
+    replicates=tiers(100_000, smoke=40_000, full=5_000_000),
+    where=lambda p, v: p["route"] == "quadrature" or (p["d"] >= 2 and 0.0 < p["norm"] < 0.7
+                                                      and (p["part"] == "mean" or p.get("mc_cov", False))),
     plot_x="norm",
+    notes="Routes: quadrature (any d, x, y, y' in random directions of the cell's norm) — the moments of the "
+          "implementation's Y, Y' by a tensor Gauss-Hermite rule on span{x + y - μ, x + y' - μ} (exact to round-off); "
+          "monte_carlo (d >= 2, x, y at 60°, y' = -y/2 + 0.3x) — E[Y] with the exact variance, and Cov[Y, Y'] as the "
+          "mean of centred products with their exact variance (Gaussian moment generating function, fourth order). "
+          "The products are log-normal-like (quick, seed 0: a Monte Carlo covariance cell at μ random, d = 4 stayed "
+          "underpowered after 800k draws), so the covariance is decided by the quadrature in smoke and quick and by "
+          "Monte Carlo too at the full tier, where a cell whose exact variance needs more replicates than the tier "
+          "allows (required_replicates, from exact moments before any draw) is decided by the quadrature instead.",
 )
 
 
@@ -1442,11 +1853,44 @@ def _second_moment_target(which: str, mom, y):
     return (lambda t: np.sum((t.g[:, 0] - y) ** 2, axis=-1)), trace, trace
 
 
+#: Nodes of the second-moment quadrature in all (30 per axis at rank 4: products e^{z·(a_m + a_m')} with
+#: ‖a_m‖ ~ 3 under the far mean need more nodes than the means; 16 per axis left 15% errors there).
+CV_MOMENT_GH_POINTS = 810_000
+
+
+def _cv_moment_quadrature(ctx: CellContext, q, k, v, mu, moments) -> Evidence:
+    """Exact route (S = 1): the moments of the implementation's h_m, h, g over a Gauss-Hermite rule on
+    span{q_n + k_m - μ} (:func:`_quadrature_terms`, one evaluation for every moment of the cell) against
+    eva.derived.cv_moments' closed forms."""
+    mom = theory.cv_moments(q[0], k, v, mu, 1)
+    terms, w = _quadrature_terms(ctx, q, k, v, mu, points=CV_MOMENT_GH_POINTS)
+    h_tok, h, g = terms.h_tokens[:, 0], terms.h[:, 0], terms.g[:, 0]
+    mean_h, mean_tok, mean_g = w @ h, w @ h_tok, w @ g
+    centred_tok, centred_g = h_tok - mean_tok, g - mean_g
+    diag = np.sqrt(np.maximum(np.diag(mom.cov_h), 0.0))       # Var[h_m] = 0 at μ = q_n + k_m: round-off floor
+    checks = {
+        "mean_h": lambda: exact_test(mean_tok / mom.mean_h, 1.0, tolerance=ctx.tolerance),
+        "var_h": lambda: exact_test(w @ (h - mean_h) ** 2, mom.var_h, tolerance=ctx.tolerance,
+                                    scale=max(mom.var_h, _TINY)),
+        "cov_h": lambda: exact_test(np.einsum("r,rm,rn->mn", w, centred_tok, centred_tok), mom.cov_h,
+                                    tolerance=ctx.tolerance,
+                                    scale=np.maximum(np.outer(diag, diag), 1e-10 * np.outer(mom.mean_h, mom.mean_h))),
+        "cov_hg": lambda: exact_test(np.einsum("r,r,rv->v", w, h - mean_h, centred_g), mom.cov_hg,
+                                     tolerance=ctx.tolerance,
+                                     scale=max(math.sqrt(mom.var_h * np.trace(mom.var_g)), _TINY)),
+        "var_g": lambda: exact_test(np.einsum("r,ru,rv->uv", w, centred_g, centred_g), mom.var_g,
+                                    tolerance=ctx.tolerance, scale=max(float(np.trace(mom.var_g)), _TINY)),
+    }
+    return combine([checks[m]() for m in moments], extra=dict(nodes=int(w.size), moments=list(moments)))
+
+
 def _cv_moment_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
     mu, s_count = _mean_vector(ctx, q, k), ctx.params["S"]
-    mom = theory.cv_moments(q[0], k, v, mu, s_count)
     which = ctx.params["moment"]
+    if ctx.params["route"] == "quadrature":  # one cell sweeps every moment (a tuple)
+        return _cv_moment_quadrature(ctx, q, k, v, mu, (which,) if isinstance(which, str) else which)
+    mom = theory.cv_moments(q[0], k, v, mu, s_count)
     fn, target, scale = _second_moment_target(which, mom, _softmax(q, k, v)[0])
     # every replicate is a quadratic form Xᵀ A X of the centred token terms X_m = h_m - w_m: its exact variance
     # (fourth moments of the Gaussian–exponential terms, rfkit.theory.eva.quadratic_form_sd) gives a Catoni sequence
@@ -1465,27 +1909,49 @@ def _cv_moment_cell(ctx: CellContext):
                     sd=sd)
 
 
+#: The quadrature route's cells sweep every moment at once (one evaluation of the terms).
+CV_MOMENTS_ALL = ("mean_h", "var_h", "cov_h", "cov_hg", "var_g")
+
 CV_MOMENTS = Claim(
-    id="eva.derived.cv_moments", paper="eva", source="register, derived prediction",
+    id="eva.derived.cv_moments", source="register, derived prediction",
     statement="With S iid draws from N(μ, I): E[h_m] = w_m; Cov[h_m, h_m'] = w_m w_m'(Γ_mm' - 1)/S; "
               "Var[h] = (Ω - 1)/S; Cov[h, g] = Σ Cov[h_m, h_m'] v_m'; Var[g] = Σ Cov[h_m, h_m'] v_m v_m'ᵀ.",
-    kind="moment", hypotheses="S iid draws from N(μ, I); exact Z",
+    kind="moment",
+    domain=dict(
+        moment=Choice("E[h_m], Cov[h_m, h_m'], Var[h], Cov[h, g], Var[g]",
+                      ("mean_h", "cov_h", "var_h", "cov_hg", "var_g")),
+        S=Integers("S iid draws", 1, math.inf, points=(1,), up_to=8,
+                   why="the (co)variances of a mean of S iid terms are the one-draw values over S (64 at full)"),
+        M=Integers("any K: M keys (M = 1: h_1 = h)", 1, math.inf, points=(1,), up_to=4,
+                   why="every moment is a sum over pairs of tokens (M to 64 at the full tier)"),
+        d=Integers("q_n, k_m ∈ R^d", 1, math.inf, points=(1,), up_to=4,
+                   why="the moments depend on q_n, K, μ through the Gram matrix of the M = 4 vectors q_n + k_m - μ, "
+                       "which every d >= 4 realises (d to 8 at the full tier)"),
+        mu=MU_AXIS),
     tolerance=MOMENT_TOL, units="relative error of the second moment (cross moments: / Cauchy-Schwarz bound)",
     cell=_cv_moment_cell,
-    grid={"smoke": dict(S=[4], M=[4], d=[2], mu=["zero"], s=[0.2], moment=["var_h", "cov_h", "cov_hg", "var_g"]),
-          "quick": dict(S=[1, 8], M=[4], d=[2], mu=["zero", "q+mean_k"], s=[0.2],
-                        moment=["var_h", "cov_h", "cov_hg", "var_g"]),
-          "full": dict(S=[1, 8, 64], M=[2, 16, 64], d=[2, 8], mu=["zero", "q+mean_k", "q+k1", "random"],
-                       s=[0.3, 0.5, 1.0], moment=["var_h", "cov_h", "cov_hg", "var_g"])},
-    replicates={"smoke": 40_000, "quick": 100_000, "full": 4_000_000},
+    grid=tiers(dict(route=["quadrature", "monte_carlo"], S=[1, 8], M=[1, 4], d=[1, 2, 4], mu=list(MEANS), s=[0.2],
+                    moment=[CV_MOMENTS_ALL, "var_h", "cov_h", "cov_hg", "var_g"]),
+               smoke=dict(S=[4], M=[4], d=[2], mu=["zero"]),
+               full=dict(S=[1, 8, 64], M=[1, 2, 4, 16, 64], d=[1, 2, 4, 8], s=[0.2, 0.5, 1.0], design=["full"])),
+    replicates=tiers(100_000, smoke=40_000, full=4_000_000),
+    where=lambda p, v: (p["S"] == 1 and p["d"] in (1, 4) and p["moment"] == CV_MOMENTS_ALL
+                        if p["route"] == "quadrature"
+                        else p["moment"] != CV_MOMENTS_ALL and p["M"] >= 2 and p["mu"] != "far"
+                        and (p.get("design") == "full" or p["M"] == 4 and p["d"] == 2
+                             and p["mu"] in ("zero", "q+mean_k"))),
+    related={"eva.eq22.per_token_cv_mean": "E[h_m] = w_m (Eq 22), tested there by Monte Carlo as well"},
     roles=("control_variate_terms",), plot_x="moment",
-    notes="Means are known exactly (E h = 1, E h_m = w_m, E g = SoftmaxAttn), so each second moment is the mean of "
-          "a product of centred replicates, in sequential cells; Var[h] with the exact variance of (h - 1)² (the "
-          "fourth moment of W from the Gaussian moment generating function: Catoni sequence), and so the cross "
-          "moments: each replicate is a quadratic form in the centred token terms, whose exact variance is a sum of "
-          "their closed-form fourth moments (rfkit.theory.eva.quadratic_form_sd). The "
-          "products are log-normal-like: with s = 0.5 one replicate carries a third of the sample variance at 40k "
-          "draws (flagged heavy tails), so smoke/quick use d = 2, s = 0.2 and larger spreads run in the full tier.",
+    notes="Routes: quadrature (S = 1: the moments of a mean of S iid terms are the one-draw moments over S; every "
+          "proposal mean, d <= 4) — the implementation's h_m, h, g at the nodes of a Gauss-Hermite rule on "
+          "span{q_n + k_m - μ} (exact to round-off) against the closed forms; monte_carlo (μ ∈ {0, q_n + mean k}, "
+          "d = 2, M = 4, S ∈ {1, 8}) — means are known exactly (E h = 1, E h_m = w_m, E g = SoftmaxAttn), so each "
+          "second moment is the mean of a product of centred replicates, in sequential cells; Var[h] with the exact "
+          "variance of (h - 1)² (the fourth moment of W from the Gaussian moment generating function: Catoni "
+          "sequence), and so the cross moments: each replicate is a quadratic form in the centred token terms, whose "
+          "exact variance is a sum of their closed-form fourth moments (rfkit.theory.eva.quadratic_form_sd). The "
+          "products are log-normal-like (s = 0.5: one replicate carried a third of the sample variance at 40k draws), "
+          "so the Monte Carlo runs at s = 0.2 and the far and random means (Ω ~ e^9) by quadrature only.",
 )
 
 
@@ -1601,22 +2067,35 @@ def _lara_cell(ctx: CellContext):
 
 
 LARA_CV = Claim(
-    id="eva.appg2.lara_cv_form", paper="eva", source="App G.2",
+    id="eva.appg2.lara_cv_form", source="App G.2",
     statement="LARA and RFA are both SNIS estimators that differ in the proposal, so the control-variate "
               "generalisation of this paper also applies to LARA.",
-    kind="identity", hypotheses="LARA (Eq 34 proposals, balance-heuristic MIS weights) written with its own "
-                                "importance weights W = α_c p_n/q_c (exact Z)",
+    kind="identity",
+    domain=dict(
+        part=Choice("the control-variate generalisation: LARA = g - β̂(h - 1) (Eq 6 form), Σ_m g̃_m with the shared "
+                    "β̂ (Eq 7), per-token coefficients v_m give softmax (Prop 1 form)", ("eq6", "eq7", "prop1")),
+        weights=Choice("LARA: its multiple-importance-sampling weights, the balance heuristic and LARA's default "
+                       "Eq 9 weights (signed)", ("balance", "eq9")),
+        C=Integers("LARA's number of proposals (C = 1: plain SNIS with the Eq 34 proposal)", 1, math.inf,
+                   points=(1,), up_to=4, why="every proposal adds terms of the same form (8 at the full tier)"),
+        S_c=Integers("samples per proposal", 1, math.inf, points=(1,), up_to=3,
+                     why="the identities hold draw by draw (16 at the full tier)"),
+        inputs=Choice("SW inputs: G-iid, G-peaked", ("iid", "peaked"))),
+    readings={"balance": Reading("LARA with the balance-heuristic weights only: its default signed Eq 9 weights are "
+                                 "not run (control_variate_terms works in log space and needs positive weights; "
+                                 "a linear-space route would cover them)",
+                                 narrows=dict(weights=Choice("the balance heuristic", ("balance",))))},
     tolerance=1e-10, units="|Δ| / RMS value coordinate",
     cell=_lara_cell,
-    grid={"smoke": dict(N=[4], M=[8], C=[2], S_c=[1], part=["eq6", "eq7", "prop1"]),
-          "quick": dict(N=[4, 8], M=[8], C=[1, 2, 4], S_c=[1, 3], inputs=["iid", "peaked"],
-                        part=["eq6", "eq7", "prop1"]),
-          "full": dict(N=[8, 16], M=[16, 64], C=[1, 2, 4, 8], S_c=[1, 4, 16], inputs=["iid", "clustered", "peaked"],
-                       part=["eq6", "eq7", "prop1"])},
+    grid=tiers(dict(part=["eq6", "eq7", "prop1"], weights=["balance"], N=[4, 8], M=[8], C=[1, 2, 4], S_c=[1, 3],
+                    inputs=["iid", "peaked"]),
+               smoke=dict(N=[4], C=[2], S_c=[1], inputs=["iid"]),
+               full=dict(N=[8, 16], M=[16, 64], C=[1, 2, 4, 8], S_c=[1, 4, 16], inputs=["iid", "clustered", "peaked"])),
     where=lambda p, v: p["C"] <= min(p["N"], p["M"]),
+    related={"lara.eq8.mis_unbiased": "E[h] = 1 and E[h_m] = w_m under LARA's sampling: the unbiasedness of MIS"},
     roles=("lara_attention", "control_variate_terms"), plot_x="part",
-    notes="Parts: (a) eq6 — LARA = g - β̂(h - 1) with LARA's weights; (b) eq7 — Σ_m g̃_m with the shared β̂ equals "
-          "LARA; (d) prop1 — per-token coefficients v_m give softmax. Not run: (c) the Monte Carlo of Eq 22's means "
-          "under LARA's sampling (an expectation, it needs its own claim tolerance), and LARA's default signed Eq 9 "
-          "weights (the log-space terms need positive weights).",
+    notes="LARA (Eq 34 proposals, MIS weights) written with its own importance weights W = α_c p_n/q_c (exact Z). "
+          "Parts: (a) eq6 — LARA = g - β̂(h - 1) with LARA's weights; (b) eq7 — Σ_m g̃_m with the shared β̂ equals "
+          "LARA; (d) prop1 — per-token coefficients v_m give softmax. The register's (c), the Monte Carlo of Eq 22's "
+          "means under LARA's sampling, is the unbiasedness of MIS (lara.eq8.mis_unbiased).",
 )

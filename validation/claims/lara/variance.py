@@ -686,7 +686,9 @@ EQ8_MIS_UNBIASED = Claim(
                full=dict(route=["exact", "monte_carlo"], N=[16, 196], logit_std=[0.5, 1.0])),
     replicates=tiers(10_000, full=400_000),
     where=_eq8_where,
-    related={"lara.eq9.unbiased_or_consistent": "its unbiased part is this claim with Eq 9 weights"},
+    related={"lara.eq9.unbiased_or_consistent": "its unbiased part is this claim with Eq 9 weights",
+             "eva.appg2.lara_cv_form": "EVA's control-variate form of LARA: E[h] = 1 and E[h_m] = w_m under LARA's "
+                                       "sampling, this claim's unbiasedness"},
     plot_x="C",
     notes="D <= 2 (route quadrature): E[ĝ_n] = Σ_c E_{q_c}[α_nc w_c f_n] by linearity over the independent draws, each "
           "expectation by an 80x80 Gauss-Hermite rule under q_c (24x24 per component of an Eq 32 mixture) of the "
