@@ -23,10 +23,6 @@ REGISTER_IDS = {
     "eva.sec4_2.causal_efficiency", "eva.fig1.runtime_memory", "eva.fig2.flashattention_comparison",
     "eva.appe4.short_sequences", "eva.table6.efficiency", "eva.table7.efficiency", "eva.tables1to4.params_flops",
     "eva.derived.eq16_large_s_limit"}
-#: Deterministic or cheap claims: smoke in well under a second each.
-CHEAP = ["eva.appc.sum_exp_bracket", "eva.eq27.local_target", "eva.appc.partition_over_all_indices",
-         "eva.tables1to4.params_flops", "eva.fig2.flashattention_comparison", "eva.table6.efficiency",
-         "eva.table7.efficiency"]
 
 
 def run(ids, **kw):
@@ -44,16 +40,6 @@ def _verdict(claim_id, variant=None, **kw):
 def test_register_ids_all_present_and_registered():
     assert {c.id for c in claims_in(practical)} == REGISTER_IDS
     assert all(get_claim(i).paper == "eva" for i in REGISTER_IDS)
-
-
-def test_cheap_claims_smoke_without_failing_cells():
-    result = run(CHEAP)
-    assert not result.failed, [o.error for c in result.claims for o in c.outcomes if o.error]
-    verdicts = {c.claim.id: c.verdict for c in result.claims}
-    assert verdicts["eva.appc.sum_exp_bracket"] == "supported"
-    assert verdicts["eva.tables1to4.params_flops"] == "supported"
-    for untestable in ("eva.fig2.flashattention_comparison", "eva.table6.efficiency", "eva.table7.efficiency"):
-        assert verdicts[untestable] == "inconclusive"
 
 
 @pytest.mark.slow
@@ -74,39 +60,6 @@ def test_planted_feature_without_norm_term_is_refuted(monkeypatch):
     # ξ(x, ω) = exp(ω·x) without the -‖x‖²/2 term: f_c then weights keys by exp(‖k‖²/2) and misses Eq 27's target.
     monkeypatch.setattr(practical, "log_xi", lambda x, omega: np.asarray(x) @ np.swapaxes(omega, -1, -2))
     assert _verdict("eva.eq27.local_target") == "refuted"
-
-
-def test_planted_wrong_coefficient_size_model_is_refuted(monkeypatch):
-    monkeypatch.setattr(practical, "eva_coefficient_bytes", lambda n, c, dv, **kw: 2 * c * dv * 8)
-    assert _verdict("eva.appc.coefficient_memory", "single_sample") == "refuted"
-
-
-def test_planted_parameter_count_with_full_width_sigma_is_refuted(monkeypatch):
-    # σ_q, σ_k counted on the embedding width instead of the head dimension (per head instead of shared).
-    def full_width_sigma(cfg):
-        extra = 2 * cfg.layers * (cfg.width**2 + 3 * cfg.width) if cfg.attention == "eva" else 0
-        return cost.vit_parameters(cfg) + extra
-
-    monkeypatch.setattr(practical, "vit_parameters", full_width_sigma)
-    assert _verdict("eva.tables1to4.params_flops", "params") == "refuted"
-
-
-def test_planted_wrong_importance_weights_are_refuted(monkeypatch):
-    # Dropping log r(ω): the per-chunk SNIS targets the wrong distribution and its error stops shrinking with S.
-    draw = practical._draw
-
-    def unweighted(ctx, mu, shape):
-        omega, _ = draw(ctx, mu, shape)
-        return omega, np.zeros(omega.shape[:-1])
-
-    monkeypatch.setattr(practical, "_draw", unweighted)
-    assert _verdict("eva.eq27.local_consistency", "q_plus_mean_k") == "refuted"
-
-
-def test_planted_biased_limit_is_refuted(monkeypatch):
-    limit = theory.eq16_large_s_limit
-    monkeypatch.setattr(practical.theory, "eq16_large_s_limit", lambda *a: limit(*a) + 0.05)
-    assert _verdict("eva.derived.eq16_large_s_limit", "eq28") == "refuted"
 
 
 # --------------------------------------------------------------------------- cost models, independently

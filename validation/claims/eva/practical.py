@@ -68,9 +68,10 @@ from rfkit.theory.cost import (
     vit_parameters,
 )
 from rfkit.validation.claims.eva.control_variates import RATE_POINTS, RATE_SPAN, exact_rate_cell, rate_window
-from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
+from rfkit.validation.claims.eva.inputs import GENERATORS, VALUE_KINDS, attention_inputs, proposal_mean, values_for
+from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import chunks, single_threaded
-from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.reproductions.eva import FIG1_OPTIONS, attention_call, efficiency_sweep, is_capped
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import MIN_SLOPE_POINTS, Evidence, combine, exact_test, mean_test, slope_test, undecided
@@ -301,8 +302,7 @@ def _partition_search(ctx: CellContext) -> Evidence:
         eva, rfa = _asymptotic_excess(problem, labels, mu, sampling)
         return (rfa - eva) / rfa if rfa > 0 else 0.0
 
-    found = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0,
-                           maxiter=SEARCH_ITERATIONS[ctx.tier])
+    found = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, maxiter=ctx.params["maxiter"])
     problem, labels, mu = _unpack_search(found.x, exact)
     extra = dict(surrogate_margin=found.margin, point=found.x.tolist(), sampling=sampling)
     if ctx.variant == "R1_J":
@@ -311,30 +311,58 @@ def _partition_search(ctx: CellContext) -> Evidence:
     return _paired_excess(ctx, eva, rfa, problem.round_off, extra=extra)
 
 
+#: The Monte Carlo readings reported beside (R2, R3) run on this sub-grid (their cost; they never decide).
+BESIDE_MC = dict(layout="contiguous", C=4, gen=("iid", "peaked", "outlier"))
+
+
+def _partitioning_where(p: dict, variant: str) -> bool:
+    if variant == "R1_J":
+        return p["C"] <= p["M"] and p["E"] == PARTITION_E_R1
+    return (p["layout"] == BESIDE_MC["layout"] and p["C"] == BESIDE_MC["C"] and p["gen"] in BESIDE_MC["gen"]
+            and p["E"] > 0 and p["C"] < p["M"] - p["E"] and (not variant.endswith("per_chunk") or p["S"] % p["C"] == 0))
+
+
+#: R1 takes U = [M] (E = ∅): its cells are the grid's ``E = PARTITION_E_R1`` ones.
+PARTITION_E_R1 = 0
+
+
 PARTITIONING_REDUCES_ERROR = Claim(
-    id="eva.sec1.partitioning_reduces_error", paper="eva", source="§1; §4.1 opening paragraph",
+    id="eva.sec1.partitioning_reduces_error", source="§1; §4.1 opening paragraph",
     statement="Replacing the single shared coefficient by separately tuned per-subset coefficients yields better "
               "estimation and lowers the approximation error in the global sense.",
     kind="inequality",
-    hypotheses="arbitrary partitions; the optimal coefficients of Prop 2 (R1) or their estimates β̂_c (R2, R3); "
-               "proposal N(μ, I) shared by the estimators compared",
+    domain=dict(
+        layout=Choice("arbitrary partitions (their layout: contiguous, random, clustered by k-means on the keys, "
+                      "dyadic)", ("contiguous", "random", "clustered", "dyadic")),
+        C=Integers("per-subset coefficients over C subsets (C = 1: the shared coefficient itself; C = M: one key per "
+                   "subset)", 1, math.inf, points=(1, 2), up_to=16,
+                   why="quick M = 16: C = 16 is the partition into singletons, the finest there is (the full tier "
+                       "has M up to 256)"),
+        gen=Choice("any query, keys and values (the register's SW inputs)", GENERATORS)),
+    readings={
+        "R1_J": Reading(PARTITION_READINGS["R1_J"] + "; the paper's own meaning of 'reduces approximation error in "
+                        "the global sense' (§1 points to §4.1, whose inequality J(β*_1..β*_C) <= J(β, ..., β) for any "
+                        "shared β is this one)"),
+        **{k: Reading(v + " (estimated coefficients β̂_c; another quantity than §4.1's, reported beside)", beside=True)
+           for k, v in PARTITION_READINGS.items() if k != "R1_J"}},
     tolerance=EXCESS_TOLERANCE, units=EXCESS_UNITS,
     cell=_partitioning_cell,
-    grid={"smoke": dict(gen=["iid", "clustered"], M=[16], d=[4], N=[2], C=[4], S=[8], E=[4], mu=["zero"],
-                        layout=["contiguous"]),
-          "quick": dict(gen=["iid", "peaked", "outlier"], M=[16], d=[4], N=[4], C=[4], S=[16],
-                        E=[4], mu=["zero"], layout=["contiguous"]),
-          "full": dict(gen=["iid", "clustered", "clustered_shuffled", "peaked", "flat", "outlier", "transformer"],
-                       M=[16, 64, 256], d=[4, 16], N=[8], C=[2, 4, 16], S=[2, 4, 16, 64, 256], E=[0, 4, 16],
-                       mu=["zero", "q+mean_k", "far"], layout=["contiguous", "random", "clustered"])},
-    replicates={"smoke": 600, "quick": 1000, "full": 20_000},
-    variants=tuple(PARTITION_READINGS), variant_notes=PARTITION_READINGS,
-    where=lambda p, variant: p["C"] < p["M"] - p["E"] and (not variant.endswith("per_chunk") or p["S"] % p["C"] == 0),
-    search=_partition_search, restarts={"smoke": 1, "quick": 1, "full": 20}, universal=True,
+    grid=tiers(dict(gen=list(GENERATORS), M=[16], d=[4], N=[4], C=[1, 2, 4, 16], S=[16], E=[0, 4], mu=["zero"],
+                    layout=["contiguous", "random", "clustered", "dyadic"]),
+               smoke=dict(gen=["iid", "clustered"], S=[8], C=[1, 2, 4, 16], layout=["contiguous", "dyadic"]),
+               full=dict(M=[16, 64, 256], d=[4, 16], N=[8], C=[1, 2, 4, 16, 64, 256], S=[2, 4, 16, 64, 256],
+                         E=[0, 4, 16], mu=["zero", "q+mean_k", "far"])),
+    replicates=tiers(1000, smoke=600, full=20_000),
+    where=_partitioning_where,
+    search=_partition_search, restarts=tiers(1, full=20), universal=True,
+    search_params=tiers(dict(maxiter=SEARCH_ITERATIONS["quick"]), smoke=dict(maxiter=SEARCH_ITERATIONS["smoke"]),
+                        full=dict(maxiter=SEARCH_ITERATIONS["full"])),
     plot_x="S",
-    notes="R1 is a closed form (exact margin). R2/R3 are paired Monte Carlo on common samples; the searches "
-          f"minimise the large-S surrogate over one query, {SEARCH_M} keys (d = {SEARCH_D}), scalar values and μ, "
-          f"with {SEARCH_C} contiguous subsets, and confirm at S = {CONFIRM_S}.",
+    notes="R1 is a closed form (exact margin), over every layout, C and generator of the grid. R2/R3 (beside) are "
+          "paired Monte Carlo on common samples, on the sub-grid BESIDE_MC (contiguous, C = 4; R2 reads E as empty, "
+          "R3 uses it); the searches minimise the large-S surrogate over one query, "
+          f"{SEARCH_M} keys (d = {SEARCH_D}), scalar values and μ, with {SEARCH_C} contiguous subsets, and confirm at "
+          f"S = {CONFIRM_S}.",
 )
 
 
@@ -445,7 +473,14 @@ def _gap_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> Evi
     if variant.startswith(("R1", "R2")):
         labelings = [_nested_labels(p["M"], p["E"], c) if variant.startswith("R1")
                      else contiguous_labels(p["M"], c, exact=np.arange(p["E"])) for c in counts]
-        return _worst_increase(ctx, counts, _j_curve(problem, labelings), problem.round_off)
+        curve = _j_curve(problem, labelings)
+        increase = _worst_increase(ctx, counts, curve, problem.round_off)
+        if variant.startswith("R1"):
+            return increase
+        # C = |U|: one key per subset, where the gap must be zero (J = 0 up to round-off)
+        zero = margin_evidence(-float(curve[-1]), tolerance=ctx.tolerance,
+                               scale=max(float(curve[0]), problem.round_off), extra=dict(gap_at_singletons=curve[-1]))
+        return combine([increase, zero], extra=increase.extra)
     if variant == "R3_eva13":
         omega, log_ratio = _draw(ctx, np.zeros(p["d"]), (ctx.replicates, p["S"]))
         errors = np.stack([problem.squared_error(eva_ideal(problem.q, problem.k, problem.v,
@@ -464,8 +499,21 @@ def _gap_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> Evi
     return _paired_increases(ctx, counts, np.stack(errors), problem.round_off)
 
 
+#: The check (a key of GAP_READINGS) of each reading at a cell's ``(part, partitions)``.
+GAP_CHECKS = {
+    "J": {("gap", "contiguous"): "R2_J_contiguous", ("gap", "nested"): "R1_J_nested", ("cost", "contiguous"): "cost"},
+    "eva13": {("gap", "nested"): "R3_eva13"},
+    **{f"practical_{k[3:]}": {("gap", "contiguous"): k} for k in GAP_READINGS if k.startswith("R4")},
+}
+
+
 def _gap_cell(ctx: CellContext) -> Evidence:
-    return _gap_check(ctx, ctx.variant, _problem(ctx), ctx.params)
+    check = GAP_CHECKS[ctx.variant][(ctx.params["part"], ctx.params["partitions"])]
+    return _gap_check(ctx, check, _problem(ctx), ctx.params)
+
+
+def _gap_where(p: dict, variant: str) -> bool:
+    return p["N"] == p["M"] and (p["part"], p["partitions"]) in GAP_CHECKS[variant]
 
 
 #: Search domain of the gap claims: ``q = a·Q₀``, ``k = b·K₀``, ``v = V₀ + t·(K₀ u)`` for fixed standard normal
@@ -490,38 +538,65 @@ def _gap_search(ctx: CellContext) -> Evidence:
     def problem_at(x):
         return Problem(x[0] * q0, x[1] * k0, v0 + x[2] * (k0 @ u)[:, None])
 
-    def margin(x):
-        fixed = dataclasses.replace(ctx, rng=np.random.default_rng(sigma_seed))
-        return _gap_check(fixed, _deterministic_surrogate(ctx.variant), problem_at(x), GAP_SEARCH).estimate
+    checks = [c for c in GAP_CHECKS[ctx.variant].values() if c != "cost"]  # the cost does not depend on inputs
+    parts = []
+    for check in checks:  # one search per check of the reading (Bonferroni)
+        def margin(x, check=check):
+            fixed = dataclasses.replace(ctx, rng=np.random.default_rng(sigma_seed))
+            return _gap_check(fixed, _deterministic_surrogate(check), problem_at(x), GAP_SEARCH).estimate
 
-    found = minimize_margin(margin, GAP_SEARCH_BOX, rng=ctx.rng, restart=ctx.restart or 0,
-                            maxiter=SEARCH_ITERATIONS[ctx.tier])
-    evidence = _gap_check(dataclasses.replace(ctx, rng=np.random.default_rng(sigma_seed)), ctx.variant,
-                          problem_at(found.x), GAP_SEARCH)
-    return dataclasses.replace(evidence, extra=dict(evidence.extra, point=found.x.tolist()))
+        found = minimize_margin(margin, GAP_SEARCH_BOX, rng=ctx.rng, restart=ctx.restart or 0,
+                                maxiter=ctx.params["maxiter"])
+        at = dataclasses.replace(ctx, rng=np.random.default_rng(sigma_seed), alpha=ctx.alpha / len(checks))
+        evidence = _gap_check(at, check, problem_at(found.x), GAP_SEARCH)
+        parts.append(dataclasses.replace(evidence, extra=dict(evidence.extra, check=check, point=found.x.tolist())))
+    worst = min(parts, key=lambda e: e.p_value)
+    return parts[0] if len(parts) == 1 else combine(parts, extra=dict(check=worst.extra["check"],
+                                                                      point=worst.extra["point"]))
 
 
 GAP_SHRINKS_WITH_C = Claim(
-    id="eva.sec1.gap_shrinks_with_c", paper="eva", source="§1; §3.2",
+    id="eva.sec1.gap_shrinks_with_c", source="§1; §3.2",
     statement="The approximation gap to softmax does not increase as the number of subsets C increases, while the "
               "cost increases with C; at C = M with one element per subset the gap is zero.",
     kind="inequality",
-    hypotheses="equal-size contiguous partitions (practical mechanism) or any partitions (§4.1); fixed E",
+    domain=dict(
+        part=Choice("the gap does not increase (and is zero at one element per subset); the cost increases",
+                    ("gap", "cost")),
+        partitions=Choice("as the number of subsets C increases: the paper's equal-size contiguous partitions over "
+                          "every divisor C of |U| (§4.2), the nested (dyadic) ones among them",
+                          ("contiguous", "nested")),
+        gen=Choice("the register's inputs (G-iid, G-clust)", ("iid", "clustered"))),
+    readings={
+        "J": Reading("the gap with the optimal coefficients of Prop 2 (J of Eq 9, U = [M] \\ E), the paper's "
+                     "'approximation gap' (§1: 'if we optimize the control variate for every single element, "
+                     "softmax attention would be recovered'; §3.2); the cost as GEMM flops of practical EVA"),
+        "eva13": Reading(GAP_READINGS["R3_eva13"] + " (estimated coefficients, reported beside)", beside=True),
+        **{f"practical_{k[3:]}": Reading(GAP_READINGS[k] + " (reported beside)", beside=True)
+           for k in GAP_READINGS if k.startswith("R4")}},
     tolerance=EXCESS_TOLERANCE,
-    units="increase of the gap between consecutive C, relative to the gap at the smallest C",
+    units="increase of the gap between consecutive C (or the gap at one key per subset), relative to the gap at "
+          "the smallest C",
     cell=_gap_cell,
-    grid={"smoke": dict(gen=["iid"], M=[16], d=[4], N=[16], E=[0, 4], S=[8]),
-          "quick": dict(gen=["iid", "transformer"], M=[32], d=[4], N=[32], E=[0, 8], S=[16]),
-          "full": dict(gen=["iid", "clustered", "clustered_shuffled", "peaked", "transformer"], M=[64, 256, 1024],
-                       d=[4, 16], N=[64], E=[0, 16], S=[4, 64], s=[0.3, 1.0])},
-    replicates={"smoke": 300, "quick": 500, "full": 10_000},
-    variants=tuple(GAP_READINGS), variant_notes=GAP_READINGS,
-    where=lambda p, variant: p["N"] == p["M"],
-    search=_gap_search, restarts={"smoke": 1, "quick": 1, "full": 20}, universal=True,
+    grid=tiers(dict(part=["gap", "cost"], partitions=["contiguous", "nested"], gen=["iid", "clustered", "transformer"],
+                    M=[32],
+                    d=[4], N=[32], E=[0, 8], S=[16]),
+               smoke=dict(gen=["iid", "clustered"], M=[16], N=[16], E=[0, 4], S=[8]),
+               full=dict(gen=["iid", "clustered", "clustered_shuffled", "peaked", "transformer"], M=[64, 256, 1024],
+                         N=[64], d=[4, 16], E=[0, 16], S=[4, 64], s=[0.3, 1.0])),
+    replicates=tiers(500, smoke=300, full=10_000),
+    where=_gap_where,
+    search=_gap_search, restarts=tiers(1, full=20), universal=True,
+    search_params=tiers(dict(maxiter=SEARCH_ITERATIONS["quick"]), smoke=dict(maxiter=SEARCH_ITERATIONS["smoke"]),
+                        full=dict(maxiter=SEARCH_ITERATIONS["full"])),
     plot_x="E",
-    notes="Each cell computes the whole curve against C; the evidence is the worst increase between consecutive C "
-          "(closed form or eval mode: exact margin; Monte Carlo: paired tests per step, Bonferroni). The endpoint "
-          "C = |U| (singletons) is part of the R1-R3 curves, where J and the EVA13 error are exactly 0.",
+    notes="Fixed E (|E| = 0 and M/4 at quick, 0 and M/16 at full). Each cell computes the whole curve against C; the "
+          "evidence is the worst increase between consecutive C "
+          "(closed form or eval mode: exact margin; Monte Carlo: paired tests per step, Bonferroni), and for the "
+          "contiguous partitions also the gap at C = |U| (one key per subset), which must be 0. The nested curve "
+          "runs over the powers of two up to |U| (a sub-sequence of the contiguous partitions: it says where the "
+          "gap does shrink). Readings beside: " + "; ".join(f"{k}: {v}" for k, v in GAP_READINGS.items()
+                                                             if k.startswith(("R3", "R4"))) + ".",
 )
 
 
@@ -570,8 +645,21 @@ def _vs_rfa_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> 
     return _paired_excess(ctx, eva, rfa, problem.round_off, extra=dict(rfa_samples=num_samples))
 
 
+#: The checks (keys of VS_RFA_READINGS) of each reading of "EVA": Eq 13, or the practical Eq 16 in each of its settings
+#: (a search restart ``r`` explores the check ``r mod len(checks)``).
+VS_RFA_CHECKS = {"eq13": ("R1_ideal",), "eq16": tuple(k for k in VS_RFA_READINGS if k.startswith("R2"))}
+
+
+#: The practical settings (σ, mode) of Eq 16; an Eq 13 cell carries them all as one tuple (it has no σ or mode).
+VS_RFA_SETTINGS = tuple(k[3:] for k in VS_RFA_READINGS if k.startswith("R2"))
+
+
+def _vs_rfa_check_name(variant: str, setting) -> str:
+    return "R1_ideal" if variant == "eq13" else f"R2_{setting}"
+
+
 def _vs_rfa_cell(ctx: CellContext) -> Evidence:
-    return _vs_rfa_check(ctx, ctx.variant, _problem(ctx), ctx.params)
+    return _vs_rfa_check(ctx, _vs_rfa_check_name(ctx.variant, ctx.params["setting"]), _problem(ctx), ctx.params)
 
 
 VS_RFA_SEARCH = dict(M=16, N=16, d=4, E=4, C=4, rfa_S="E+C", domain="all")
@@ -598,57 +686,75 @@ def _vs_rfa_surrogate(ctx: CellContext, variant: str, problem: Problem) -> float
 
 def _vs_rfa_search(ctx: CellContext) -> Evidence:
     """Minimise the surrogate margin over ``(a, b, t)`` (as :func:`_gap_search`), then run the paired Monte Carlo
-    comparison at the found inputs."""
+    comparison at the found inputs; restart ``r`` searches the reading's check ``r mod len(checks)``."""
     m, d = VS_RFA_SEARCH["M"], VS_RFA_SEARCH["d"]
     q0, k0, v0 = (ctx.rng.standard_normal((m, d)), ctx.rng.standard_normal((m, d)), ctx.rng.standard_normal((m, 2)))
     u = ctx.rng.standard_normal(d)
     sigma_seed = int(ctx.rng.integers(2**63))
+    checks = VS_RFA_CHECKS[ctx.variant]
+    check = checks[(ctx.restart or 0) % len(checks)]
 
     def problem_at(x):
         return Problem(x[0] * q0, x[1] * k0, v0 + x[2] * (k0 @ u)[:, None])
 
     def margin(x):
-        return _vs_rfa_surrogate(dataclasses.replace(ctx, rng=np.random.default_rng(sigma_seed)), ctx.variant,
+        return _vs_rfa_surrogate(dataclasses.replace(ctx, rng=np.random.default_rng(sigma_seed)), check,
                                  problem_at(x))
 
-    found = minimize_margin(margin, GAP_SEARCH_BOX, rng=ctx.rng, restart=ctx.restart or 0,
-                            maxiter=SEARCH_ITERATIONS[ctx.tier])
-    evidence = _vs_rfa_check(dataclasses.replace(ctx, rng=np.random.default_rng(sigma_seed)), ctx.variant,
+    found = minimize_margin(margin, GAP_SEARCH_BOX, rng=ctx.rng, restart=(ctx.restart or 0) // len(checks),
+                            maxiter=ctx.params["maxiter"])
+    evidence = _vs_rfa_check(dataclasses.replace(ctx, rng=np.random.default_rng(sigma_seed)), check,
                              problem_at(found.x), VS_RFA_SEARCH)
-    return dataclasses.replace(evidence, extra=dict(evidence.extra, point=found.x.tolist(),
+    return dataclasses.replace(evidence, extra=dict(evidence.extra, check=check, point=found.x.tolist(),
                                                     surrogate_margin=found.margin))
 
 
 def _vs_rfa_domain(p: dict, variant: str) -> bool:
+    if (variant == "eq13") != isinstance(p["setting"], tuple):  # Eq 13: one cell; Eq 16: one per setting
+        return False
     if p["N"] != p["M"] or p["E"] == 0 or p["M"] % p["E"] or p["M"] % p["C"]:
         return False
-    return p["domain"] == "all" or (variant != "R1_ideal" and (p["M"] - p["E"]) % p["C"] == 0)
+    return p["domain"] == "all" or (variant != "eq13" and (p["M"] - p["E"]) % p["C"] == 0)
 
 
 GAP_VS_RFA = Claim(
-    id="eva.abstract.gap_vs_rfa", paper="eva", source="Abstract; §1; §4.2",
+    id="eva.abstract.gap_vs_rfa", source="Abstract; §1; §4.2",
     statement="EVA approximates softmax attention more closely than RFA (it significantly reduces the approximation "
               "gap), at linear complexity.",
     kind="inequality",
-    hypotheses="any fixed C and |E| (the paper's configurations among them); RFA with the same proposal family "
-               "(R1) or vanilla RFA with S samples (R2); no training",
+    domain=dict(
+        gen=Choice("softmax attention's inputs: attention-like (G-transformer) and the register's SW generators "
+                   "(the quick tier: G-clust)", ("transformer", "clustered")),
+        setting=Choice("EVA as deployed without training (Eq 16 only; Eq 13 has no σ or mode): σ = identity, "
+                       "LN∘Linear at identity and at random initialisation; eval and train modes", VS_RFA_SETTINGS)),
+    readings={
+        "eq13": Reading("EVA13 (E^n = the block of n, C contiguous chunks of the rest, shared samples) against RFA_ρ "
+                        "on the same S samples, ρ = N(0, I)", words="EVA (the paper's name for Eq 13: 'our EVA "
+                                                                    "estimator (Equation 13)', §4.2)"),
+        "eq16": Reading("practical EVA (Eq 16) in each setting (eval and train modes, each σ) against vanilla RFA "
+                        "with S = |E| + C samples",
+                        words="EVA (the practical mechanism of Eq 16, §4.2, that the experiments run)")},
     tolerance=EXCESS_TOLERANCE, units="relative excess MSE of EVA over RFA ((MSE_EVA - MSE_RFA) / MSE_RFA)",
     cell=_vs_rfa_cell,
-    grid={"smoke": dict(gen=["transformer"], N=[64], M=[64], d=[8], E=[16], C=[4], rfa_S=["E+C"], domain=["all"]),
-          "quick": dict(gen=["transformer", "clustered"], N=[64], M=[64], d=[16], E=[16], C=[4],
-                        rfa_S=["E+C"], domain=["all"]),
-          "full": dict(gen=["transformer", "iid", "clustered", "peaked", "outlier"], N=[196, 1024, 4096],
-                       M=[196, 1024, 4096], d=[16, 32, 64], E=[16, 49, 128, 256], C=[1, 8, 16, 49, 64, 128, 256],
-                       rfa_S=["E+C", 128, 256], domain=["all", "complement"])},
-    replicates={"smoke": 200, "quick": 300, "full": 5_000},
-    variants=tuple(VS_RFA_READINGS), variant_notes=VS_RFA_READINGS,
+    grid=tiers(dict(gen=["transformer", "clustered"], N=[64], M=[64], d=[16], E=[16], C=[4], rfa_S=["E+C"],
+                    domain=["all"], setting=[VS_RFA_SETTINGS, *VS_RFA_SETTINGS]),
+               smoke=dict(gen=["transformer"], d=[8]),
+               full=dict(gen=["transformer", "iid", "clustered", "peaked", "outlier"], N=[196, 1024, 4096],
+                         M=[196, 1024, 4096], d=[16, 32, 64], E=[16, 49, 128, 256], C=[1, 8, 16, 49, 64, 128, 256],
+                         rfa_S=["E+C", 128, 256], domain=["all", "complement"])),
+    replicates=tiers(300, smoke=200, full=5_000),
     where=_vs_rfa_domain,
-    search=_vs_rfa_search, restarts={"smoke": 1, "quick": 1, "full": 20}, universal=True,
+    search=_vs_rfa_search, restarts=tiers(len(VS_RFA_SETTINGS), smoke=1, full=20 * len(VS_RFA_SETTINGS)),
+    universal=True,
+    search_params=tiers(dict(maxiter=SEARCH_ITERATIONS["quick"]), smoke=dict(maxiter=SEARCH_ITERATIONS["smoke"]),
+                        full=dict(maxiter=SEARCH_ITERATIONS["full"])),
     plot_x="C",
-    notes="Per-query squared errors averaged over the queries; RFA's draws are the Monte Carlo replicates (practical "
-          "EVA in eval mode is deterministic; in train mode its noise is drawn independently per replicate). "
-          "'Significantly' has no threshold in the paper; the test is 'not worse by more than 5%', and the ratio "
-          "MSE_EVA/MSE_RFA is in each cell's extra. Linear complexity is eva.sec4_2.linear_complexity.",
+    notes="Any fixed C and |E| (the paper's configurations among them); no training. Checks: "
+          + "; ".join(f"{k}: {v}" for k, v in VS_RFA_READINGS.items()) + ". Per-query squared errors averaged over "
+          "the queries; RFA's draws are the Monte Carlo replicates (practical EVA in eval mode is deterministic; in "
+          "train mode its noise is drawn independently per replicate). 'Significantly' has no threshold in the "
+          "paper; the test is 'not worse by more than 5%', and the ratio MSE_EVA/MSE_RFA is in each cell's extra. "
+          "Linear complexity is eva.sec4_2.linear_complexity.",
 )
 
 
@@ -690,24 +796,37 @@ def _bracket_search(ctx: CellContext) -> Evidence:
         return _bracket_margin(x[:int(x[-1])][None])
 
     found = minimize_margin(margin, bounds, rng=ctx.rng, restart=ctx.restart or 0, integer=integer,
-                            maxiter=SEARCH_ITERATIONS[ctx.tier] * 5)
+                            maxiter=ctx.params["maxiter"])
     return margin_evidence(found.margin, tolerance=ctx.tolerance, extra=dict(point=found.x.tolist()))
 
 
 SUM_EXP_BRACKET = Claim(
-    id="eva.appc.sum_exp_bracket", paper="eva", source="App C, 'Approximating Σ exp and parameterizing k̃_c'",
+    id="eva.appc.sum_exp_bracket", source="App C, 'Approximating Σ exp and parameterizing k̃_c'",
     statement="max_{m∈P_c} exp(q_n·k_m) ≤ Σ_{m∈P_c} exp(q_n·k_m) ≤ |P_c| max_{m∈P_c} exp(q_n·k_m).",
-    kind="inequality", hypotheses="any non-empty P_c",
+    kind="inequality",
+    domain=dict(
+        P=Integers("any non-empty P_c (its size |P_c|)", 1, math.inf, points=(1, 2), up_to=64,
+                   why="each side is a log-sum-exp over |P_c| logits; the search also covers every size up to "
+                       f"{BRACKET_SEARCH_SIZE} with free logits, and the full tier goes to 1024"),
+        ties=Choice("any keys k_m of P_c: distinct, and all equal (where the upper bound is an equality)",
+                    (False, True)),
+        gen=Choice("any q_n, k_m: the register's SW generators and G-outlier (|q·k| up to 50)",
+                   ("iid", "clustered", "peaked", "flat", "outlier")),
+        logits=Range("any q_n·k_m ∈ ℝ (the logits of P_c)", -math.inf, math.inf, up_to=(-60.0, 60.0),
+                     why="the log-space margins are shift-invariant up to their max(1, |max|) scale (LSE(x + c) = "
+                         "LSE(x) + c): only the logit differences matter, and the search's box [-60, 60] reaches "
+                         "differences of 120, where exp underflows against the max")),
+    searched=("logits",),
     tolerance=ROUND_OFF, units="log-space margin below 0, relative to max(1, |largest logit|) (round-off)",
     cell=_bracket_cell,
-    grid={"smoke": dict(gen=["iid", "outlier"], M=[16], d=[4], N=[4], P=[1, 16], ties=[False, True]),
-          "quick": dict(gen=["iid", "clustered", "peaked", "flat", "outlier"], M=[64], d=[8], N=[8],
-                        P=[1, 2, 16, 64], ties=[False, True]),
-          "full": dict(gen=["iid", "clustered", "clustered_shuffled", "peaked", "flat", "outlier", "transformer"],
-                       M=[1024], d=[2, 16, 64], N=[64], P=[1, 2, 3, 16, 64, 256, 1024], ties=[False, True],
-                       s=[0.1, 0.5, 1.5])},
+    grid=tiers(dict(gen=["iid", "clustered", "peaked", "flat", "outlier"], M=[64], d=[8], N=[8], P=[1, 2, 16, 64],
+                    ties=[False, True]),
+               smoke=dict(d=[4], N=[4]),
+               full=dict(gen=["iid", "clustered", "clustered_shuffled", "peaked", "flat", "outlier", "transformer"],
+                         M=[1024], d=[2, 16, 64], N=[64], P=[1, 2, 3, 16, 64, 256, 1024], s=[0.1, 0.5, 1.5])),
     replicates=0,
-    search=_bracket_search, restarts={"smoke": 1, "quick": 2, "full": 20}, universal=True,
+    search=_bracket_search, restarts=tiers(2, smoke=1, full=20), universal=True,
+    search_params=tiers(dict(maxiter=200), smoke=dict(maxiter=100), full=dict(maxiter=5000)),
     plot_x="P",
     notes="Both margins in log space: LSE - max >= 0 and log|P| + max - LSE >= 0; ties (all keys of the subset "
           "equal) make the upper bound tight.",
@@ -728,11 +847,25 @@ def _local_subset(ctx: CellContext) -> tuple[Problem, np.ndarray, np.ndarray]:
 NEGLIGIBLE_SD = 1e-10
 
 
+def _local_target_inputs(ctx: CellContext) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
+    """One query ``q`` ``(d,)``, the subset's keys ``(P, d)`` and the values of every family of the cell's ``values``
+    side by side ``(P, Σ d_v)`` (``keys`` values have ``d_v = d``, the others ``dv``), with each column's family and
+    root-mean-square scale."""
+    p = ctx.params
+    q, k, _ = attention_inputs(p["gen"], 1, p["M"], p["d"], p.get("dv", 2), ctx.rng, scale=p.get("s", 0.5))
+    keys = k[:p["P"]]
+    families = p["values"] if isinstance(p["values"], tuple) else (p["values"],)
+    blocks = [values_for(f, q, keys, p["d"] if f == "keys" else p.get("dv", 2), ctx.rng) for f in families]
+    names = [f for f, b in zip(families, blocks, strict=True) for _ in range(b.shape[1])]
+    scales = np.concatenate([np.full(b.shape[1], max(math.sqrt(float(np.mean(b**2))), 1e-300)) for b in blocks])
+    return q[0], keys, np.concatenate(blocks, axis=1), names, scales
+
+
 def _local_target_cell(ctx: CellContext) -> Evidence:
     """Exact draws from ``p_c`` (mixture form: ``m ~`` local softmax, ``ω ~ N(q + k_m, I)``) and the mean of
-    ``f_c(ω)`` against the local softmax ``β*_c``, one mean test per value coordinate."""
-    problem, keys, values = _local_subset(ctx)
-    q = problem.q[0]
+    ``f_c(ω)`` against the local softmax ``β*_c``, one mean test per value coordinate. ``f_c`` is linear in the
+    values, so every value family of the cell is evaluated on the same draws (Bonferroni over all coordinates)."""
+    q, keys, values, families, scale = _local_target_inputs(ctx)
     log_pi, beta = theory.local_softmax(q, keys, values, np.zeros(keys.shape[0], np.int64))
     weights = np.exp(theory.log_softmax_weights(q, keys))
 
@@ -740,39 +873,47 @@ def _local_target_cell(ctx: CellContext) -> Evidence:
         picks = rng.choice(keys.shape[0], size=n, p=weights / weights.sum())
         omega = q + keys[picks] + rng.standard_normal((n, q.size))
         log_pair = log_xi(q[None], omega)[0][:, None] + log_xi(keys, omega).T          # (n, P)
-        return np.exp(log_pair - logsumexp(log_pair, axis=1, keepdims=True)) @ values  # f_c(ω), (n, d_v)
+        return np.exp(log_pair - logsumexp(log_pair, axis=1, keepdims=True)) @ values  # f_c(ω), (n, Σ d_v)
 
-    scale = math.sqrt(float(np.mean(values**2)))
     # f_c = Σ_m π_m(ω) v_m is a convex combination of the subset's values: each coordinate lies in their range
     # (betting sequence). Its sd is at most range·sqrt(1 - w_top): |f_c - v_top| <= range·(1 - π_top(ω)) and
     # E_{p_c}[π_m(ω)] = w_m exactly (p_c π_m = w_m N(q + k_m, I)). A bound below round-off of the claim's unit (a
     # local softmax that is one-hot in floating point, e.g. outlier keys: the sampler never sees another key)
     # makes the quantity deterministic at double precision: judged exactly (replicates that differ are flagged).
+    # A bound above that but within the round-off of the prediction goes to rfkit.validation.stats, which judges
+    # the coordinate exactly when the first round's replicates agree and runs the sequence when they differ.
     lo, hi = values.min(axis=0), values.max(axis=0)
-    w_local = np.exp(theory.log_softmax_weights(q, keys))
-    sd = (hi - lo) * math.sqrt(float(np.delete(w_local, np.argmax(w_local)).sum()))
+    sd = (hi - lo) * math.sqrt(float(np.delete(weights, np.argmax(weights)).sum()))
     sd = np.where(sd <= NEGLIGIBLE_SD * scale, 0.0, sd)
     return ctx.mean_vector(draw, beta[0], scale=scale, bounds=(lo, hi), sd=sd,
-                                  extra=dict(target=beta[0].tolist(), mass=float(np.exp(log_pi[0]))))
+                           extra=dict(target=beta[0].tolist(), families=families, mass=float(np.exp(log_pi[0]))))
 
 
 LOCAL_TARGET = Claim(
-    id="eva.eq27.local_target", paper="eva", source="App C, Eq 27",
+    id="eva.eq27.local_target", source="App C, Eq 27",
     statement="E_{ω~p_c}[f_c(ω)] = Σ_{m∈P_c} [exp(q_n·k_m) / Σ_{m'∈P_c} exp(q_n·k_{m'})] v_m; β̂_c(ω) is an SNIS "
               "estimator of this target.",
-    kind="expectation", hypotheses="any query, any subset P_c (its keys and values)",
-    tolerance=0.02, units="bias per value coordinate / root-mean-square value entry",
+    kind="expectation",
+    domain=dict(
+        P=Integers("any subset P_c (its size |P_c|)", 1, math.inf, points=(1, 2), up_to=16,
+                   why="f_c is a convex combination of |P_c| values whose weights π_m(ω) have E_{p_c}[π_m] = w_m "
+                       "for every size: larger subsets add terms of the same kind (the full tier goes to 256)"),
+        gen=Choice("any query q_n and keys k_m of P_c (the register's SW generators, G-outlier among them)",
+                   GENERATORS),
+        values=Choice("any values v_m of P_c (iid, all equal, one-hot, the keys themselves, correlated with the "
+                      "logits)", VALUE_KINDS)),
+    tolerance=0.02, units="bias per value coordinate / root-mean-square value entry of its family",
     cell=_local_target_cell,
-    grid={"smoke": dict(gen=["iid", "peaked"], M=[16], d=[4], N=[1], P=[4]),
-          "quick": dict(gen=["iid", "clustered", "peaked", "outlier"], M=[64], d=[4], N=[1], P=[2, 16],
-                        values=["iid", "keys"]),
-          "full": dict(gen=["iid", "clustered", "peaked", "flat", "outlier", "transformer"], M=[256], d=[2, 16],
-                       N=[1], P=[1, 2, 16, 256], values=["iid", "one_hot", "keys", "correlated"])},
-    replicates={"smoke": 6_000, "quick": 40_000, "full": 400_000},
-    where=lambda p, variant: p.get("values", "iid") != "keys" or p.get("dv", 2) == p["d"],
+    grid=tiers(dict(gen=list(GENERATORS), M=[64], d=[4], N=[1], P=[1, 2, 16], values=[VALUE_KINDS]),
+               smoke=dict(gen=["iid", "peaked"], M=[16], P=[4]),
+               full=dict(M=[256], d=[2, 16], P=[1, 2, 16, 256])),
+    replicates=tiers(40_000, smoke=6_000, full=400_000),
     plot_x="P",
     notes="f_c is a convex combination of the subset's values, so each coordinate lies in their range: sequential "
-          "betting confidence sequences per coordinate (non-asymptotic, Bonferroni over coordinates).",
+          "betting confidence sequences per coordinate (non-asymptotic, Bonferroni over coordinates). Every value "
+          "family is one block of columns of one cell (shared draws): f_c and β*_c are linear in the values. "
+          "'β̂_c(ω) is an SNIS estimator of this target' (its consistency) is eva.eq27.local_consistency.",
+    related={"eva.eq27.local_consistency": "the same target β*_c; its SNIS estimate β̂_c converges to it"},
 )
 
 
@@ -827,11 +968,33 @@ def _consistency_mean(variant: str, q: np.ndarray, problem: Problem, size: int) 
     return problem.q[:size].mean(axis=0) + problem.k[:size].mean(axis=0)
 
 
+def _round_off_guard(evidence: Evidence, beta: np.ndarray, values: np.ndarray) -> Evidence:
+    """Undecided where the Monte Carlo MSE is at the round-off of β*_c at every simulated S although the exact MSE is
+    not: every replicate equals β*_c to double precision, and the exact MSE is carried by draws too rare for the
+    replicates (heavy weights, e.g. an outlier key against μ_c = 0), so the simulated sizes carry no rate."""
+    mse, exact = evidence.extra.get("mse"), evidence.extra.get("exact_mse")
+    floor = 1e-12 * max(float(beta @ beta), float(np.mean(values**2)))
+    if mse is None or exact is None or max(mse) > floor or min(exact) <= floor:
+        return evidence
+    need = float(np.mean(values**2)) / min(exact)
+    return undecided(f"heavy tails: the Monte Carlo MSE is at the round-off of β*_c (<= {floor:.2g}) at every "
+                     f"simulated S while the exact MSE is {min(exact):.2g}..{max(exact):.2g}: the draws that carry it "
+                     f"are too rare for {evidence.extra.get('replicates', '')} replicates; about {need:.2g} "
+                     "replicates (or an importance-"
+                     "sampled simulation of the rare draws) would decide it", extra=evidence.extra)
+
+
 def _consistency_cell(ctx: CellContext) -> Evidence:
     problem, keys, values = _local_subset(ctx)
     q = problem.q[0]
-    mu = _consistency_mean(ctx.variant, q, problem, keys.shape[0])
+    mu = _consistency_mean(ctx.params["mu"], q, problem, keys.shape[0])
     _, beta = theory.local_softmax(q, keys, values, np.zeros(keys.shape[0], np.int64))
+    if keys.shape[0] == 1:
+        # |P_c| = 1: the self-normalised weights are 1 for every ω, so β̂_c = v_1 = β*_c at every S (exact)
+        omega, log_ratio = _draw(ctx, mu, (8, 16))
+        est = rfa_attention(q[None], keys, values, omega=omega, log_ratio=log_ratio, form="features")[:, 0]
+        return exact_test(est, np.broadcast_to(beta[0], est.shape), tolerance=ROUND_OFF,
+                          scale=max(float(np.abs(values).max()), 1e-300), extra=dict(S=16, single_key=True))
     omega_sq = theory.cv_moments(q, keys, values, mu, 1).omega_sq
     cap = ctx.params["S_max"]
     exact = theory.snis_quadrature_rank(q, keys, mu) <= theory.SNIS_QUADRATURE_RANK
@@ -852,7 +1015,7 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
     if exact:
         ev = exact_rate_cell(ctx, q, keys, values, mu, sizes, squared_errors, extra=dict(omega_sq=omega_sq))
         if ev is not None:
-            return ev
+            return _round_off_guard(ev, beta[0], values)
         # the exact MSE could not be computed: the cheap window need not be asymptotic, so the slope is fitted on
         # the asymptotic window, as without the quadrature
         sizes = _asymptotic_sizes(omega_sq, cap)
@@ -870,17 +1033,27 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
 
 
 LOCAL_CONSISTENCY = Claim(
-    id="eva.eq27.local_consistency", paper="eva", source="App C (β̂_c as SNIS of Eq 27); §4.1 (β*_c ≈ β̂_c)",
+    id="eva.eq27.local_consistency", source="App C (β̂_c as SNIS of Eq 27); §4.1 (β*_c ≈ β̂_c)",
     statement="As an SNIS estimator, β̂_c(ω) converges to the local softmax β*_c as the number of samples grows.",
-    kind="rate", hypotheses="samples from a fixed full-support proposal N(μ_c, I) (shared across queries)",
+    kind="rate",
+    domain=dict(
+        mu=Choice("a fixed full-support proposal N(μ_c, I) (the register's μ_c: 0, q_n + mean_{P_c} k, q̃_c + k̃_c)",
+                  tuple(CONSISTENCY_MEANS)),
+        P=Integers("the local softmax over a subset P_c (its size |P_c|; 1: β̂_c = v exactly)", 1, math.inf,
+                   points=(1, 2), up_to=16,
+                   why="SNIS over |P_c| keys: the exact finite-S MSE (quadrature) carries the rate for every size; "
+                       "the full tier goes to 64"),
+        gen=Choice("the register's SW inputs (queries, keys, values)", ("iid", "clustered", "peaked", "outlier",
+                                                                         "transformer"))),
     tolerance=SLOPE_TOLERANCE, units="log-log slope of MSE(β̂_c) against S above -1 (the SNIS rate)",
     cell=_consistency_cell,
-    grid={"smoke": dict(gen=["iid"], M=[16], d=[4], N=[16], P=[8], S_max=[1024]),
-          "quick": dict(gen=["iid", "clustered", "peaked"], M=[16], d=[4], N=[16], P=[16], S_max=[4096]),
-          "full": dict(gen=["iid", "clustered", "peaked", "outlier", "transformer"], M=[64], d=[4, 16], N=[64],
-                       P=[2, 16, 64], S_max=[2**16])},
-    replicates={"smoke": 150, "quick": 400, "full": 4_000},
-    variants=tuple(CONSISTENCY_MEANS), variant_notes=CONSISTENCY_MEANS,
+    grid=tiers(dict(mu=list(CONSISTENCY_MEANS), gen=["iid", "clustered", "peaked", "outlier", "transformer"], M=[16],
+                    d=[4], N=[16], P=[1, 2, 16], S_max=[4096]),
+               smoke=dict(gen=["iid"], P=[8], S_max=[1024]),
+               full=dict(M=[64], d=[4, 16], N=[64], P=[1, 2, 16, 64], S_max=[2**16])),
+    where=lambda p, variant: p["P"] > 1 or p["mu"] == "zero",  # |P_c| = 1 is exact for every proposal
+    replicates=tiers(400, smoke=150, full=4_000),
+    related={"eva.eq27.local_target": "the SNIS estimator of its target β*_c"},
     plot_x="P",
     notes="MSE of β̂_c against β*_c at each S (replicates' standard errors). The 1/S regime starts far beyond "
           "S = 10Ω for heavy weights (quick, μ_c = 0, clustered keys: Ω = 4.9e6 and S·MSE/σ²_c reaches 0.9 only at "
@@ -893,7 +1066,8 @@ LOCAL_CONSISTENCY = Claim(
           "the exact one (WLS slope of log(MC/exact) <= 0 up to the tolerance; an undecided cell draws 4x its "
           "replicates more, two looks, Bonferroni). Without the quadrature (rank > 4: d = 16 in the full tier) the "
           f"WLS slope of log MSE on log S over S >= {ESS_FACTOR}·Ω ({RATE_POINTS} geometric sizes over a factor "
-          f"{RATE_SPAN}, up to the tier's cap S_max) is tested against -1.",
+          f"{RATE_SPAN}, up to the tier's cap S_max) is tested against -1. Proposals: "
+          + "; ".join(f"{k}: {v}" for k, v in CONSISTENCY_MEANS.items()) + ", samples shared across queries.",
 )
 
 
@@ -907,7 +1081,7 @@ def _eq16_cell(ctx: CellContext) -> Evidence:
     """Multi-sample practical EVA (S samples per chunk, per-query coefficients) converges to EVA16* at rate 1/S."""
     p = ctx.params
     problem = _problem(ctx)
-    options = dict(block_size=p["E"], num_chunks=p["C"], mu_rule=EQ16_RULES[ctx.variant])
+    options = dict(block_size=p["E"], num_chunks=p["C"], mu_rule=EQ16_RULES[p["mu"]])
     limit = theory.eq16_large_s_limit(problem.q, problem.k, problem.v, *_eq16_partition(p["N"], p["E"], p["C"]))
     omega_sq = _largest_omega_sq(problem, options)
     sizes = _asymptotic_sizes(omega_sq, p["S_max"])
@@ -945,22 +1119,27 @@ def _largest_omega_sq(problem: Problem, options: dict) -> float:
 
 
 EQ16_LARGE_S_LIMIT = Claim(
-    id="eva.derived.eq16_large_s_limit", paper="eva", source="register, derived prediction (App C multi-sample)",
+    id="eva.derived.eq16_large_s_limit", source="register, derived prediction (App C multi-sample)",
     statement="For the multi-sample practical estimator with per-query coefficients from fixed full-support "
               "proposals, β̂_c(q_n) → β*_c(q_n) as S → ∞, so Eq 16 converges to the deterministic EVA16* "
               "(diagnostic variant (a), oracle coefficients).",
-    kind="rate", hypotheses="self-attention, fixed |E| and C, proposals N(μ_c, I) independent of the query",
+    kind="rate",
+    domain=dict(
+        mu=Choice("fixed full-support proposals N(μ_c, I) independent of the query (the register's: Eq 28's "
+                  "q̃_c + k̃_c with σ = identity, and 0)", tuple(EQ16_MEANS)),
+        gen=Choice("self-attention inputs (the register's SW generators for this check)",
+                   ("iid", "clustered", "transformer"))),
     tolerance=SLOPE_TOLERANCE, units="log-log slope of E‖EVA16_S - EVA16*‖² against S above -1",
     cell=_eq16_cell,
-    grid={"smoke": dict(gen=["iid"], M=[16], N=[16], d=[4], E=[4], C=[4], s=[0.3], S_max=[512]),
-          "quick": dict(gen=["iid", "clustered"], M=[16], N=[16], d=[4], E=[4], C=[4], s=[0.25], S_max=[4096]),
-          "full": dict(gen=["iid", "clustered", "transformer"], M=[64, 256], N=[64, 256], d=[4, 16], E=[16],
-                       C=[4, 16], S_max=[2**15])},
-    replicates={"smoke": 30, "quick": 60, "full": 1_000},
-    variants=tuple(EQ16_MEANS), variant_notes=EQ16_MEANS,
+    grid=tiers(dict(mu=list(EQ16_MEANS), gen=["iid", "clustered", "transformer"], M=[16], N=[16], d=[4], E=[4],
+                    C=[4], s=[0.25], S_max=[4096]),
+               smoke=dict(gen=["iid"], s=[0.3], S_max=[512]),
+               full=dict(M=[64, 256], N=[64, 256], d=[4, 16], E=[16], C=[4, 16], s=[0.5], S_max=[2**15])),
+    replicates=tiers(60, smoke=30, full=1_000),
     where=lambda p, variant: p["N"] == p["M"],
     plot_x="C",
-    notes="EVA16* comes from rfkit.theory.eva.eq16_large_s_limit; its distance to softmax (the chunk-mass "
+    notes="Self-attention with fixed |E| and C. Proposals: " + "; ".join(f"{k}: {v}" for k, v in EQ16_MEANS.items())
+          + ". EVA16* comes from rfkit.theory.eva.eq16_large_s_limit; its distance to softmax (the chunk-mass "
           "substitution error) is reported in the cell's extra. Sizes as eva.eq27.local_consistency, from the largest "
           "Ω over queries and chunks.",
 )
@@ -1020,8 +1199,27 @@ def _domain_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> 
                            extra=dict(mass_all=mass_all, reference_mass=reference))
 
 
+#: The check (a key of DOMAIN_READINGS) at a cell's ``(part, mode)``; the effective mass is read in eval mode.
+DOMAIN_CHECKS = {("error", "eval"): "error_eval", ("error", "train"): "error_train", ("mass", "eval"): "mass_eval"}
+#: Other versions computed beside a check, in its evidence's ``extra`` (they never decide).
+DOMAIN_BESIDE = {"error_eval": "error_diagnostic", "mass_eval": "mass_vs_softmax"}
+
+
 def _domain_cell(ctx: CellContext) -> Evidence:
-    return _domain_check(ctx, ctx.variant, _problem(ctx), ctx.params)
+    check = DOMAIN_CHECKS[(ctx.params["part"], ctx.params["mode"])]
+    problem = _problem(ctx)
+    evidence = _domain_check(ctx, check, problem, ctx.params)
+    if check in DOMAIN_BESIDE:
+        other = _domain_check(ctx, DOMAIN_BESIDE[check], problem, ctx.params)
+        beside = {f"{DOMAIN_BESIDE[check]}_{k}": v for k, v in other.extra.items()}
+        beside[f"{DOMAIN_BESIDE[check]}_margin"] = other.estimate
+        evidence = dataclasses.replace(evidence, extra={**evidence.extra, **beside})
+    return evidence
+
+
+def _domain_where(p: dict, variant: str) -> bool:
+    return (p["N"] == p["M"] and p["M"] % p["E"] == 0 and p["M"] % p["C"] == 0 and (p["M"] - p["E"]) % p["C"] == 0
+            and (p["part"], p["mode"]) in DOMAIN_CHECKS)
 
 
 DOMAIN_SEARCH = dict(M=32, N=32, d=4, E=8, C=4)
@@ -1036,35 +1234,54 @@ def _domain_search(ctx: CellContext) -> Evidence:
     def problem_at(x):
         return Problem(x[0] * q0, x[1] * k0, v0 + x[2] * (k0 @ u)[:, None])
 
-    steer = "error_eval" if ctx.variant == "error_train" else ctx.variant
+    checks = tuple(DOMAIN_CHECKS.values())
+    check = checks[(ctx.restart or 0) % len(checks)]  # restart r searches the check r mod 3
+    steer = "error_eval" if check == "error_train" else check
     found = minimize_margin(lambda x: _domain_check(ctx, steer, problem_at(x), DOMAIN_SEARCH).estimate,
-                            GAP_SEARCH_BOX, rng=ctx.rng, restart=ctx.restart or 0, maxiter=SEARCH_ITERATIONS[ctx.tier])
-    evidence = _domain_check(ctx, ctx.variant, problem_at(found.x), DOMAIN_SEARCH)
-    return dataclasses.replace(evidence, extra=dict(evidence.extra, point=found.x.tolist()))
+                            GAP_SEARCH_BOX, rng=ctx.rng, restart=(ctx.restart or 0) // len(checks),
+                            maxiter=ctx.params["maxiter"])
+    evidence = _domain_check(ctx, check, problem_at(found.x), DOMAIN_SEARCH)
+    return dataclasses.replace(evidence, extra=dict(evidence.extra, check=check, point=found.x.tolist()))
 
 
 PARTITION_OVER_ALL_INDICES = Claim(
-    id="eva.appc.partition_over_all_indices", paper="eva", source="App C, 'Partitioning Strategy', second bullet",
+    id="eva.appc.partition_over_all_indices", source="App C, 'Partitioning Strategy', second bullet",
     statement="Partitioning the whole index set [M] into the C chunks, instead of [M] \\ E^n, introduces extra "
               "approximation error and amounts to placing more attention weight on the tokens of E.",
-    kind="inequality", hypotheses="the practical mechanism (Eq 16) with contiguous blocks and chunks; identical σ, "
-                                  "μ rule and noise under both domains",
+    kind="inequality",
+    domain=dict(
+        part=Choice("introduces extra approximation error; amounts to placing more attention weight on E",
+                    ("error", "mass")),
+        mode=Choice("the practical mechanism (Eq 16) in both its modes: eval (deterministic) and train (one sample "
+                    "per chunk)", ("eval", "train")),
+        gen=Choice("the register's SW inputs", ("iid", "clustered", "clustered_shuffled", "peaked", "transformer"))),
     tolerance=EXCESS_TOLERANCE,
     units="relative shortfall of the [M]-domain error (or E^n mass) below the reference ((reference - value) / "
           "reference)",
     cell=_domain_cell,
-    grid={"smoke": dict(gen=["iid"], N=[64], M=[64], d=[4], E=[8], C=[8]),
-          "quick": dict(gen=["iid", "clustered", "transformer"], N=[64], M=[64], d=[8], E=[4, 8, 16], C=[4, 16]),
-          "full": dict(gen=["iid", "clustered", "clustered_shuffled", "peaked", "transformer"], N=[64, 256],
-                       M=[64, 256], d=[8, 32], E=[4, 8, 16, 32], C=[4, 8, 16, 64])},
-    replicates={"smoke": 100, "quick": 200, "full": 2_000},
-    variants=tuple(DOMAIN_READINGS), variant_notes=DOMAIN_READINGS,
-    where=lambda p, variant: p["N"] == p["M"] and p["M"] % p["E"] == 0 and p["M"] % p["C"] == 0
-    and (p["M"] - p["E"]) % p["C"] == 0,
-    search=_domain_search, restarts={"smoke": 1, "quick": 2, "full": 20}, universal=True,
+    grid=tiers(dict(part=["error", "mass"], mode=["eval", "train"],
+                    gen=["iid", "clustered", "clustered_shuffled", "peaked", "transformer"], N=[64], M=[64], d=[8],
+                    E=[4, 8, 16], C=[4, 16]),
+               smoke=dict(gen=["iid"], d=[4], E=[8], C=[8]),
+               full=dict(N=[64, 256], M=[64, 256], d=[8, 32], E=[4, 8, 16, 32], C=[4, 8, 16, 64])),
+    replicates=tiers(200, smoke=100, full=2_000),
+    where=_domain_where,
+    search=_domain_search,
+    restarts=tiers(2 * len(DOMAIN_CHECKS), smoke=len(DOMAIN_CHECKS), full=20 * len(DOMAIN_CHECKS)),
+    universal=True,
+    search_params=tiers(dict(maxiter=SEARCH_ITERATIONS["quick"]), smoke=dict(maxiter=SEARCH_ITERATIONS["smoke"]),
+                        full=dict(maxiter=SEARCH_ITERATIONS["full"])),
     plot_x="E",
-    notes="|E| / chunk size spans 1/4 to 4 across the grid. Eval mode is deterministic (exact margins); train mode "
-          "compares independent draws under each domain (paired by replicate index).",
+    notes="The statement's words decide: the practical mechanism's output error (mean squared, over queries) and its "
+          "effective attention mass on E^n, Σ_{m∈E^n} A_{n,m}, with chunks of [M] against chunks of [M] \\ E^n (the "
+          "alternative the sentence names); σ = identity, identical μ rule and noise under both domains; the mass in "
+          "eval mode. Reported beside, in the eval cells' extra (never deciding): the error with oracle "
+          "coefficients β*_c and LSE chunk logits (the register's diagnostics a and b: the partition's effect "
+          "alone; keys error_diagnostic_*) and the [M] mass against the softmax mass Σ_{m∈E^n} w_m (keys "
+          "mass_vs_softmax_*). |E| / chunk size spans 1/4 to 4 across the grid. Eval mode is deterministic (exact "
+          "margins); train mode compares independent draws under each domain (paired by replicate index). "
+          "Searches over (a, b, t) as eva.sec1.gap_shrinks_with_c; restart r explores the check r mod 3 (error in eval "
+          "and train modes, mass).",
 )
 
 
@@ -1103,8 +1320,9 @@ COEFFICIENT_READINGS = {
 def _coefficient_setup(ctx: CellContext, n: int):
     p = ctx.params
     q, k, v = (ctx.rng.standard_normal((n, p["d"])) * 0.5 for _ in range(3))
-    chunks = 1 if ctx.variant == "one_chunk" else p["C"]
-    samples = 1 if ctx.variant == "single_sample" else p["S"]
+    part = p["part"]
+    chunks = 1 if part == "one_chunk" else p["C"]
+    samples = 1 if part == "single_sample" else p["S"]
     seed = int(ctx.rng.integers(2**63))
 
     def call(details: bool = False):
@@ -1120,30 +1338,41 @@ def _coefficient_memory_cell(ctx: CellContext) -> Evidence:
     stored = [call(True)[1].coefficients.nbytes for call, _, _ in setups]
     predicted = [eva_coefficient_bytes(n, c, p["d"], num_samples=s) for n, (_, c, s) in zip(sizes, setups,
                                                                                            strict=True)]
-    claimed = 0.0 if ctx.variant == "single_sample" else 1.0
+    claimed = 0.0 if p["part"] == "single_sample" else 1.0
     parts = [exact_test(stored, predicted, tolerance=0.0, scale=np.asarray(predicted, float),
                         extra=dict(stored=stored)),
              count_slope_test(sizes, stored, claimed, tolerance=ctx.tolerance, extra=dict(what="stored coefficients"))]
-    if ctx.variant == "single_sample":  # see the claim's notes for the multi-sample forward pass
+    if p["part"] == "single_sample":  # see the claim's notes for the multi-sample forward pass
         parts.append(count_slope_test(sizes, _peaks([call for call, _, _ in setups]), 1.0, tolerance=ctx.tolerance,
                                       extra=dict(what="peak memory")))
     return combine(parts, extra=dict(stored_bytes=stored))
 
 
 COEFFICIENT_MEMORY = Claim(
-    id="eva.appc.coefficient_memory", paper="eva", source="App C (paragraphs after the single-sample display)",
+    id="eva.appc.coefficient_memory", source="App C (paragraphs after the single-sample display)",
     statement="The single-sample coefficients take O(Cd) memory; with multiple samples each query needs its own β̂_c, "
               "i.e. O(NCd) memory; with C = 1 memory is at most O(Nd).",
-    kind="complexity", hypotheses="d_v = d; practical EVA (numpy), chunks of [M]",
+    kind="complexity",
+    domain=dict(
+        part=Choice("the three statements: single-sample coefficients; multiple samples; C = 1 with multiple samples",
+                    tuple(COEFFICIENT_READINGS)),
+        N=Integers("O(NCd), O(Nd): the sequence length N (an order: large sizes)", 512, math.inf, up_to=2048,
+                   why="the stored size is matched exactly with C·d_v (S = 1) or N·C·d_v (S > 1) floats at every "
+                       "tested N, and its log-log slope in N is exact (counts): larger N adds nothing a count can "
+                       "show (the full tier goes to 8192)"),
+        C=Integers("O(Cd): the number of chunks C (C = 1 is the third statement)", 1, math.inf, points=(1,),
+                   up_to=64, why="the stored size is matched exactly with the count that is linear in C at every "
+                                 "tested C (the full tier goes to 256)")),
     tolerance=COMPLEXITY_TOLERANCE, units=COMPLEXITY_UNITS,
     cell=_coefficient_memory_cell,
-    grid={"smoke": dict(N=[[256, 512, 1024]], d=[8], E=[16], C=[16], S=[4]),
-          "quick": dict(N=[[512, 1024, 2048]], d=[16], E=[32], C=[16, 64], S=[4]),
-          "full": dict(N=[[512, 1024, 2048, 4096, 8192]], d=[32, 64], E=[64], C=[1, 16, 64, 256],
-                       S=[1, 4, 49])},
-    variants=tuple(COEFFICIENT_READINGS), variant_notes=COEFFICIENT_READINGS,
+    grid=tiers(dict(part=list(COEFFICIENT_READINGS), N=[[512, 1024, 2048]], d=[16], E=[32], C=[1, 16, 64], S=[4]),
+               smoke=dict(N=[[256, 512, 1024]], d=[8], E=[16]),
+               full=dict(N=[[512, 1024, 2048, 4096, 8192]], d=[32, 64], E=[64], C=[1, 16, 64, 256], S=[4, 49])),
+    where=lambda p, variant: (p["part"] == "one_chunk") == (p["C"] == 1),
     plot_x="C",
-    notes="Stored size: the coefficient array EvaDetails.coefficients against rfkit.theory.cost.eva_coefficient_bytes "
+    notes="Parts: " + "; ".join(COEFFICIENT_READINGS.values()) + ". d_v = d; practical EVA (numpy), chunks of [M]. "
+          "The width d is fixed per cell (quick: 16): the stored size's dependence on d is the exact count C·d_v. "
+          "Stored size: the coefficient array EvaDetails.coefficients against rfkit.theory.cost.eva_coefficient_bytes "
           "(exact) and its slope against N (0 for S = 1, 1 otherwise); for S = 1 also the peak memory of the whole "
           "forward pass (tracemalloc), at most linear. The multi-sample forward pass of rfkit.estimators.eva "
           "materialises the per-query inner weights (N × C × |P_c| = O(N·M)) for the effective attention, an "
@@ -1164,7 +1393,7 @@ def _linear_setup(ctx: CellContext, n: int) -> Callable[[], object]:
     p = ctx.params
     q, k, v = (ctx.rng.standard_normal((n, p["d"])) * 0.5 for _ in range(3))
     seed = int(ctx.rng.integers(2**63))
-    if ctx.variant == "eva":
+    if p["estimator"] == "eva":
         return lambda: eva_practical(q, k, v, block_size=p["E"], num_chunks=p["C"], rng=np.random.default_rng(seed))
     omega = np.random.default_rng(seed).standard_normal((p["E"] + p["C"], p["d"]))
     return lambda: rfa_attention(q, k, v, omega=omega, form="features")
@@ -1182,7 +1411,8 @@ def _linear_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     sizes = list(p["N"])
     if p["measure"] == "flops":
-        return count_slope_test(sizes, [_linear_flops(ctx.variant, n, p) for n in sizes], 1.0, tolerance=ctx.tolerance)
+        flops = [_linear_flops(p["estimator"], n, p) for n in sizes]
+        return count_slope_test(sizes, flops, 1.0, tolerance=ctx.tolerance)
     calls = [_linear_setup(ctx, n) for n in sizes]
     if p["measure"] == "memory":
         return count_slope_test(sizes, _peaks(calls), 1.0, tolerance=ctx.tolerance)
@@ -1190,20 +1420,28 @@ def _linear_cell(ctx: CellContext) -> Evidence:
 
 
 LINEAR_COMPLEXITY = Claim(
-    id="eva.sec4_2.linear_complexity", paper="eva", source="Abstract; §1; §4.2",
+    id="eva.sec4_2.linear_complexity", source="Abstract; §1; §4.2",
     statement="EVA's time and memory grow linearly with sequence length, as for RFA.",
-    kind="complexity", hypotheses="fixed |E|, C and d; numpy on this machine's CPU (single-threaded BLAS)",
+    kind="complexity",
+    domain=dict(
+        estimator=Choice("EVA's ..., as for RFA", tuple(LINEAR_ESTIMATORS)),
+        measure=Choice("time and memory", ("time", "memory")),
+        N=Integers("grow linearly with sequence length N (an order: large sizes)", TIMED_SIZES[0], math.inf,
+                   up_to=TIMED_SIZES[-1], why="the log-log slope of CPU time is fitted on √2-spaced sizes at the "
+                                              "asymptotic end, where fixed per-call overheads no longer bend the "
+                                              "curve (the full tier goes to 32768)")),
     tolerance=COMPLEXITY_TOLERANCE, units=COMPLEXITY_UNITS,
     cell=single_threaded(_linear_cell),
-    grid={"smoke": dict(measure=["time", "memory", "flops"], N=[[1024, 1472, 2048, 2880, 4096]], d=[16],
-                        E=[64], C=[16]),
-          "quick": dict(measure=["time", "memory", "flops"], N=[list(TIMED_SIZES)], d=[32], E=[64], C=[16]),
-          "full": dict(measure=["time", "memory", "flops"], N=[[256, 512, 1024, 2048, 4096, 8192, 16384, 32768]],
-                       d=[32, 64], E=[128, 256], C=[16, 64, 128])},
-    replicates={"smoke": 3, "quick": 5, "full": 9},
-    variants=tuple(LINEAR_ESTIMATORS), variant_notes=LINEAR_ESTIMATORS,
+    grid=tiers(dict(estimator=list(LINEAR_ESTIMATORS), measure=["time", "memory", "flops"], N=[list(TIMED_SIZES)],
+                    d=[32], E=[64], C=[16]),
+               smoke=dict(N=[[1024, 1472, 2048, 2880, 4096]], d=[16]),
+               full=dict(N=[[256, 512, 1024, 2048, 4096, 8192, 16384, 32768]], d=[32, 64], E=[128, 256],
+                         C=[16, 64, 128])),
+    replicates=tiers(5, smoke=3, full=9),
     plot_x="measure",
-    notes="Time: every repeated CPU time of the calling thread (timing_slope_test: OLS of log time on log N, t "
+    notes="Estimators: " + "; ".join(f"{k}: {v}" for k, v in LINEAR_ESTIMATORS.items()) + ". Fixed |E|, C and d; "
+          "numpy on this machine's CPU (single-threaded BLAS). Time: every repeated CPU time of the calling thread "
+          "(timing_slope_test: OLS of log time on log N, t "
           "with the fit's dof) over 5 √2-spaced N at the asymptotic end (alternative 'less': Big-O is an upper "
           "bound). Memory: tracemalloc peak, exact slope. Flops: GEMM counts of "
           "rfkit.theory.eva.eva_practical_gemms / rfkit.theory.cost. RFA uses S = |E| + C samples. GPU backends "
@@ -1234,24 +1472,38 @@ def _causal_eva_call(ctx: CellContext, n: int) -> Callable[[], object]:
 
 def _causal_cell(ctx: CellContext) -> Evidence:
     sizes = list(ctx.params["N"])
-    if ctx.variant == "time_slope":
+    if ctx.params["measure"] == "time":
         return _time_slope(ctx, sizes, [_causal_eva_call(ctx, n) for n in sizes], 1.0)
     return count_slope_test(sizes, _peaks([_causal_eva_call(ctx, n) for n in sizes]), 1.0, tolerance=ctx.tolerance)
 
 
 CAUSAL_EFFICIENCY = Claim(
-    id="eva.sec4_2.causal_efficiency", paper="eva", source="§4.2 'Extension to Autoregressive Modeling'",
+    id="eva.sec4_2.causal_efficiency", source="§4.2 'Extension to Autoregressive Modeling'",
     statement="Earlier causal RFA methods are slow in training because of their recurrent computation, whereas the "
               "causal EVA variant stays highly efficient.",
-    kind="complexity", hypotheses="parallel (training-mode) computation, forward pass, numpy on CPU",
+    kind="complexity",
+    domain=dict(
+        mechanism=Choice("earlier causal RFA methods (recurrent computation) are slow in training, whereas the causal "
+                         "EVA variant stays highly efficient: both sides of the comparison",
+                         ("eva_causal", "rfa_recurrent")),
+        measure=Choice("efficient: time and memory", ("time", "memory")),
+        mode=Choice("in training: the forward and the backward pass", ("forward", "backward")),
+        N=Integers("stays efficient as the sequence grows (an order: large N)", TIMED_SIZES[0], math.inf,
+                   up_to=TIMED_SIZES[-1], why="the log-log slopes are fitted on √2-spaced sizes at the asymptotic "
+                                              "end (the full tier goes to 16384)")),
+    readings={"eva_linear": Reading(
+        "causal EVA (Algorithm 2, parallel form, forward pass, numpy on CPU): time and peak memory grow at most "
+        "linearly in N; the recurrent causal RFA side and the backward pass are not measured",
+        narrows=dict(mechanism=Choice("the causal EVA variant stays highly efficient", ("eva_causal",)),
+                     mode=Choice("forward pass only (numpy)", ("forward",))))},
     tolerance=COMPLEXITY_TOLERANCE, units=COMPLEXITY_UNITS,
     cell=single_threaded(_causal_cell),
-    grid={"smoke": dict(N=[[1024, 1472, 2048, 2880, 4096]], d=[16], E=[128], C=[64]),
-          "quick": dict(N=[list(TIMED_SIZES)], d=[32], E=[128], C=[64]),
-          "full": dict(N=[[512, 1024, 2048, 4096, 8192, 16384]], d=[64], E=[128], C=[64])},
-    replicates={"smoke": 3, "quick": 5, "full": 9},
-    variants=tuple(CAUSAL_READINGS), variant_notes=CAUSAL_READINGS,
-    plot_x="E",
+    grid=tiers(dict(mechanism=["eva_causal"], mode=["forward"], measure=["time", "memory"], N=[list(TIMED_SIZES)],
+                    d=[32], E=[128], C=[64]),
+               smoke=dict(N=[[1024, 1472, 2048, 2880, 4096]], d=[16]),
+               full=dict(N=[[512, 1024, 2048, 4096, 8192, 16384]], d=[64])),
+    replicates=tiers(5, smoke=3, full=9),
+    plot_x="measure",
     notes="Measured: causal EVA's forward pass (Algorithm 2 in parallel form, no recurrence over tokens) scales "
           "linearly in time and memory. Not measured: the speed comparison with recurrent causal RFA in training, "
           "which is a statement about parallel hardware (a recurrence serialises N steps on a GPU; on one CPU "
@@ -1301,23 +1553,33 @@ def _fig1_cell(ctx: CellContext) -> Evidence:
 
 
 FIG1_RUNTIME_MEMORY = Claim(
-    id="eva.fig1.runtime_memory", paper="eva", source="§5.3; Figure 1 (left, middle); App E.4",
+    id="eva.fig1.runtime_memory", source="§5.3; Figure 1 (left, middle); App E.4",
     statement="Across sequence lengths, EVA adds only a little computation over Performer and local attention, and "
               "runs much faster than Long-Short (Transformer-LS), which has much longer running time and larger "
               "memory use.",
     kind="reproduction",
-    hypotheses="one attention layer of the E.4 model (width 192, 2 heads), forward, float64 numpy on CPU; EVA |E| = "
-               "256, C = 128, Performer 256 features, local window 256 (Table 12); lengths >= 512, where this "
-               "configuration fits without capping",
+    domain=dict(
+        baseline=Choice("over Performer and local attention, and ... than Long-Short (Transformer-LS)",
+                        ("performer", "local", "long_short")),
+        L=Integers("across sequence lengths (Figure 1's range is not stated; from 512, where E.4's |E| = 256 and "
+                   "C = 128 fit without capping)", 512, math.inf, up_to=16384,
+                   why="the longest length the full tier times; Figure 1 states no range")),
+    readings={
+        "seconds": Reading("'adds only a little computation' as running time (Figure 1 middle, the paper's "
+                           "'running time per iteration'): " + MEASURES["seconds"]),
+        "peak_bytes": Reading("memory (Figure 1 left; the statement's memory words are about Long-Short only): "
+                              + MEASURES["peak_bytes"], beside=True),
+        "flops": Reading("computation as arithmetic (a hardware-free proxy, not the paper's measure): "
+                         + MEASURES["flops"], beside=True)},
     tolerance=OVERHEAD_TOLERANCE, units="log of EVA's cost over the baseline's (tolerance: 1.5× = 'a little')",
     cell=_fig1_cell,
-    grid={"smoke": dict(baseline=["performer", "local"], L=[[512]]),
-          "quick": dict(baseline=["performer", "local"], L=[[512, 1024]]),
-          "full": dict(baseline=["performer", "local"], L=[[512, 1024, 2048, 4096, 8192, 16384]])},
-    replicates={"smoke": 3, "quick": 5, "full": 10},
-    variants=tuple(MEASURES), variant_notes=MEASURES,
+    grid=tiers(dict(baseline=["performer", "local"], L=[(512, 1024)]),
+               smoke=dict(L=[(512,)]), full=dict(L=[(512, 1024, 2048, 4096, 8192, 16384)])),
+    replicates=tiers(5, smoke=3, full=10),
     plot_x="baseline",
-    notes="Quantities from rfkit.validation.reproductions.eva.efficiency_sweep (also `rfkit reproduce eva.fig1`). "
+    notes="One attention layer of the E.4 model (width 192, 2 heads), forward, float64 numpy on CPU; EVA |E| = 256, "
+          "C = 128, Performer 256 features, local window 256 (Table 12). Quantities from "
+          "rfkit.validation.reproductions.eva.efficiency_sweep (also `rfkit reproduce eva.fig1`). "
           "Timings depend on hardware and implementation (numpy on CPU here, PyTorch on V100 GPUs in the paper); "
           "the flop counts do not. The Long-Short comparison is not evaluated: rfkit has no Transformer-LS "
           "implementation.",
@@ -1337,13 +1599,14 @@ CATCH_UP_BY = 4096
 
 def _short_check(ctx: CellContext) -> Evidence:
     lengths = list(ctx.params["L"])
-    cost = _cost(ctx, "peak_bytes" if ctx.variant == "memory_reduction" else "seconds", ["eva", "softmax"], lengths)
+    part = ctx.params["part"]
+    cost = _cost(ctx, "peak_bytes" if part == "memory_reduction" else "seconds", ["eva", "softmax"], lengths)
     log_ratio = np.log(cost[0] / cost[1])
     extra = dict(lengths=lengths, ratio=np.exp(log_ratio).tolist())
-    if ctx.variant == "slower_at_short":
+    if part == "slower_at_short":
         short = [i for i, n in enumerate(lengths) if n in SHORT_LENGTHS]
         return margin_evidence(float(log_ratio[short].min()), tolerance=ctx.tolerance, extra=extra)
-    if ctx.variant == "memory_reduction":
+    if part == "memory_reduction":
         return margin_evidence(-float(log_ratio.max()), tolerance=ctx.tolerance, extra=extra)
     evidence = margin_evidence(-float(log_ratio.min()), tolerance=ctx.tolerance, extra=extra)
     if evidence.p_value < 1 and max(lengths) < CATCH_UP_BY:   # not caught up yet, but the sweep stops early
@@ -1362,28 +1625,42 @@ def _short_cell(ctx: CellContext) -> Evidence:
 
 
 SHORT_SEQUENCES = Claim(
-    id="eva.appe4.short_sequences", paper="eva", source="App E.4, 'Remark on Modeling Short Sequences'",
+    id="eva.appe4.short_sequences", source="App E.4, 'Remark on Modeling Short Sequences'",
     statement="At short lengths (128 or 256) EVA runs slower than softmax attention, catches up in speed soon after, "
               "and still reduces memory substantially.",
-    kind="reproduction", hypotheses="one attention layer of the E.4 model (as eva.fig1.runtime_memory), numpy on CPU",
+    kind="reproduction",
+    domain=dict(
+        part=Choice("the three statements: runs slower at short lengths; catches up in speed soon after; still "
+                    "reduces memory", tuple(SHORT_READINGS)),
+        L=Integers("at short lengths (128 or 256) ... soon after (the register's sweep: to 4096)", 128, CATCH_UP_BY,
+                   points=SHORT_LENGTHS)),
     tolerance=SHORT_TOLERANCE, units="log cost ratio EVA/softmax on the wrong side of 1",
     cell=_short_cell,
-    grid={"smoke": dict(L=[[128, 256]]),
-          "quick": dict(L=[[128, 256, 512, 1024]]),
-          "full": dict(L=[[64, 128, 256, 512, 1024, 2048, 4096]])},
-    replicates={"smoke": 2, "quick": 2, "full": 10},
-    variants=tuple(SHORT_READINGS), variant_notes=SHORT_READINGS,
-    notes="'Soon' is read as 'within the register's sweep (to 4096)': a sweep that stops earlier without a "
+    grid=tiers(dict(part=list(SHORT_READINGS), L=[(128, 256, 512, 1024)]),
+               smoke=dict(L=[(128, 256)]), full=dict(L=[(64, 128, 256, 512, 1024, 2048, 4096)])),
+    replicates=tiers(2, full=10),
+    notes="Parts: " + "; ".join(f"{k}: {v}" for k, v in SHORT_READINGS.items()) + ". One attention layer of the E.4 "
+          "model (as eva.fig1.runtime_memory), numpy on CPU. 'Soon' is read as 'within the register's sweep (to "
+          "4096)': a sweep that stops earlier without a "
           "crossover cannot decide. Timings are hardware- and implementation-dependent (see eva.fig1).",
 )
 
 
 FIG2_FLASHATTENTION = Claim(
-    id="eva.fig2.flashattention_comparison", paper="eva", source="App E.4; Figure 2",
+    id="eva.fig2.flashattention_comparison", source="App E.4; Figure 2",
     statement="FlashAttention uses less memory than every approximate baseline at all sequence lengths; it is faster "
               "than most baselines below length 2048; EVA and other efficient approximations catch up in runtime at "
               "longer lengths.",
-    kind="reproduction", hypotheses="single attention block (8 heads, width 512), forward + backward, RTX 3090",
+    kind="reproduction",
+    domain=dict(
+        L=Choice("at all sequence lengths, below 2048 and longer (Figure 2's lengths: unstated, read from the plot "
+                 "as powers of two)", (512, 1024, 2048, 4096, 8192)),
+        baseline=Choice("every approximate baseline / most baselines / EVA and other efficient approximations "
+                        "(Figure 2's mechanisms)", ("eva", "performer", "local", "linformer", "nystromformer",
+                                                    "long_short", "scatterbrain", "combiner", "lara")),
+        measure=Choice("uses less memory; is faster (runtime)", ("memory", "runtime")),
+        setup=Choice("one attention block, 8 heads, width 512, forward + backward on one RTX 3090 GPU",
+                     ("rtx3090_block",))),
     tolerance=SHORT_TOLERANCE, units="log cost ratio on the wrong side of 1", cell=None,
     untestable="needs FlashAttention, a fused CUDA kernel (fp16/bf16) on a GPU, timed forward + backward; the "
                "numpy/CPU engine has neither. The CPU-measurable part (EVA against materialised softmax) is "
@@ -1391,9 +1668,14 @@ FIG2_FLASHATTENTION = Claim(
 )
 
 TABLE6_EFFICIENCY = Claim(
-    id="eva.table6.efficiency", paper="eva", source="§5.3, Table 6 (Mem. and Time columns)",
+    id="eva.table6.efficiency", source="§5.3, Table 6 (Mem. and Time columns)",
     statement="The memory (GB) and time (ms/iter) values of Table 6 for DeiT-Tiny-784.",
-    kind="reproduction", hypotheses="the training setup (batch 1024, AdamW, mixed precision on V100 GPUs)",
+    kind="reproduction",
+    domain=dict(
+        row=Choice("the values of Table 6: each of its rows (the ablation configurations)", ("every_row",)),
+        measure=Choice("the memory (GB) and time (ms/iter) values", ("memory", "time")),
+        setup=Choice("for DeiT-Tiny-784 under the training setup (batch 1024, AdamW, mixed precision on V100 GPUs)",
+                     ("deit_tiny_784_training",))),
     tolerance=0.1, units="relative deviation from the printed value", cell=None,
     untestable="GPU memory (GB) and time per training iteration (ms) of DeiT-Tiny-784 with batch 1024 need the "
                "trained-model setup on GPUs (forward + backward + optimiser step); the CPU-measurable parts are "
@@ -1402,9 +1684,14 @@ TABLE6_EFFICIENCY = Claim(
 )
 
 TABLE7_EFFICIENCY = Claim(
-    id="eva.table7.efficiency", paper="eva", source="§5.3, Table 7 (Mem. and Time columns)",
+    id="eva.table7.efficiency", source="§5.3, Table 7 (Mem. and Time columns)",
     statement="The memory (GB) and time (ms/iter) values of Table 7 for MLM at length 4096.",
-    kind="reproduction", hypotheses="the training setup of Table 11 (RoBERTa-base, batch 256 sequences, GPUs)",
+    kind="reproduction",
+    domain=dict(
+        row=Choice("the values of Table 7: each of its rows (the ablation configurations)", ("every_row",)),
+        measure=Choice("the memory (GB) and time (ms/iter) values", ("memory", "time")),
+        setup=Choice("for MLM at length 4096 under the training setup of Table 11 (RoBERTa-base, batch 256 "
+                     "sequences, GPUs)", ("mlm_4096_training",))),
     tolerance=0.1, units="relative deviation from the printed value", cell=None,
     untestable="GPU memory and time per training iteration of RoBERTa-base at length 4096 with batch 256 need GPU "
                "training runs; the vocabulary, precision and GPU count are unstated. One attention layer's CPU "
@@ -1435,8 +1722,9 @@ COUNTS = {"params": "#Param. (M): trainable parameters of the randomly initialis
 def _params_flops_cell(ctx: CellContext) -> Evidence:
     table, mechanism = ctx.params["table"], ctx.params["mechanism"]
     cfg = VitConfig(class_token=False, attention=mechanism, **ARCHITECTURES[table], **MECHANISM_CONFIG[mechanism])
-    printed = PRINTED[(table, mechanism)][0 if ctx.variant == "params" else 1]
-    ours = (vit_parameters(cfg) / 1e6) if ctx.variant == "params" else (vit_macs(cfg) / 1e9)
+    count = ctx.params["count"]
+    printed = PRINTED[(table, mechanism)][0 if count == "params" else 1]
+    ours = (vit_parameters(cfg) / 1e6) if count == "params" else (vit_macs(cfg) / 1e9)
     half_unit = 0.05  # the tables print one decimal
     evidence = margin_evidence(half_unit - abs(ours - printed), tolerance=ctx.tolerance, scale=printed,
                                extra=dict(counted=ours, printed=printed))
@@ -1449,21 +1737,26 @@ def _params_flops_cell(ctx: CellContext) -> Evidence:
 
 
 PARAMS_FLOPS = Claim(
-    id="eva.tables1to4.params_flops", paper="eva", source="Tables 1-4 (#Param. and FLOPs columns)",
+    id="eva.tables1to4.params_flops", source="Tables 1-4 (#Param. and FLOPs columns)",
     statement="The parameter counts and FLOPs reported for each attention variant and architecture.",
     kind="reproduction",
-    hypotheses="DeiT-Tiny/Small (196 tokens) and DeiT-Tiny-784 without class token (App E.2), MLP ratio 4, 224×224 "
-               "inputs, 1000 classes; mechanism settings of Table 9",
+    domain=dict(
+        table=Choice("for each architecture of Tables 1-4: DeiT-Tiny, DeiT-Small, PVT-v2-b3 (Table 1), DeiT-Tiny-784 "
+                     "(Table 2), the MLM model (Table 3), the MT model (Table 4)",
+                     ("table1_tiny", "table1_small", "table1_pvt", "table2", "table3_mlm", "table4_mt")),
+        mechanism=Choice("for each attention variant reported", ("softmax", "local", "performer", "eva", "lara",
+                                                                "scatterbrain", "nystromformer", "combiner",
+                                                                "long_short", "linformer", "reformer")),
+        count=Choice("the parameter counts and FLOPs", tuple(COUNTS))),
     tolerance=0.05, units="relative deviation from the printed value beyond its rounding (half a unit of 0.1)",
     cell=_params_flops_cell,
-    grid={"smoke": dict(table=["table2"], mechanism=["softmax", "eva"]),
-          "quick": dict(table=["table1_tiny", "table1_small", "table2"],
-                        mechanism=["softmax", "local", "performer", "eva"]),
-          "full": dict(table=["table1_tiny", "table1_small", "table2"],
-                       mechanism=["softmax", "local", "performer", "eva"])},
-    variants=tuple(COUNTS), variant_notes=COUNTS,
+    grid=tiers(dict(table=["table1_tiny", "table1_small", "table2"], mechanism=["softmax", "local", "performer", "eva"],
+                    count=list(COUNTS)),
+               smoke=dict(table=["table2"], mechanism=["softmax", "eva"])),
     plot_x="mechanism",
-    notes="Counted analytically (rfkit.theory.cost.vit_parameters, vit_macs). Not counted: PVT-v2-b3 (stage "
+    notes="Architectures: DeiT-Tiny/Small (196 tokens) and DeiT-Tiny-784 without class token (App E.2), MLP ratio 4, "
+          "224×224 inputs, 1000 classes; mechanism settings of Table 9. Counts: " + "; ".join(COUNTS.values())
+          + ". Counted analytically (rfkit.theory.cost.vit_parameters, vit_macs). Not counted: PVT-v2-b3 (stage "
           "configuration and input resolution unstated), the MLM and MT models of Tables 3-4 (vocabulary sizes, "
           "positional embeddings and extra modules unstated) and the baselines without an rfkit implementation "
           "(LARA rows, Scatterbrain, Nyströmformer, Combiner, Long-Short, Linformer, Reformer).",
