@@ -12,13 +12,21 @@ between tiny quantities (``h_m``, ``w_m``) meaningful. Round-off of these float6
 ``~1e-15`` of that magnitude; any error of a formula (a missing weight, a wrong normaliser, a wrong
 line of a derivation) is of the order of the terms themselves.
 
-Readings. Where the register names readings of a printed statement (Eq 4's proposal, App B.1's matrix
-identity, App B.2's chain, App G.1's practical variants, App G.5's last step, App D's chunk rules) each
-is a variant with its own verdict.
+Domains. Each claim declares its quantified domain (:mod:`rfkit.validation.domain`). The standard sweep
+(the register's SW) is one design shared by most claims (:func:`_sw_domain`, :func:`_sw_keep`): the full
+product of sizes (d, M, S) with the three core proposal means and input generators, and every other named
+proposal mean, input generator, value kind and (for "any ρ") proposal shape as a *swept tuple* evaluated in one
+cell at d = 4 (:func:`_swept`: the cell runs once per member on the same random stream and reports the worst).
+
+Readings. Only Eq 4's proposal (the symbol q(ω) of Eq 4 against the sentence before it) is read two ways that
+the words admit; they decide together. Elsewhere the literal statement decides, and the other versions the
+register names (App B.1's trace, App G.1's practical mechanisms, App G.5's Eq 31 last line and the (b)
+expression with Z, App D's released-code and overlapping-window chunk rules) are reported beside the verdict.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -48,11 +56,13 @@ from rfkit.estimators.eva import (
     shared_coefficients,
     token_coefficients,
 )
+from rfkit.estimators.proposals import GaussianMixtureProposal
 from rfkit.theory import eva as theory
-from rfkit.validation.claims.eva.inputs import attention_inputs, proposal_mean
-from rfkit.validation.model import CellContext, Claim
+from rfkit.validation.claims.eva.inputs import GENERATORS, MEANS, VALUE_KINDS, attention_inputs, proposal_mean
+from rfkit.validation.domain import Choice, Integers, Range, Reading
+from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
-from rfkit.validation.stats import exact_test
+from rfkit.validation.stats import combine, exact_test
 
 TOLERANCE = 1e-10
 UNITS = "|Δ| / largest |term| of the query row"
@@ -86,12 +96,24 @@ def _relative_log_gap(ctx: CellContext, log_a, log_b, extra: dict | None = None)
 
 def _inputs(ctx: CellContext, n: int = 3):
     p = ctx.params
-    return attention_inputs(p.get("inputs", "iid"), p.get("N", n), p.get("M", 8), p.get("d", 4), p.get("dv", 2),
-                            ctx.rng, scale=p.get("s", 0.5), values=p.get("values", "iid"))
+    values = p.get("values", "iid")
+    d = p.get("d", 4)
+    return attention_inputs(p.get("inputs", "iid"), p.get("N", n), p.get("M", 8), d,
+                            d if values == "keys" else p.get("dv", 2), ctx.rng, scale=p.get("s", 0.5), values=values)
 
 
-def _proposal(ctx: CellContext, q, k) -> GaussianProposal:
-    return GaussianProposal(proposal_mean(ctx.params.get("mu", "zero"), q, k, ctx.rng))
+#: Proposal shapes for statements about "any ρ" (the register's non-unit-covariance and mixture proposals).
+RHOS = ("unit", "narrow", "wide", "mixture")
+
+
+def _proposal(ctx: CellContext, q, k):
+    """``ρ``: ``N(μ, I)`` (``rho = unit``), ``N(μ, τ²I)`` with ``τ = 0.5`` or ``2``, or the two-component mixture
+    ``½N(μ, I) + ½N(-μ + 1, 2²I)``; ``μ`` from the ``mu`` axis."""
+    mu = proposal_mean(ctx.params.get("mu", "zero"), q, k, ctx.rng)
+    rho = ctx.params.get("rho", "unit")
+    if rho == "mixture":
+        return GaussianMixtureProposal(np.stack([mu, 1.0 - mu]), np.array([1.0, 2.0]), np.array([0.5, 0.5]))
+    return GaussianProposal(mu, dict(unit=1.0, narrow=0.5, wide=2.0)[rho])
 
 
 def _draws(ctx: CellContext, proposal: GaussianProposal, sets: int = SETS):
@@ -115,21 +137,88 @@ def _softmax(q, k, v):
     return softmax_attention(q, k, v, scale=1.0)
 
 
-SW_GRID_SMOKE = dict(d=[1, 4], M=[1, 8], S=[1, 16], mu=["zero", "q+k1"], inputs=["iid"])
-SW_GRID_QUICK = dict(d=[1, 4, 16], M=[1, 3, 16], S=[1, 3, 64], mu=["zero", "q+mean_k", "far"],
-                     inputs=["iid", "peaked", "outlier"])
-SW_GRID_FULL = dict(d=[1, 2, 4, 8, 16, 64], M=[1, 2, 3, 16, 64, 256], S=[1, 2, 3, 4, 8, 64, 1024],
-                    mu=["zero", "q+mean_k", "q+k1", "random", "far"], s=[0.1, 0.5, 1.5],
-                    inputs=["iid", "clustered", "peaked", "flat", "outlier"])
+# ------------------------------------------------------------------------------ the standard sweep
+
+_SUM_WHY = ("both sides sum the same terms (one per key and sample) in another order or grouping; more terms are "
+            "terms of the same kind")
+_D_WHY = "d enters only through inner products and squared norms of q_n, k_m and ω_s; the algebra is the same for any d"
+#: Core proposal means and generators: their full product with the sizes (the pre-port sweep).
+CORE_MU = ("zero", "q+mean_k", "far")
+CORE_INPUTS = ("iid", "peaked", "outlier")
+#: Every other named mean, generator and value kind: one swept tuple each (:func:`_swept`).
+EXTRA_MU = tuple(m for m in MEANS if m not in CORE_MU)
+EXTRA_INPUTS = tuple(g for g in GENERATORS if g not in CORE_INPUTS)
+EXTRA_VALUES = tuple(v for v in VALUE_KINDS if v != "iid")
+EXTRA_RHOS = RHOS[1:]
+SPECIAL = ("mu", "inputs", "values", "rho", "layout")
 
 
-def _sw(**overrides) -> dict:
-    """The standard sweep per tier, with axes replaced or added."""
-    grids = {"smoke": dict(SW_GRID_SMOKE), "quick": dict(SW_GRID_QUICK), "full": dict(SW_GRID_FULL)}
-    for tier, grid in grids.items():
-        for key, value in overrides.items():
+def _swept(cell):
+    """A cell that sweeps a tuple-valued axis (one of :data:`SPECIAL`): it runs ``cell`` once per member (same
+    random stream) and combines the exact tests; the worst member is reported in ``extra``."""
+    def run(ctx: CellContext):
+        listed = {a: tuple(v) for a, v in ctx.params.items() if a in SPECIAL and isinstance(v, list)}
+        if listed:                                  # a tuple read back from JSON (a witness re-run)
+            ctx = _with_params(ctx, **listed)
+        axes = [a for a in SPECIAL if isinstance(ctx.params.get(a), tuple)]
+        if not axes:
+            return cell(ctx)
+        members = list(itertools.product(*(ctx.params[a] for a in axes)))
+        parts = [cell(_with_params(ctx, **dict(zip(axes, m, strict=True)))) for m in members]
+        worst = max(range(len(parts)), key=lambda i: (parts[i].effect if math.isfinite(parts[i].effect) else -1.0))
+        return combine(parts, method="exact", extra=dict(worst=dict(zip(axes, members[worst], strict=True))))
+    run.__name__ = cell.__name__
+    run.__doc__ = cell.__doc__
+    return run
+
+
+def _sw_keep(p: dict) -> bool:
+    """The standard sweep's design: every core cell; a swept tuple (one at a time) only at d = 4 and S <= 16, every
+    other special axis at its base value (:func:`_one_tuple`)."""
+    tuples = [a for a in SPECIAL if isinstance(p.get(a), tuple)]
+    if not tuples:
+        return True
+    return p.get("d", 4) == 4 and p.get("S", 1) <= 16 and _one_tuple(p)
+
+
+def _sw_grid(*, rho: bool = False, **overrides) -> dict:
+    """The standard sweep per tier (:func:`tiers`), with axes replaced or added (``{tier: values}`` or values)."""
+    base = dict(d=[1, 4, 16], M=[1, 3, 16], S=[1, 3, 64], mu=[*CORE_MU, EXTRA_MU], inputs=[*CORE_INPUTS, EXTRA_INPUTS],
+                values=["iid", EXTRA_VALUES])
+    smoke = dict(d=[1, 4, 16], M=[1, 16], S=[1, 16], mu=["zero", EXTRA_MU + CORE_MU[1:]],
+                 inputs=["iid", EXTRA_INPUTS + CORE_INPUTS[1:]], values=["iid", EXTRA_VALUES])
+    full = dict(d=[1, 2, 4, 8, 16, 64], M=[1, 2, 3, 16, 64, 256], S=[1, 2, 3, 4, 8, 64, 1024],
+                mu=list(MEANS), s=[0.1, 0.5, 1.5],
+                inputs=["iid", "clustered", "peaked", "flat", "outlier", ("clustered_shuffled", "transformer")],
+                values=["iid", EXTRA_VALUES])
+    if rho:
+        base["rho"], smoke["rho"], full["rho"] = ["unit", EXTRA_RHOS], ["unit", EXTRA_RHOS], ["unit", EXTRA_RHOS]
+    grids = dict(quick=base, smoke=smoke, full=full)
+    for key, value in overrides.items():
+        for tier, grid in grids.items():
             grid[key] = value[tier] if isinstance(value, dict) else value
-    return grids
+    return tiers(grids["quick"], smoke=grids["smoke"], full=grids["full"])
+
+
+def _sw_domain(*, mu: str = "ω_1, ..., ω_S ~ ρ: the register's proposals N(μ, I)", rho: str | None = None,
+               s_points=(1,), s_up_to: int = 16, **more) -> dict:
+    """The standard sweep's domain: sizes, proposal means, input generators and value kinds (and, for statements
+    about any ρ, the proposal's shape), plus the claim's own axes ``more``."""
+    domain = dict(
+        d=Integers("q_n, k_m, ω_s ∈ R^d", 1, math.inf, up_to=16, why=_D_WHY),
+        M=Integers("any K, V: the M keys and values", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+        S=Integers("the samples ω_1, ..., ω_S (any S >= 1)", 1, math.inf, points=s_points, up_to=s_up_to,
+                   why=_SUM_WHY + " (S = 64 is tested at quick)"),
+        mu=Choice(mu + " (μ = 0, q_n + mean k, q_n + k_1, random, far)", MEANS),
+        inputs=Choice("any q_n, K: the register's generators (G-iid, G-clust contiguous and shuffled, G-peaked, "
+                      "G-flat, G-outlier, G-transformer)", GENERATORS),
+        values=Choice("any V: the register's G-values (iid, all equal, one-hot, v_m = k_m, correlated with q·k)",
+                      VALUE_KINDS))
+    if rho:
+        domain["rho"] = Choice(rho + " (N(μ, I), N(μ, τ²I) with τ = 0.5 and 2, a two-component Gaussian mixture)",
+                               RHOS)
+    domain.update(more)
+    return domain
 
 
 # ------------------------------------------------------------------------------ Eq 4: SNIS = RFA
@@ -145,22 +234,35 @@ def _eq4_cell(ctx: CellContext):
     return _identity(ctx, snis, phi_form)
 
 
+def _without(domain: dict, *axes: str) -> dict:
+    return {k: v for k, v in domain.items() if k not in axes}
+
+
 EQ4 = Claim(
-    id="eva.eq4.snis_equals_rfa", paper="eva", source="§2.2, SNIS display and Eq 4",
+    id="eva.eq4.snis_equals_rfa", source="§2.2, SNIS display and Eq 4",
     statement="With ω_1..ω_S ~ ρ, the SNIS estimate Σ_s [p_n(ω_s)/ρ(ω_s)] f_n(ω_s) / Σ_s [p_n(ω_s)/ρ(ω_s)] equals "
               "RFA(q_n,K,V) := Σ_m φ(q_n,ω)ᵀφ(k_m,ω) v_m / Σ_m' φ(q_n,ω)ᵀφ(k_m',ω); vanilla RFA is SNIS with "
               "ρ = N(0, I).",
     kind="identity",
-    hypotheses="the same samples on both sides; p_n(ω)/q(ω_s) read as p_n(ω_s)/ρ(ω_s); any q_n, K, V",
+    related={"eva.eq14.rfa_ratio_form": "RFA: its SNIS and φ forms, and its ratio form g/h"},
     tolerance=TOLERANCE, units=UNITS,
-    cell=_eq4_cell,
-    grid=_sw(),
-    variants=("R1", "R2"),
-    variant_notes={"R1": "ρ = N(0, I) (the sentence before Eq 4)",
-                   "R2": "ρ = N(μ, I), μ ≠ 0: left side with the proposal's weights, right side the φ form on "
-                         "the same samples (Eq 4's generic proposal)"},
-    where=lambda p, variant: (p["mu"] == "zero") == (variant == "R1"),
+    domain=_without(_sw_domain(), "mu"),
+    readings={"R1": Reading("ρ = N(0, I) (the sentence before Eq 4)",
+                            words="'Vanilla RFA amounts to constructing the SNIS estimation with q(ω) = N(ω; 0, I). "
+                                  "The SNIS representation also turns out equivalent to the more established form of "
+                                  "RFA' (Eq 4): the q of Eq 4 is vanilla RFA's"),
+              "R2": Reading("ρ = N(μ, I), μ ≠ 0 (every other register mean): left side with the proposal's weights, "
+                            "right side the φ form on the same samples (Eq 4's generic proposal)",
+                            words="Eq 4's left side prints the generic proposal q(ω_s) of the SNIS display, "
+                                  "'ω_1, ..., ω_S ~ q(ω)'")},
+    cell=_swept(_eq4_cell),
+    grid=_sw_grid(mu=dict(smoke=["zero", "far", ("q+mean_k", "q+k1", "random")], quick=[*CORE_MU, EXTRA_MU],
+                          full=list(MEANS))),
+    where=lambda p, variant: (_sw_keep(p) or p["mu"] == "far" and _sw_keep(dict(p, mu="zero")))
+    and (p["mu"] == "zero") == (variant == "R1"),
     roles=("rfa_attention_with_proposal",), plot_x="S",
+    notes="The same samples on both sides; the display's p_n(ω)/q(ω_s) read as p_n(ω_s)/ρ(ω_s). The proposal is "
+          "what the two readings disagree on, so it is each reading's own grid axis (mu), not a domain axis.",
 )
 
 # ------------------------------------------------------------------- App B.1: variance expansion
@@ -218,20 +320,27 @@ def _eq20_cell(ctx: CellContext):
 
 
 EQ20_EXPANSION = Claim(
-    id="eva.eq20.variance_expansion", paper="eva", source="App B.1, display before Eq 20",
+    id="eva.eq20.variance_expansion", source="App B.1, display before Eq 20",
     statement="Var[g̃(ω)] = Var[g(ω)] - 2 Cov[h(ω), g(ω)] βᵀ + Var[h(ω)] ββᵀ (printed as a d×d matrix identity).",
     kind="identity",
-    hypotheses="constant β; g̃ = g - βh + βE[h] (Eq 19); g, h the RFA base estimate and control (exact Z)",
     tolerance=TOLERANCE, units="|Δ| / largest |term| (entry or trace)",
-    cell=_eq20_cell,
-    grid={"smoke": dict(dv=[1, 2], S=[4], mu=["zero"], beta=["random", "aligned"], source=["sample", "closed_form"]),
-          "quick": dict(dv=[1, 2, 8], S=[1, 8], mu=["zero", "q+k1"], beta=["random", "aligned", "orthogonal"],
-                        source=["sample", "closed_form"]),
-          "full": dict(dv=[1, 2, 8], S=[1, 2, 8, 64], mu=["zero", "q+mean_k", "q+k1", "far"], s=[0.3, 1.0],
-                       beta=["random", "aligned", "orthogonal"], source=["sample", "closed_form"])},
-    variants=("entrywise", "trace"),
-    variant_notes={"entrywise": "the d_v × d_v matrices entry by entry, as printed",
-                   "trace": "their traces (all that Eq 20's argmin uses)"},
+    domain=dict(
+        dv=Integers("Var[g̃(ω)] ∈ R^{d_v×d_v} (printed d×d)", 1, math.inf, points=(1, 2), up_to=8,
+                    why="each entry involves two coordinates of g and β: d_v = 2 already has diagonal and "
+                        "off-diagonal entries, more coordinates add entries of the same two kinds"),
+        S=Integers("g, h the RFA estimate and control over S draws", 1, math.inf, points=(1,), up_to=8,
+                   why="the expansion is algebra in the moments of (g, h), whatever S they average over"),
+        mu=Choice("ω ~ ρ = N(μ, I) (the register's means μ = 0, q_n + mean k, q_n + k_1, random, far)", MEANS),
+        beta=Choice("a constant β (random, aligned with Cov[h, g], orthogonal to it)",
+                    ("random", "aligned", "orthogonal"))),
+    readings={"entrywise": Reading("the d_v × d_v matrices entry by entry, as printed (App B.1 defines Var[g] := "
+                                   "Cov[g, g], a matrix)"),
+              "trace": Reading("their traces (all that Eq 20's argmin uses)", beside=True)},
+    cell=_swept(_eq20_cell),
+    grid=tiers(dict(dv=[1, 2, 8], S=[1, 8], mu=["zero", "q+k1", ("q+mean_k", "random", "far")],
+                    beta=["random", "aligned", "orthogonal"], source=["sample", "closed_form"]),
+               smoke=dict(mu=["zero", ("q+mean_k", "q+k1", "random", "far")]),
+               full=dict(S=[1, 2, 8, 64], mu=list(MEANS), s=[0.3, 1.0])),
     where=lambda p, variant: not (p["dv"] == 1 and p["beta"] == "orthogonal"),
     roles=("control_variate_terms",), plot_x="dv",
     notes="Sample covariances obey the same algebra as population ones, so the 'sample' cells compare the sample "
@@ -272,25 +381,46 @@ def _eq6_cell(ctx: CellContext):
     return _identity(ctx, lines[i], lines[i + 1], *lines, extra=dict(step=ctx.params["step"]))
 
 
+def _has_tuple(p: dict) -> bool:
+    return any(isinstance(p.get(a), tuple) for a in SPECIAL)
+
+
+_BASE = dict(mu="zero", inputs="iid", values="iid", rho="unit", layout="contiguous")
+
+
+def _one_tuple(p: dict) -> bool:
+    """One swept tuple, every other special axis at its base value (zero mean, iid inputs and values, contiguous)."""
+    tuples = [a for a in SPECIAL if isinstance(p.get(a), tuple)]
+    return len(tuples) == 1 and all(p[a] == v for a, v in _BASE.items() if a in p and a not in tuples)
+
+
 EQ6 = Claim(
-    id="eva.eq6.snis_cv_identity", paper="eva", source="§3.1, Eq 6; App B.2 derivation",
+    id="eva.eq6.snis_cv_identity", source="§3.1, Eq 6; App B.2 derivation",
     statement="For every sample set, Σ_s W f / Σ_s W = (1/S)Σ_s W f - [Σ_s W f/Σ_s W]·((1/S)Σ_s W - 1) =: "
               "g(ω) - β̂(ω)(h(ω) - E[h(ω)]) with E[h] = 1; and the B.2 chain L0..L6, line by line as printed.",
     kind="identity",
-    hypotheses="ω_s iid from ρ; W = p_n/ρ with the exact Z",
     tolerance=TOLERANCE, units=UNITS,
-    cell=_eq6_cell,
-    grid={"smoke": dict(S=[1, 16], mu=["zero", "far"], inputs=["iid"], step=["eq6", *CHAIN_STEPS]),
-          "quick": dict(S=[1, 2, 3, 16, 1024], mu=["zero", "q+k1", "far"], inputs=["iid", "peaked"],
-                        step=["eq6", *CHAIN_STEPS]),
-          "full": dict(S=[1, 2, 3, 16, 1024], mu=["zero", "q+mean_k", "q+k1", "random", "far"], d=[2, 8],
-                       M=[3, 64], inputs=["iid", "peaked", "outlier"], step=["eq6", *CHAIN_STEPS])},
-    variants=("eq6", "b2_chain"),
-    variant_notes={"eq6": "SNIS against g - β̂(h - 1) (Eq 6 itself)",
-                   "b2_chain": "every pair of consecutive lines L0..L6 of App B.2 as printed (L4's product of "
-                               "two d-vectors read elementwise, 1 broadcast)"},
-    where=lambda p, variant: (p["step"] == "eq6") == (variant == "eq6"),
+    domain=dict(
+        S=Integers("every sample set ω_1, ..., ω_S", 1, math.inf, points=(1, 2, 3), up_to=16,
+                   why=_SUM_WHY + " (S = 1024 is tested at quick)"),
+        mu=Choice("ω_s iid from ρ = N(μ, I) (the register's means μ = 0, q_n + mean k, q_n + k_1, random, far)",
+                  MEANS),
+        inputs=Choice("any q_n, K (through W and f): the register's generators, one dominating weight included",
+                      GENERATORS),
+        values=Choice("any V (through f): the register's G-values", VALUE_KINDS),
+        step=Choice("Eq 6 itself, and each consecutive pair of the B.2 chain's lines L0..L6 as printed (L4's "
+                    "product of two d-vectors read elementwise, 1 broadcast)", ("eq6", *CHAIN_STEPS))),
+    cell=_swept(_eq6_cell),
+    grid=tiers(dict(S=[1, 2, 3, 16, 1024], mu=["zero", "q+k1", "far", ("q+mean_k", "random")],
+                    inputs=["iid", "peaked", EXTRA_INPUTS + ("outlier",)], values=["iid", EXTRA_VALUES],
+                    step=["eq6", *CHAIN_STEPS]),
+               smoke=dict(S=[1, 2, 3, 16], mu=["zero", ("q+mean_k", "q+k1", "random", "far")],
+                          inputs=["iid", EXTRA_INPUTS + ("peaked", "outlier")]),
+               full=dict(mu=list(MEANS), d=[2, 8], M=[3, 64], inputs=["iid", "peaked", "outlier", EXTRA_INPUTS])),
+    where=lambda p, v: _sw_keep(p) and (not _has_tuple(p) or p["S"] == 16 and p["step"] == "eq6"),
     roles=("control_variate_terms",), plot_x="S",
+    notes="ω_s iid from ρ; W = p_n/ρ with the exact Z. The statement is a conjunction (Eq 6, and every line of the "
+          "printed chain): a wrong printed line refutes it, and the verdict's 'holds on' names the steps that hold.",
 )
 
 # ------------------------------------------------------------------------ §3.1: g, h and alpha
@@ -317,17 +447,20 @@ def _gh_cell(ctx: CellContext):
 
 
 GH = Claim(
-    id="eva.sec3_1.gh_decomposition", paper="eva", source="§3.1, displays after Eq 6 and the definitions of g_m, h_m",
+    id="eva.sec3_1.gh_decomposition", source="§3.1, displays after Eq 6 and the definitions of g_m, h_m",
     statement="g(ω) = Σ_s α(ω_s) Σ_m ξ(q_n,ω_s)ξ(k_m,ω_s) v_m and h(ω) = Σ_s α(ω_s) Σ_m ξ(q_n,ω_s)ξ(k_m,ω_s), "
               "α(ω_s) = (1/S) N(ω_s;0,I)/(Z ρ(ω_s)); exchanging the sums gives g = Σ_m g_m and h = Σ_m h_m.",
     kind="identity",
-    hypotheses="definitions of §3.1 (g = (1/S)Σ_s W f, h = (1/S)Σ_s W with W = p_n/ρ); any ω",
     tolerance=TOLERANCE, units=UNITS,
-    cell=_gh_cell,
-    grid=_sw(quantity=["g", "h"], inputs={"smoke": ["iid"], "quick": ["iid", "peaked"],
-                                          "full": ["iid", "clustered", "peaked", "flat"]}),
+    domain=_sw_domain(mu="any ω: ω_1, ..., ω_S ~ ρ", quantity=Choice("both displays: g(ω) and h(ω)", ("g", "h"))),
+    cell=_swept(_gh_cell),
+    grid=_sw_grid(quantity=["g", "h"], inputs=dict(smoke=["iid", EXTRA_INPUTS + CORE_INPUTS[1:]],
+                                                    quick=["iid", "peaked", EXTRA_INPUTS + ("outlier",)],
+                                                    full=["iid", "clustered", "peaked", "flat", EXTRA_INPUTS])),
+    where=lambda p, v: _sw_keep(p),
     roles=("control_variate_terms",), plot_x="S",
-    notes="Routes: the definition (1/S)Σ_s W f with W from Eq 3's density; the display Σ_s α ξ ξ v; Σ_m g_m.",
+    notes="Definitions of §3.1 (g = (1/S)Σ_s W f, h = (1/S)Σ_s W with W = p_n/ρ). Routes: the definition "
+          "(1/S)Σ_s W f with W from Eq 3's density; the display Σ_s α ξ ξ v; Σ_m g_m.",
 )
 
 
@@ -344,15 +477,19 @@ def _alpha_cell(ctx: CellContext):
 
 
 ALPHA = Claim(
-    id="eva.sec3_1.alpha_constant", paper="eva", source="§3.1, definition of α(ω_s)",
+    id="eva.sec3_1.alpha_constant", source="§3.1, definition of α(ω_s)",
     statement="α(ω_s) := (1/S) N(ω_s;0,I)/(Z ρ(ω_s)) collects terms that are constant with respect to queries, "
               "keys and values.",
     kind="identity",
-    hypotheses="fixed samples ω and fixed proposal ρ; q_n, K, V each changed separately (fresh draws)",
     tolerance=TOLERANCE, units="relative difference |α'/α - 1|",
-    cell=_alpha_cell,
-    grid=_sw(changed=["q", "K", "V"], M={"smoke": [8], "quick": [3, 16], "full": [2, 16, 256]},
-             inputs={"smoke": ["iid"], "quick": ["iid"], "full": ["iid", "clustered", "peaked"]}),
+    domain=_sw_domain(mu="fixed samples ω and a fixed proposal ρ",
+                      changed=Choice("constant with respect to queries, keys and values (each changed separately, "
+                                     "fresh draws)", ("q", "K", "V"))),
+    cell=_swept(_alpha_cell),
+    grid=_sw_grid(changed=["q", "K", "V"], inputs=dict(smoke=["iid", EXTRA_INPUTS + CORE_INPUTS[1:]],
+                                                       quick=["iid", EXTRA_INPUTS + CORE_INPUTS[1:]],
+                                                       full=["iid", "clustered", "peaked", EXTRA_INPUTS])),
+    where=lambda p, v: _sw_keep(p),
     roles=("control_variate_terms",), plot_x="changed",
     notes="α contains Z = Σ_m exp(q_n·k_m), a function of the query and of every key.",
 )
@@ -371,15 +508,16 @@ def _eq7_cell(ctx: CellContext):
 
 
 EQ7 = Claim(
-    id="eva.eq7.local_cv_sum", paper="eva", source="§3.1, Eq 7 (β(ω) in the first line read as β̂(ω))",
+    id="eva.eq7.local_cv_sum", source="§3.1, Eq 7 (β(ω) in the first line read as β̂(ω))",
     statement="g̃(ω) = Σ_m g̃_m(ω) with g̃_m(ω) = g_m(ω) - β̂(ω)(h_m(ω) - E[h_m(ω)]), the same β̂(ω) = g/h for all m; "
               "hence Σ_m g̃_m equals the SNIS/RFA estimate.",
     kind="identity",
-    hypotheses="E[h_m] = exp(q_n·k_m)/Z (Eq 22); samples shared by all keys",
     tolerance=TOLERANCE, units=UNITS,
-    cell=_eq7_cell, grid=_sw(),
+    domain=_sw_domain(mu="ω_1, ..., ω_S ~ ρ, shared by all keys"),
+    cell=_swept(_eq7_cell), grid=_sw_grid(), where=lambda p, v: _sw_keep(p),
     roles=("control_variate_terms", "rfa_attention_with_proposal"), plot_x="S",
-    notes="Right side: rfa_attention's linear-cost path (features and linear_attention) on the same ω.",
+    notes="E[h_m] = exp(q_n·k_m)/Z (Eq 22). Right side: rfa_attention's linear-cost path (features and "
+          "linear_attention) on the same ω.",
 )
 
 
@@ -394,15 +532,27 @@ def _eq14_cell(ctx: CellContext):
 
 
 EQ14 = Claim(
-    id="eva.eq14.rfa_ratio_form", paper="eva", source="§4.1, Eq 14; App B.7",
+    id="eva.eq14.rfa_ratio_form", source="§4.1, Eq 14; App B.7",
     statement="RFA(q_n,K,V) = g(ω)/h(ω) = Σ_m g_m(ω) / Σ_m h_m(ω).",
-    kind="identity", hypotheses="definitions of §3.1; samples shared by all keys",
+    kind="identity",
+    related={"eva.eq4.snis_equals_rfa": "RFA: its SNIS and φ forms, and its ratio form g/h"},
     tolerance=TOLERANCE, units=UNITS,
-    cell=_eq14_cell, grid=_sw(),
+    domain=_sw_domain(mu="ω_1, ..., ω_S ~ ρ (definitions of §3.1), shared by all keys"),
+    cell=_swept(_eq14_cell), grid=_sw_grid(), where=lambda p, v: _sw_keep(p),
     roles=("control_variate_terms", "rfa_attention_with_proposal"), plot_x="S",
 )
 
 # ----------------------------------------------------------------------------------- Prop 1, Eq 12
+
+
+def _scipy_log_density(proposal, omega: np.ndarray) -> np.ndarray:
+    """``log ρ(ω)`` from scipy's multivariate normal (not the code's ``logpdf``): a Gaussian or a mixture."""
+    eye = np.eye(proposal.dim)
+    if isinstance(proposal, GaussianMixtureProposal):
+        comps = [math.log(w) + stats.multivariate_normal(m, t * t * eye).logpdf(omega)
+                 for m, t, w in zip(proposal.means, proposal.scales, proposal.weights, strict=True)]
+        return logsumexp(np.stack(comps), axis=0)
+    return stats.multivariate_normal(proposal.mean, proposal.scale ** 2 * eye).logpdf(omega)
 
 
 def _ratio_cell(ctx: CellContext):
@@ -415,8 +565,7 @@ def _ratio_cell(ctx: CellContext):
     proposal = _proposal(ctx, q, k)
     omega, log_ratio = _draws(ctx, proposal)
     g = _terms(ctx, q, k, v, omega, log_ratio).g_tokens                            # (sets, N, M, d_v)
-    log_rho = stats.multivariate_normal(proposal.mean, np.eye(proposal.dim)).logpdf(omega.reshape(-1, q.shape[1]))
-    log_rho = log_rho.reshape(omega.shape[:2])                                       # (sets, S)
+    log_rho = _scipy_log_density(proposal, omega.reshape(-1, q.shape[1])).reshape(omega.shape[:2])   # (sets, S)
     log_h = np.stack([[logsumexp(theory.log_mixture_components(om, qn, k) - lr, axis=-1) for qn in q]
                       for om, lr in zip(omega, log_rho, strict=True)]) - math.log(omega.shape[1])
     h = np.exp(log_h)[..., None]                                                     # (sets, N, M, 1)
@@ -427,15 +576,21 @@ def _ratio_cell(ctx: CellContext):
 
 
 PROP1_RATIO = Claim(
-    id="eva.prop1.ratio_equals_value", paper="eva", source="Prop 1, Eq 8 (last equality); App B.4 first display",
+    id="eva.prop1.ratio_equals_value", source="Prop 1, Eq 8 (last equality); App B.4 first display",
     statement="g_m(ω)/h_m(ω) = v_m.",
-    kind="identity", hypotheses="h_m(ω) ≠ 0; any ρ, any S >= 1",
+    kind="identity",
+    related={
+        "eva.prop1.softmax_recovery": "Prop 1: g_m/h_m = v_m makes β̂_m = v_m the per-token coefficient that "
+            "recovers softmax",
+    },
     tolerance=TOLERANCE, units="|Δ| / largest |term| of the key row",
-    cell=_ratio_cell, grid=_sw(),
+    domain=_sw_domain(mu="any ρ (its mean)", rho="any ρ (its shape)"),
+    cell=_swept(_ratio_cell), grid=_sw_grid(rho=True), where=lambda p, v: _sw_keep(p),
     roles=("control_variate_terms",), plot_x="S",
     notes="g_m is the code's (its definition Σ_s α ξ(q) ξ(k_m) v_m, the sum over s taken last); h_m is computed "
           "independently, as (1/S) Σ_s w_m N(ω_s; q_n + k_m, I)/ρ(ω_s) (the Gaussian form of N(ω)ξ(q,ω)ξ(k_m,ω)/Z) "
-          "with ρ's density from scipy, so the identity tests the code's λ-sum rather than g and h sharing it.",
+          "with ρ's density from scipy, so the identity tests the code's λ-sum rather than g and h sharing it. "
+          "h_m(ω) ≠ 0 (the hypothesis) in floating point: rows where h_m underflows are counted in 'underflowed'.",
 )
 
 
@@ -457,13 +612,20 @@ def _recovery_cell(ctx: CellContext):
 
 
 PROP1_RECOVERY = Claim(
-    id="eva.prop1.softmax_recovery", paper="eva", source="Prop 1 (last sentence); App B.4, Eq 23 and after",
+    id="eva.prop1.softmax_recovery", source="Prop 1 (last sentence); App B.4, Eq 23 and after",
     statement="With β̂_m = v_m for all m: g̃_m(ω) = v_m E[h_m] = exp(q_n·k_m) v_m/Z (Eq 23), and "
               "'RFA(q_n,K,V) = g̃(ω) = SoftmaxAttn(q_n,K,V)', with zero bias and zero variance.",
-    kind="identity", hypotheses="as Prop 1; any ρ, S",
+    kind="identity",
+    related={
+        "eva.prop1.ratio_equals_value": "Prop 1: g_m/h_m = v_m makes β̂_m = v_m the per-token coefficient that "
+            "recovers softmax",
+    },
     tolerance=TOLERANCE, units=UNITS,
-    cell=_recovery_cell,
-    grid=_sw(part=["a", "b", "c"]),
+    domain=_sw_domain(mu="as Prop 1: any ρ (its mean)", rho="as Prop 1: any ρ (its shape)",
+                      part=Choice("each equality: (a) Eq 23 per token, (b) g̃(ω) = SoftmaxAttn, (c) the printed "
+                                  "chain's first equality RFA(q_n, K, V) = g̃(ω)", ("a", "b", "c"))),
+    cell=_swept(_recovery_cell),
+    grid=_sw_grid(rho=True, part=["a", "b", "c"]), where=lambda p, v: _sw_keep(p),
     roles=("control_variate_terms", "rfa_attention_with_proposal"), plot_x="part",
     notes="Parts: (a) g̃_m - w_m v_m per draw; (b) ‖g̃ - SoftmaxAttn‖; (c) ‖RFA_ρ(q_n) - g̃(ω)‖ with RFA_ρ from "
           "rfa_attention on the same ω (the printed chain's first equality).",
@@ -481,12 +643,14 @@ def _eq12_cell(ctx: CellContext):
 
 
 EQ12 = Claim(
-    id="eva.eq12.exact_token_term", paper="eva", source="§4.1, Eq 12",
+    id="eva.eq12.exact_token_term", source="§4.1, Eq 12",
     statement="For m ∈ E with β̂_m = v_m: g̃_m(ω) = g_m(ω) - v_m h_m(ω) + v_m exp(q_n·k_m)/Z = exp(q_n·k_m) v_m/Z.",
     kind="identity",
-    hypotheses="E ∩ P_c = ∅ and (∪_c P_c) ∪ E = [M] (stated without loss of generality); every key may be in E",
     tolerance=TOLERANCE, units="|Δ| / largest |term| of the key row",
-    cell=_eq12_cell, grid=_sw(),
+    domain=_sw_domain(mu="g_m, h_m from ω_1, ..., ω_S ~ ρ"),
+    cell=_swept(_eq12_cell), grid=_sw_grid(), where=lambda p, v: _sw_keep(p),
+    notes="E ∩ P_c = ∅ and (∪_c P_c) ∪ E = [M] (stated without loss of generality): the identity is per token, so "
+          "every key is put in E.",
     roles=("control_variate_terms",), plot_x="S",
 )
 
@@ -520,30 +684,47 @@ def _b6_cell(ctx: CellContext):
     beta = _shared_beta(ctx, p["beta"], q, k, v, alpha, v[universe])
     dec = theory.error_decomposition(alpha, v[universe], labels, beta, coefficients=local)
     if p["part"] == "cross":
-        return exact_test(dec["cross"], 0.0, tolerance=ctx.tolerance, scale=max(dec["cross_scale"], _TINY))
+        # round-off magnitude: each summand forms β_c - β*_m from terms of size ‖β_c‖ + ‖v_m‖ (with one dominant
+        # weight β_c rounds to v_m and the summands no longer cancel; mpmath confirms the cross term is 0 there)
+        opt = local[labels]
+        size = float(alpha @ (np.linalg.norm(beta - opt, axis=1)
+                              * (np.linalg.norm(opt, axis=1) + np.linalg.norm(v[universe], axis=1))))
+        return exact_test(dec["cross"], 0.0, tolerance=ctx.tolerance, scale=max(dec["cross_scale"], size, _TINY))
     scale = max(dec["total"], dec["between"], dec["within"], _TINY)
     return exact_test(dec["total"], dec["between"] + dec["within"], tolerance=ctx.tolerance, scale=scale,
                       extra=dict(reduction=dec["between"] / max(dec["total"], _TINY)))
 
 
 APPB6 = Claim(
-    id="eva.appb6.error_decomposition", paper="eva", source="App B.6, displays after 'To see the error reduction'",
+    id="eva.appb6.error_decomposition", source="App B.6, displays after 'To see the error reduction'",
     statement="For any shared β̂ and β_c = β*_c (local softmax), with ŵ_m := exp(q_n·k_m)/Σ_{m'∈U} exp(q_n·k_m'): the "
               "cross term Σ_c Σ_{m∈P_c} ŵ_m (β̂ - β_c)ᵀ(β_c - β*_m) = 0, and J(β̂,…,β̂) = Σ_c Σ_{m∈P_c} ŵ_m ‖β̂ - β_c‖² + "
               "Σ_c Σ_{m∈P_c} ŵ_m ‖β_c - β*_m‖².",
-    kind="identity", hypotheses="β*_m = v_m; U and its partition arbitrary; any q_n, K, V, β̂",
+    kind="identity",
     tolerance=TOLERANCE, units="|Δ| / (sum of |cross summands|, or largest of J and its two parts)",
-    cell=_b6_cell,
-    grid={"smoke": dict(M=[1, 16], C=[1, 4], U=["all", "complement"], beta=["rfa", "random"], layout=["contiguous"],
-                        part=["cross", "decomposition"]),
-          "quick": dict(M=[1, 3, 16, 64], C=[1, 2, 4, 16], U=["all", "complement"],
-                        beta=["rfa", "softmax_U", "zero", "random"], layout=["contiguous", "random", "clustered"],
-                        inputs=["iid", "clustered"], part=["cross", "decomposition"]),
-          "full": dict(M=[1, 3, 16, 64, 256, 1024], C=[1, 2, 4, 16, 64, 1024], U=["all", "complement"],
-                       beta=["rfa", "softmax_U", "zero", "random"], layout=["contiguous", "random", "clustered"],
-                       inputs=["iid", "clustered", "peaked"], s=[0.3, 1.5], part=["cross", "decomposition"])},
-    where=lambda p, v: p["C"] <= p["M"],
+    domain=dict(
+        M=Integers("the keys [M] that U is drawn from", 1, math.inf, points=(1,), up_to=16,
+                   why=_SUM_WHY + " (M = 64 is tested at quick)"),
+        C=Integers("U's partition arbitrary: C subsets (C = |U|: singletons)", 1, math.inf, points=(1,), up_to=16,
+                   why="each subset contributes its own sums; more subsets are more terms of the same kind"),
+        U=Choice("U arbitrary: U = [M] and U = [M] \\ E (E the first quarter)", ("all", "complement")),
+        layout=Choice("U's partition arbitrary: contiguous, random and clustered subsets",
+                      ("contiguous", "random", "clustered")),
+        beta=Choice("any shared β̂ (the realised RFA coefficient, β*_U, 0, a random vector)",
+                    ("rfa", "softmax_U", "zero", "random")),
+        inputs=Choice("any q_n, K, V: the register's generators", GENERATORS),
+        part=Choice("both displays: the cross term and the decomposition of J", ("cross", "decomposition"))),
+    cell=_swept(_b6_cell),
+    grid=tiers(dict(M=[1, 3, 16, 64], C=[1, 2, 4, 16], U=["all", "complement"],
+                    beta=["rfa", "softmax_U", "zero", "random"], layout=["contiguous", "random", "clustered"],
+                    inputs=["iid", "clustered", tuple(g for g in GENERATORS if g not in ("iid", "clustered"))],
+                    part=["cross", "decomposition"]),
+               smoke=dict(M=[1, 16], C=[1, 16], layout=["contiguous", ("random", "clustered")]),
+               full=dict(M=[1, 3, 16, 64, 256, 1024], C=[1, 2, 4, 16, 64, 1024], s=[0.3, 1.5])),
+    where=lambda p, v: p["C"] <= p["M"] and (not _has_tuple(p) or p["M"] == 16 and p["beta"] == "random"
+                                             and _one_tuple(p)),
     plot_x="C",
+    notes="β*_m = v_m (Prop 2's setting).",
 )
 
 
@@ -563,17 +744,25 @@ def _eq11_cell(ctx: CellContext):
 
 
 EQ11 = Claim(
-    id="eva.eq11.subset_estimator_collapse", paper="eva", source="§4.1, Eq 11",
+    id="eva.eq11.subset_estimator_collapse", source="§4.1, Eq 11",
     statement="Σ_{m∈P_c} (g_m(ω) - β̂_c(ω) h_m(ω) + β̂_c(ω) exp(q_n·k_m)/Z) = [Σ_{m∈P_c} exp(q_n·k_m)/Z] β̂_c(ω), "
               "β̂_c(ω) = Σ_{P_c} g_m / Σ_{P_c} h_m.",
-    kind="identity", hypotheses="any subset P_c, any ω (samples shared by the subsets)",
+    kind="identity",
     tolerance=TOLERANCE, units=UNITS,
-    cell=_eq11_cell,
-    grid=_sw(C={"smoke": [1, 3], "quick": [1, 2, 4, 16], "full": [1, 2, 4, 16, 64, 256]},
-             layout={"smoke": ["contiguous"], "quick": ["contiguous", "random"],
-                     "full": ["contiguous", "random", "clustered"]},
-             mu={"smoke": ["zero"], "quick": ["zero", "far"], "full": ["zero", "q+mean_k", "far"]}),
-    where=lambda p, v: p["C"] <= p["M"],
+    domain=_sw_domain(mu="any ω: ω_1, ..., ω_S ~ ρ, shared by the subsets",
+                      C=Integers("any subset P_c (the keys cut into C subsets, C = M: singletons)", 1, math.inf,
+                                 points=(1,), up_to=16, why="each subset's identity is separate; more subsets are "
+                                                            "more identities of the same kind"),
+                      layout=Choice("any subset P_c: contiguous, random and clustered subsets",
+                                    ("contiguous", "random", "clustered"))),
+    cell=_swept(_eq11_cell),
+    grid=_sw_grid(C={"smoke": [1, 16], "quick": [1, 2, 4, 16], "full": [1, 2, 4, 16, 64, 256]},
+                  layout={"smoke": ["contiguous", ("random", "clustered")],
+                          "quick": ["contiguous", "random", ("clustered",)],
+                          "full": ["contiguous", "random", "clustered"]},
+                  mu={"smoke": ["zero", EXTRA_MU + CORE_MU[1:]], "quick": ["zero", "far", EXTRA_MU + ("q+mean_k",)],
+                      "full": list(MEANS)}),
+    where=lambda p, v: p["C"] <= p["M"] and _sw_keep(p) and (not _has_tuple(p) or p["C"] in (1, 4)),
     roles=("control_variate_terms", "rfa_attention_with_proposal"), plot_x="C",
     notes="Right side: π_c from the exact local log-sum-exp, β̂_c as RFA restricted to P_c on the same ω "
           "(rfa_attention's linear path).",
@@ -635,25 +824,39 @@ def _eq15_form(terms, q, k, v, labels) -> np.ndarray:
 
 
 EQ15 = Claim(
-    id="eva.eq15.eva_ratio_form", paper="eva", source="§4.1, Eq 13 and Eq 15; App B.7",
+    id="eva.eq15.eva_ratio_form", source="§4.1, Eq 13 and Eq 15; App B.7",
     statement="EVA(q_n,K,V) := g̃(ω) = Σ_{m∈E} g̃_m + Σ_{m∉E} g̃_m = Σ_{m∈E}(e_m/Z) v_m + Σ_c (Σ_{P_c} e_m/Z) β̂_c(ω) "
               "(Eq 13) = Σ_{m∈E}(e_m/Z) g_m/h_m + Σ_c (Σ_{P_c} e_m/Z) Σ_{P_c} g_m/Σ_{P_c} h_m (Eq 15).",
     kind="identity",
-    hypotheses="E and {P_c} disjoint and covering [M]; coefficients v_m on E and β̂_c on P_c; shared or "
-               "per-chunk sampling",
+    related={"eva.derived.eq13_error_decomposition": "EVA (Eq 13): its ratio forms, and its error to softmax"},
     tolerance=TOLERANCE, units=UNITS,
-    cell=_eq15_cell,
-    grid={"smoke": dict(M=[8], E=[0, 2], C=[1, 3], S=[4], sampling=["shared", "per_chunk"],
-                        form=["cv_sum", "eq15"]),
-          "quick": dict(M=[3, 16], E=[0, 1, 4], C=[1, 2, 8], S=[1, 16], layout=["contiguous", "random"],
-                        sampling=["shared", "per_chunk"], form=["cv_sum", "eq15"], inputs=["iid", "clustered"]),
-          "full": dict(M=[3, 16, 64], E=[0, 1, 4, 16], C=[1, 2, 8, 32], S=[1, 16, 256], d=[2, 16],
-                       layout=["contiguous", "random", "clustered"], sampling=["shared", "per_chunk"],
-                       form=["cv_sum", "eq15"],
-                       inputs=["iid", "clustered", "peaked", "outlier"])},
-    where=lambda p, v: p["E"] + p["C"] <= p["M"],
+    domain=dict(
+        M=Integers("E and {P_c} covering [M]", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+        E=Integers("E ⊆ [M] (|E| from 0)", 0, math.inf, points=(0, 1), up_to=4,
+                   why="each exact token adds one term of the same kind; E = [M] is "
+                       "eva.appg1.full_exact_set_is_softmax"),
+        C=Integers("the subsets P_1, ..., P_C of [M] \\ E", 1, math.inf, points=(1,), up_to=8,
+                   why="each subset adds one term π_c β̂_c of the same kind"),
+        S=Integers("the samples ω (S per sample set)", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+        layout=Choice("any disjoint covering {P_c}: contiguous, random and clustered subsets",
+                      ("contiguous", "random", "clustered")),
+        sampling=Choice("shared or per-chunk sampling", ("shared", "per_chunk")),
+        form=Choice("both equalities: the CV-sum form and Eq 15, each against Eq 13", ("cv_sum", "eq15")),
+        inputs=Choice("any q_n, K, V: the register's generators", GENERATORS)),
+    cell=_swept(_eq15_cell),
+    grid=tiers(dict(M=[1, 3, 16], E=[0, 1, 4], C=[1, 2, 8], S=[1, 16], layout=["contiguous", "random", ("clustered",)],
+                    sampling=["shared", "per_chunk"], form=["cv_sum", "eq15"],
+                    inputs=["iid", "clustered", tuple(g for g in GENERATORS if g not in ("iid", "clustered"))]),
+               smoke=dict(M=[1, 16], E=[0, 1, 4], C=[1, 8], layout=["contiguous", ("random", "clustered")],
+                          inputs=["iid", tuple(g for g in GENERATORS if g != "iid")]),
+               full=dict(M=[1, 3, 16, 64], E=[0, 1, 4, 16], C=[1, 2, 8, 32], S=[1, 16, 256], d=[2, 16],
+                         layout=["contiguous", "random", "clustered"])),
+    where=lambda p, v: p["E"] + p["C"] <= p["M"] and (not _has_tuple(p) or p["M"] == 16 and p["S"] == 16
+                                                      and p["sampling"] == "per_chunk" and p["form"] == "cv_sum"
+                                                      and _one_tuple(p)),
     roles=("control_variate_terms", "eva_ideal"), plot_x="C",
-    notes="Eq 13 from eva_ideal (exact log-sum-exp masses, joint log-sum-exp coefficients); the CV-sum form from "
+    notes="Coefficients v_m on E and β̂_c on P_c. Eq 13 from eva_ideal (exact log-sum-exp masses, joint log-sum-exp "
+          "coefficients); the CV-sum form from "
           "control_variate_family with assignment (iii); Eq 15 from g_m, h_m and the exact masses.",
 )
 
@@ -705,22 +908,35 @@ def _representative_log_gaps(q, k, det) -> list[float]:
 
 
 EQ16 = Claim(
-    id="eva.eq16.reduction_from_eq13", paper="eva", source="§4.2 (display for Z and Eq 16)",
+    id="eva.eq16.reduction_from_eq13", source="§4.2 (display for Z and Eq 16)",
     statement="Z = Σ_{m∈E} e_m + Σ_c Σ_{m∈P_c} e_m, and applying Σ_{m∈P_c} exp(q_n·k_m) ≈ exp(q_n·k̃_c) to the subset "
               "weights and to Z turns Eq 13 into Eq 16.",
     kind="identity",
-    hypotheses="E and {P_c} partition [M]; checkable content: Eq 16 equals Eq 13 (same β̂_c) whenever "
-               "exp(q_n·k̃_c) = Σ_{m∈P_c} e_m (diagnostic (b) of practical EVA, partition_domain = complement)",
+    related={"eva.alg1.implements_eq16": "Eq 16: reached from Eq 13, and computed by Algorithm 1"},
     tolerance=TOLERANCE, units=UNITS,
-    cell=_eq16_cell,
-    grid={"smoke": dict(N=[16], E=[4], C=[2, 4], sigma=["identity"], mode=["train"]),
-          "quick": dict(N=[16, 48], E=[4, 8, 16], C=[1, 2, 4], sigma=["identity", "ln_random"],
-                        mode=["train", "eval"], inputs=["iid", "clustered"]),
-          "full": dict(N=[64, 256], E=[4, 16, 64], C=[1, 4, 16], sigma=["identity", "ln_identity_init", "ln_random"],
-                       mode=["train", "eval"], inputs=["iid", "clustered", "transformer"])},
-    where=lambda p, v: p["N"] % p["E"] == 0 and (p["N"] - p["E"]) % p["C"] == 0 and p["E"] < p["N"],
+    domain=dict(
+        E=Integers("E (the exact block; its size)", 1, math.inf, points=(1,), up_to=8,
+                   why="each exact token adds one term of the same kind to both numerator and Z"),
+        C=Integers("the subsets P_1, ..., P_C", 1, math.inf, points=(1,), up_to=4,
+                   why="each subset adds one term exp(q_n·k̃_c) β̂_c of the same kind"),
+        sigma=Choice("k̃_c = σ(mean k): the register's σ settings (identity, LN∘Linear at identity init, LN∘Linear "
+                     "random)", ("identity", "ln_identity_init", "ln_random")),
+        mode=Choice("ω_c drawn (train) or at the mean (eval)", ("train", "eval")),
+        inputs=Choice("any q_n, K, V: the register's generators", GENERATORS)),
+    cell=_swept(_eq16_cell),
+    grid=tiers(dict(N=[16, 48], E=[1, 4, 8, 16], C=[1, 2, 4], sigma=list(("identity", "ln_identity_init", "ln_random")),
+                    mode=["train", "eval"], inputs=["iid", "clustered", tuple(g for g in GENERATORS
+                                                                            if g not in ("iid", "clustered"))]),
+               smoke=dict(N=[16], E=[1, 8], C=[1, 4]),
+               full=dict(N=[64, 256], E=[1, 4, 16, 64], C=[1, 4, 16], inputs=list(GENERATORS))),
+    where=lambda p, v: (p["N"] % p["E"] == 0 and (p["N"] - p["E"]) % p["C"] == 0 and p["E"] < p["N"]
+                        and (p["sigma"] != "ln_identity_init" or p["N"] == 16)
+                        and (not _has_tuple(p) or p["N"] == 16 and p["sigma"] == "ln_random" and p["mode"] == "train"
+                             and p["E"] == 8)),
     roles=("eva_practical",), plot_x="C",
-    notes="Eq 13 from eva_ideal with per-chunk samples equal to the practical run's ω_c (S = 1). The extra field "
+    notes="E and {P_c} partition [M]. Checkable content: Eq 16 equals Eq 13 (same β̂_c) whenever exp(q_n·k̃_c) = "
+          "Σ_{m∈P_c} e_m (diagnostic (b) of practical EVA, partition_domain = complement). "
+          "Eq 13 from eva_ideal with per-chunk samples equal to the practical run's ω_c (S = 1). The extra field "
           "log_mass_ratio_quantiles reports log[exp(q_n·k̃_c)/Σ_{P_c} e_m] for the representative logits.",
 )
 
@@ -740,17 +956,22 @@ def _eq27_cell(ctx: CellContext):
 
 
 EQ27_MIXTURE = Claim(
-    id="eva.eq27.local_mixture_identity", paper="eva", source="App C, definitions of f_c and p_c",
+    id="eva.eq27.local_mixture_identity", source="App C, definitions of f_c and p_c",
     statement="p_c(ω) := N(ω;0,I) Σ_{m∈P_c} ξ(q_n,ω)ξ(k_m,ω) / Σ_{m'∈P_c} exp(q_n·k_m') = Σ_{m∈P_c} [exp(q_n·k_m) / "
               "Σ_{m'∈P_c} exp(q_n·k_m')] N(ω; q_n + k_m, I).",
-    kind="identity", hypotheses="any q_n, keys of P_c (M here), ω",
+    kind="identity",
     tolerance=TOLERANCE, units="relative difference of the densities",
-    cell=_eq27_cell,
-    grid={"smoke": dict(d=[1, 2], M=[1, 4], points=["random", "grid"]),
-          "quick": dict(d=[1, 2, 8], M=[1, 4, 16], points=["random", "grid"], inputs=["iid", "peaked", "outlier"]),
-          "full": dict(d=[1, 2, 8, 64], M=[1, 4, 16, 256], points=["random", "grid"], s=[0.1, 0.5, 1.5],
-                       inputs=["iid", "clustered", "peaked", "flat", "outlier"])},
-    where=lambda p, v: p["points"] == "random" or p["d"] <= 2,
+    domain=dict(
+        d=Integers("ω, q_n, k_m ∈ R^d", 1, math.inf, up_to=8, why=_D_WHY),
+        M=Integers("the keys of P_c", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+        points=Choice("any ω: random points and a grid (d <= 2)", ("random", "grid")),
+        inputs=Choice("any q_n and keys: the register's generators", GENERATORS)),
+    cell=_swept(_eq27_cell),
+    grid=tiers(dict(d=[1, 2, 8], M=[1, 4, 16], points=["random", "grid"],
+                    inputs=[*CORE_INPUTS, EXTRA_INPUTS]),
+               smoke=dict(d=[1, 2, 8], M=[1, 16], inputs=["iid", EXTRA_INPUTS + CORE_INPUTS[1:]]),
+               full=dict(d=[1, 2, 8, 64], M=[1, 4, 16, 256], s=[0.1, 0.5, 1.5], inputs=list(GENERATORS))),
+    where=lambda p, v: (p["points"] == "random" or p["d"] <= 2) and (not _has_tuple(p) or p["d"] == 2),
     plot_x="M",
 )
 
@@ -772,18 +993,18 @@ def _single_sample_cell(ctx: CellContext):
 
 
 APPC_QUERY_FREE = Claim(
-    id="eva.appc.single_sample_query_free", paper="eva", source="App C, display for one sample (w^c read as ω^c)",
+    id="eva.appc.single_sample_query_free", source="App C, display for one sample (w^c read as ω^c)",
     statement="With one sample ω^c from ρ_c the factors N(ω^c;0,I)/(Z ρ_c(ω^c)) and ξ(q_n, ω^c) cancel: β̂_c = "
               "Σ_{m∈P_c} ξ(k_m, ω^c) v_m / Σ_{m∈P_c} ξ(k_m, ω^c), independent of q_n (precomputed once per chunk).",
-    kind="identity", hypotheses="S = 1; a chunk proposal that does not depend on n",
+    kind="identity",
     tolerance=TOLERANCE, units=UNITS,
-    cell=_single_sample_cell,
-    grid={"smoke": dict(d=[1, 4], M=[1, 8], mu=["zero", "q+mean_k"]),
-          "quick": dict(d=[1, 4, 16], M=[1, 3, 16], mu=["zero", "q+mean_k", "far"], inputs=["iid", "outlier"]),
-          "full": dict(d=[1, 2, 4, 16, 64], M=[1, 3, 16, 64, 256], mu=["zero", "q+mean_k", "q+k1", "random", "far"],
-                       inputs=["iid", "clustered", "peaked", "outlier"])},
+    domain=_without(_sw_domain(mu="one sample ω^c from ρ_c, a chunk proposal that does not depend on n"), "S"),
+    cell=_swept(_single_sample_cell),
+    grid={t: {k: v for k, v in g.items() if k != "S"} for t, g in _sw_grid().items()},
+    where=lambda p, v: _sw_keep(p),
     roles=("eva_practical",), plot_x="M",
-    notes="General formula: eva_ideal (S = 1, one subset, the query and weight factors kept) for every query; "
+    notes="S = 1 (the statement's one sample). General formula: eva_ideal (S = 1, one subset, the query and weight "
+          "factors kept) for every query; "
           "query-free formula: practical EVA's precomputed single-sample coefficient at ω_c = ω^c.",
 )
 
@@ -844,21 +1065,29 @@ def _alg1_where(p, variant) -> bool:
 
 
 ALG1 = Claim(
-    id="eva.alg1.implements_eq16", paper="eva", source="App C, Algorithm 1 (ℛ's k_c read as k̃_c)",
+    id="eva.alg1.implements_eq16", source="App C, Algorithm 1 (ℛ's k_c read as k̃_c)",
     statement="Algorithm 1 computes y_n = (𝒮 + ℛ)/Z with 𝒮 = Σ_{m∈E^n} exp(q_n·k_m) v_m, ℛ = Σ_c exp(q_n·k̃_c) β̂_c, "
               "Z = Σ_{m∈E^n} exp(q_n·k_m) + Σ_c exp(q_n·k̃_c) and the single-sample β̂_c, i.e. Eq 16.",
-    kind="identity", hypotheses="as practical EVA; the same ε on both sides",
+    kind="identity",
+    related={"eva.eq16.reduction_from_eq13": "Eq 16: reached from Eq 13, and computed by Algorithm 1"},
     tolerance=TOLERANCE, units=UNITS,
+    domain=dict(
+        C=Integers("Σ_c over the C chunks", 1, math.inf, points=(1,), up_to=4,
+                   why="each chunk adds one term exp(q_n·k̃_c) β̂_c of the same kind to ℛ and Z"),
+        domain=Choice("as practical EVA: chunks over all indices or over [M] \\ E^n", ("all", "complement")),
+        layout=Choice("as practical EVA: 1D blocks and 2D windows", ("1d", "2d")),
+        mode=Choice("as practical EVA: training (ω_c = μ_c + ε) and evaluation (ω_c = μ_c)", ("train", "eval")),
+        sigma=Choice("as practical EVA: σ = identity, LN∘Linear at identity init, LN∘Linear random",
+                     ("identity", "ln_identity_init", "ln_random"))),
     cell=_alg1_cell,
-    grid={"smoke": dict(N=[16], E=[4], C=[2, 4], domain=["all"], layout=["1d", "2d"], mode=["train"],
-                        sigma=["identity"]),
-          "quick": dict(N=[16, 36], E=[4, 9], C=[1, 3, 4], domain=["all", "complement"], layout=["1d", "2d"],
-                        mode=["train", "eval"], sigma=["identity", "ln_random"]),
-          "full": dict(N=[16, 36, 64, 144], E=[4, 9, 16], C=[1, 3, 4, 9, 16], domain=["all", "complement"],
-                       layout=["1d", "2d"], mode=["train", "eval"], sigma=["identity", "ln_random"])},
+    grid=tiers(dict(N=[16, 36], E=[4, 9], C=[1, 3, 4], domain=["all", "complement"], layout=["1d", "2d"],
+                    mode=["train", "eval"], sigma=["identity", "ln_identity_init", "ln_random"]),
+               smoke=dict(N=[16], E=[4], C=[1, 4], domain=["all", "complement"], mode=["train", "eval"]),
+               full=dict(N=[16, 36, 64, 144], E=[4, 9, 16], C=[1, 3, 4, 9, 16])),
     where=_alg1_where,
     roles=("eva_practical",), plot_x="C",
-    notes="The literal loop reads the index sets from practical_partition and evaluates exp directly (moderate "
+    notes="The same ε on both sides. The literal loop reads the index sets from practical_partition and evaluates "
+          "exp directly (moderate "
           "inputs); with partition_domain = complement β̂_c is recomputed per block (the printed P_c^n). Only the "
           "numpy backend exists: Numba and Torch backends of practical EVA are not implemented.",
 )
@@ -902,30 +1131,45 @@ def _causal_cell(ctx: CellContext):
 
 
 CAUSAL = Claim(
-    id="eva.appd.causal_no_future_leak", paper="eva", source="§4.2 'Extension to Autoregressive Modeling'; App D; "
+    id="eva.appd.causal_no_future_leak", source="§4.2 'Extension to Autoregressive Modeling'; App D; "
                                                              "Algorithm 2",
     statement="The two triangular masks (intra-block |E|×|E| and inter-chunk C×C) remove all information from future "
               "tokens in E and from entire future chunks, so each query depends only on tokens at positions <= n.",
-    kind="identity", hypotheses="self-attention; equal block sizes; chunks as in causal EVA; the same ε",
+    kind="identity",
     tolerance=TOLERANCE, units="|Δy| / largest |y| of the compared rows",
+    domain=dict(
+        E=Integers("the intra-block |E|×|E| mask (equal block sizes |E|)", 1, math.inf, points=(1,), up_to=8,
+                   why="a block's mask has the same triangular form at every size"),
+        chunk=Integers("the inter-chunk C×C mask: chunk sizes smaller than, equal to and larger than the block", 1,
+                       math.inf, points=(1,), up_to=8, why="the chunk mask has the same triangular form at every size"),
+        mode=Choice("training (drawn ω_c, the same ε) and evaluation", ("train", "eval")),
+        part=Choice("each query depends only on positions <= n: the future perturbed, the prefix alone, and the "
+                    "incremental (set-based) form against the parallel (mask) form", ("perturb", "prefix",
+                                                                                    "incremental"))),
+    readings={"alg2": Reading("Algorithm 2: chunks ending at or before the block start b^n"),
+              "before_own_chunk": Reading("released code: chunks with an index below that of n's chunk",
+                                          beside=True),
+              "overlapping_window": Reading("E^n = previous block + current block up to n (alg2 chunk rule)",
+                                            beside=True)},
     cell=_causal_cell,
-    grid={"smoke": dict(N=[24], E=[4], chunk=[2, 8], mode=["train"], part=["perturb", "prefix", "incremental"]),
-          "quick": dict(N=[24, 40], E=[1, 2, 4, 8], chunk=[2, 4, 8], mode=["train", "eval"],
-                        part=["perturb", "prefix", "incremental"]),
-          "full": dict(N=[40, 130], E=[1, 2, 4, 16, 64, 128], chunk=[1, 2, 4, 16, 64], mode=["train", "eval"],
-                       part=["perturb", "prefix", "incremental"], inputs=["iid", "transformer"])},
-    variants=tuple(CAUSAL_VARIANTS),
-    variant_notes={"alg2": "Algorithm 2: chunks ending at or before the block start b^n",
-                   "before_own_chunk": "released code: chunks with an index below that of n's chunk",
-                   "overlapping_window": "E^n = previous block + current block up to n (alg2 chunk rule)"},
+    grid=tiers(dict(N=[24, 40], E=[1, 2, 4, 8], chunk=[1, 2, 4, 8], mode=["train", "eval"],
+                    part=["perturb", "prefix", "incremental"]),
+               smoke=dict(N=[24], E=[1, 8], chunk=[1, 8]),
+               full=dict(N=[40, 130], E=[1, 2, 4, 16, 64, 128], chunk=[1, 2, 4, 16, 64],
+                         inputs=["iid", "transformer"])),
     where=lambda p, v: p["E"] < p["N"] and p["chunk"] < p["N"],
     roles=("eva_causal", "eva_causal_incremental"), plot_x="E",
     notes="Parts: 'perturb' replaces every token after t by fresh draws 30× larger and compares rows <= t; 'prefix' "
           "runs on positions 0..t only; 'incremental' compares the parallel mask-matrix form with the token-by-token "
-          "set-based form. Positions t at block and chunk boundaries.",
+          "set-based form. Positions t at block and chunk boundaries. Self-attention; the same ε on both sides.",
 )
 
 # ---------------------------------------------------------------------------------------- App G.1
+
+#: App G.1's statements hold for any inputs: the tokens (self-attention, N = M), d and the generators.
+_G1_DOMAIN = dict(N=Integers("the M keys (self-attention, N = M)", 1, math.inf, points=(1,), up_to=32, why=_SUM_WHY),
+                  d=Integers("q_n, k_m ∈ R^d", 1, math.inf, up_to=4, why=_D_WHY),
+                  inputs=Choice("any q_n, K, V: the register's generators", GENERATORS))
 
 
 def _full_exact_cell(ctx: CellContext):
@@ -944,22 +1188,23 @@ def _full_exact_cell(ctx: CellContext):
 
 
 APPG1_FULL = Claim(
-    id="eva.appg1.full_exact_set_is_softmax", paper="eva", source="App G.1",
+    id="eva.appg1.full_exact_set_is_softmax", source="App G.1",
     statement="If |E| = M, EVA (Eq 13) equals softmax attention.",
-    kind="identity", hypotheses="E = [M], no subsets",
+    kind="identity",
     tolerance=TOLERANCE, units=UNITS,
-    cell=_full_exact_cell,
-    grid={"smoke": dict(N=[8], d=[4], S=[1, 4], C=[1, 2]),
-          "quick": dict(N=[1, 8, 32], d=[1, 4], S=[1, 16], C=[1, 4], inputs=["iid", "peaked", "outlier"]),
-          "full": dict(N=[1, 8, 32, 128], d=[1, 4, 16], S=[1, 16, 256], C=[1, 4, 8],
-                       inputs=["iid", "clustered", "peaked", "flat", "outlier"])},
-    variants=("ideal", "practical_c0", "practical_all", "practical_complement"),
-    variant_notes={"ideal": "EVA13 (eva_ideal) with E = [M]",
-                   "practical_c0": "practical EVA, one block of size M and C = 0",
-                   "practical_all": "practical EVA, one block of size M and C > 0 chunks of [M]",
-                   "practical_complement": "practical EVA, one block of size M and C > 0 chunks of [M] \\ E = ∅"},
+    domain=_G1_DOMAIN,
+    readings={"ideal": Reading("EVA13 (eva_ideal) with E = [M], no subsets (App G.1: 'EVA (Equation 13)')"),
+              "practical_c0": Reading("practical EVA, one block of size M and C = 0", beside=True),
+              "practical_all": Reading("practical EVA, one block of size M and C > 0 chunks of [M]", beside=True),
+              "practical_complement": Reading("practical EVA, one block of size M and C > 0 chunks of [M] \\ E = ∅",
+                                              beside=True)},
+    cell=_swept(_full_exact_cell),
+    grid=tiers(dict(N=[1, 8, 32], d=[1, 4], S=[1, 16], C=[1, 4], inputs=[*CORE_INPUTS, EXTRA_INPUTS]),
+               smoke=dict(N=[1, 8, 32], inputs=["iid", EXTRA_INPUTS + CORE_INPUTS[1:]]),
+               full=dict(N=[1, 8, 32, 128], d=[1, 4, 16], S=[1, 16, 256], C=[1, 4, 8], inputs=list(GENERATORS))),
     where=lambda p, v: (p["C"] == 1 or v in ("practical_all", "practical_complement")) and
-    (v != "practical_all" or p["N"] % p["C"] == 0) and (p["S"] == 1 or v == "ideal"),
+    (v != "practical_all" or p["N"] % p["C"] == 0) and (p["S"] == 1 or v == "ideal")
+    and (not _has_tuple(p) or p["N"] == 8),
     roles=("eva_ideal", "eva_practical"), plot_x="N",
 )
 
@@ -987,25 +1232,28 @@ def _singleton_cell(ctx: CellContext):
 
 
 APPG1_SINGLETON = Claim(
-    id="eva.appg1.singleton_chunks_is_softmax", paper="eva", source="App G.1",
+    id="eva.appg1.singleton_chunks_is_softmax", source="App G.1",
     statement="If C = M (every subset a single token), EVA (Eq 13) equals softmax attention.",
-    kind="identity", hypotheses="E = ∅, P_c = {c}",
+    kind="identity",
     tolerance=TOLERANCE, units=UNITS,
-    cell=_singleton_cell,
-    grid={"smoke": dict(N=[8], d=[4], S=[1, 4], mu=["zero"], sampling=["shared"], mode=["train"]),
-          "quick": dict(N=[1, 8, 32], d=[1, 4], S=[1, 16], mu=["zero", "far"], sampling=["shared", "per_chunk"],
-                        mode=["train", "eval"], inputs=["iid", "outlier"]),
-          "full": dict(N=[1, 8, 32, 128], d=[1, 4, 16], S=[1, 16, 256], mu=["zero", "q+mean_k", "far"],
-                       sampling=["shared", "per_chunk"], mode=["train", "eval"],
-                       inputs=["iid", "clustered", "peaked", "outlier"])},
-    variants=("ideal", *SINGLETON_SIGMAS),
-    variant_notes={"ideal": "EVA13 (eva_ideal), singleton subsets, any S, shared and per-chunk sampling",
-                   "practical_identity": "practical EVA, C = M, |E| = 0, σ = identity",
-                   "practical_ln_identity_init": "practical EVA, C = M, |E| = 0, σ = LN∘Linear at identity init",
-                   "practical_ln_random": "practical EVA, C = M, |E| = 0, σ = LN∘Linear, random init (xavier, "
-                                          "gain 1/√2)"},
-    where=lambda p, v: p["mode"] == "train" if v == "ideal" else
-    (p["S"] == 1 and p["sampling"] == "shared" and p["mu"] == "zero"),
+    domain=_G1_DOMAIN,
+    readings={"ideal": Reading("EVA13 (eva_ideal), E = ∅, singleton subsets P_c = {c}, any S, shared and per-chunk "
+                               "sampling (App G.1: 'EVA (Equation 13)')"),
+              "practical_identity": Reading("practical EVA, C = M, |E| = 0, σ = identity", beside=True),
+              "practical_ln_identity_init": Reading("practical EVA, C = M, |E| = 0, σ = LN∘Linear at identity init",
+                                                    beside=True),
+              "practical_ln_random": Reading("practical EVA, C = M, |E| = 0, σ = LN∘Linear, random init (xavier, "
+                                             "gain 1/√2)", beside=True)},
+    cell=_swept(_singleton_cell),
+    grid=tiers(dict(N=[1, 8, 32], d=[1, 4], S=[1, 16], mu=["zero", "far", EXTRA_MU + ("q+mean_k",)],
+                    sampling=["shared", "per_chunk"], mode=["train", "eval"],
+                    inputs=["iid", "outlier", EXTRA_INPUTS + ("peaked",)]),
+               smoke=dict(N=[1, 8, 32], S=[1, 4], mu=["zero", EXTRA_MU + CORE_MU[1:]], sampling=["shared", "per_chunk"],
+                          inputs=["iid", EXTRA_INPUTS + CORE_INPUTS[1:]]),
+               full=dict(N=[1, 8, 32, 128], d=[1, 4, 16], S=[1, 16, 256], mu=list(MEANS), inputs=list(GENERATORS))),
+    where=lambda p, v: (p["mode"] == "train" if v == "ideal" else
+                        (p["S"] == 1 and p["sampling"] == "shared" and p["mu"] == "zero"))
+    and (not _has_tuple(p) or p["N"] == 8 and sum(isinstance(p[a], tuple) for a in ("mu", "inputs")) == 1),
     roles=("eva_ideal", "eva_practical"), plot_x="N",
 )
 
@@ -1029,23 +1277,26 @@ def _one_chunk_cell(ctx: CellContext):
 
 
 APPG1_ONE_CHUNK = Claim(
-    id="eva.appg1.one_chunk_no_exact_is_rfa", paper="eva", source="App G.1",
+    id="eva.appg1.one_chunk_no_exact_is_rfa", source="App G.1",
     statement="If |E| = 0 and C = 1, EVA recovers vanilla RFA.",
-    kind="identity", hypotheses="E = ∅, P_1 = [M]; the same samples on both sides",
+    kind="identity",
     tolerance=TOLERANCE, units=UNITS,
-    cell=_one_chunk_cell,
-    grid={"smoke": dict(N=[8], d=[4], S=[1, 16], mode=["train"]),
-          "quick": dict(N=[1, 8, 32], d=[1, 4], S=[1, 3, 64], mode=["train", "eval"], inputs=["iid", "outlier"]),
-          "full": dict(N=[1, 8, 32, 128], d=[1, 4, 16, 64], S=[1, 3, 64, 1024], mode=["train", "eval"],
-                       inputs=["iid", "clustered", "peaked", "outlier"])},
-    variants=("ideal", "practical_mu_zero", "practical_mu_rule"),
-    variant_notes={"ideal": "EVA13 with E = ∅, C = 1, shared ω ~ N(0, I), against vanilla RFA on the same ω",
-                   "practical_mu_zero": "practical EVA (|E| = 0, C = 1, S = 1, μ_1 = 0) against vanilla RFA with S = 1 "
-                                        "at the same ω",
-                   "practical_mu_rule": "as practical_mu_zero with μ_1 = q̃_1 + k̃_1 (Eq 28)"},
-    where=lambda p, v: (p["mode"] == "train") if v == "ideal" else p["S"] == 1,
+    domain=_G1_DOMAIN,
+    readings={"ideal": Reading("EVA13 with E = ∅, C = 1, shared ω ~ N(0, I), against vanilla RFA on the same ω (App "
+                               "G.1: 'EVA (Equation 13)')"),
+              "practical_mu_zero": Reading("practical EVA (|E| = 0, C = 1, S = 1, μ_1 = 0) against vanilla RFA with "
+                                           "S = 1 at the same ω", beside=True),
+              "practical_mu_rule": Reading("as practical_mu_zero with μ_1 = q̃_1 + k̃_1 (Eq 28)", beside=True)},
+    cell=_swept(_one_chunk_cell),
+    grid=tiers(dict(N=[1, 8, 32], d=[1, 4], S=[1, 3, 64], mode=["train", "eval"],
+                    inputs=["iid", "outlier", EXTRA_INPUTS + ("peaked",)]),
+               smoke=dict(N=[1, 8, 32], S=[1, 16], inputs=["iid", EXTRA_INPUTS + CORE_INPUTS[1:]]),
+               full=dict(N=[1, 8, 32, 128], d=[1, 4, 16, 64], S=[1, 3, 64, 1024], inputs=list(GENERATORS))),
+    where=lambda p, v: ((p["mode"] == "train") if v == "ideal" else p["S"] == 1)
+    and (not _has_tuple(p) or p["N"] == 8),
     roles=("eva_ideal", "eva_practical", "rfa_attention_with_proposal"), plot_x="N",
-    notes="Practical cells also report, with no pass/fail role, the mean squared error to softmax of practical EVA "
+    notes="E = ∅, P_1 = [M]; the same samples on both sides. Practical cells also report, with no pass/fail role, "
+          "the mean squared error to softmax of practical EVA "
           "and of vanilla RFA with S = 128 (extra fields).",
 )
 
@@ -1130,26 +1381,41 @@ def _scatterbrain_cell(ctx: CellContext):
 # Budget: ~1.7 s at the quick tier (378 cells; each forms the N×S×M weighted kernel tensor for two β̂ and two
 # normalisers). The register's sweep of |E|, S, layouts and the five steps/readings is what it costs.
 SCATTERBRAIN = Claim(
-    id="eva.appg5.scatterbrain_special_case", paper="eva", source="App G.5, Eqs 29-31",
+    id="eva.appg5.scatterbrain_special_case", source="App G.5, Eqs 29-31",
     statement="Scatterbrain (Eq 30) is a special case of EVA: with E = Supp_n(S), per-token coefficients on E, one "
               "shared coefficient β̂ on [M] \\ E, ρ = N(0, I), and Z estimated by Ẑ = Σ_E e_m + Σ_{∉E} φ(q_n)ᵀφ(k_m) in "
               "the control-variate mean, the estimator becomes Eq 30.",
-    kind="identity", hypotheses="ρ = N(0, I); S samples; E arbitrary (local block or top-|E|); several β̂",
+    kind="identity",
+    related={
+        "eva.appg5.coefficient_irrelevance": "the same equivalence with Scatterbrain; the other claim varies the "
+            "shared β̂",
+    },
     tolerance=TOLERANCE, units=UNITS,
-    cell=_scatterbrain_cell,
-    grid={"smoke": dict(N=[8], S=[16], E=[0, 2, 8], layout=["block"], step=["a", "b", "c1", "c2", "c3"]),
-          "quick": dict(N=[8, 32], S=[1, 16, 96], E=[0, 1, 4, 32], layout=["block", "top"],
-                        step=["a", "b", "c1", "c2", "c3"]),
-          "full": dict(N=[49, 196], S=[1, 16, 96, 1024], E=[0, 1, 49, 196], layout=["block", "top"],
-                       inputs=["iid", "peaked", "transformer"], step=["a", "b", "c1", "c2", "c3"])},
-    variants=("c1", "c2", "c3"),
-    variant_notes={"c1": "the (b) expression with Z replaced by Ẑ, against Eq 30",
-                   "c2": "the (b) expression with Z, against Eq 30",
-                   "c3": "the last line of Eq 31 as printed (denominator Z, exact term over m' ∉ E), against Eq 30"},
-    where=lambda p, v: p["E"] <= p["N"] and p["step"] in ("a", "b", v),
+    domain=dict(
+        S=Integers("ρ = N(0, I), S samples", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+        E=Integers("E = Supp_n(S) arbitrary: |E| from 0 to M", 0, math.inf, points=(0, 1), up_to=8,
+                   why="each exact token adds one term of the same kind; |E| = M (no random-feature part) is "
+                       "tested at every tier"),
+        layout=Choice("E arbitrary: a local block or the top-|E| keys", ("block", "top")),
+        inputs=Choice("any q_n, K, V: the register's generators", GENERATORS)),
+    readings={"c1": Reading("the (b) expression with Z replaced by Ẑ, against Eq 30 (the statement's 'Z estimated by "
+                            "Ẑ')"),
+              "c2": Reading("the (b) expression with Z, against Eq 30", beside=True),
+              "c3": Reading("the last line of Eq 31 as printed (denominator Z, exact term over m' ∉ E), against Eq 30",
+                            beside=True)},
+    cell=_swept(_scatterbrain_cell),
+    grid=tiers(dict(N=[8, 32], S=[1, 16, 96], E=[0, 1, 4, 32], layout=["block", "top"],
+                    inputs=["iid", tuple(g for g in GENERATORS if g != "iid")], step=["a", "b", "c1", "c2", "c3"]),
+               smoke=dict(N=[8], S=[1, 16], E=[0, 1, 8]),
+               full=dict(N=[49, 196], S=[1, 16, 96, 1024], E=[0, 1, 49, 196], inputs=list(GENERATORS))),
+    where=lambda p, v: p["E"] <= p["N"] and p["step"] in (("a", "b", v) if v == "c1" else (v,))
+    and (not _has_tuple(p) or p["S"] == 16 and p["N"] == 8),
     roles=("control_variate_terms", "scatterbrain_attention"), plot_x="E",
-    notes="Steps (a) the exact rewriting for any β̂ against the control-variate family; (b) after the first ≈ "
-          "(ĥ_m read as h̃_m = Z h_m): Σ_E e v/Z + Σ_{∉E} g_m = y'_n/Z with y'_n from Eq 29; (c) per reading.",
+    notes="Several β̂ in each cell. Steps (a) the exact rewriting for any β̂ against the control-variate family; (b) "
+          "after the first ≈ "
+          "(ĥ_m read as h̃_m = Z h_m): Σ_E e v/Z + Σ_{∉E} g_m = y'_n/Z with y'_n from Eq 29; (c) per reading. "
+          "Steps (a) and (b) run under the deciding reading c1; the readings beside it (c2, c3) test their own "
+          "last step only.",
 )
 
 
@@ -1171,17 +1437,27 @@ def _irrelevance_cell(ctx: CellContext):
 
 
 SCATTERBRAIN_BETA = Claim(
-    id="eva.appg5.coefficient_irrelevance", paper="eva", source="App G.5, last sentence",
+    id="eva.appg5.coefficient_irrelevance", source="App G.5, last sentence",
     statement="The equivalence with Scatterbrain holds for every choice of the shared coefficient β̂.",
-    kind="identity", hypotheses="as eva.appg5.scatterbrain_special_case",
+    kind="identity",
+    related={
+        "eva.appg5.scatterbrain_special_case": "the same equivalence with Scatterbrain; the other claim varies the "
+            "shared β̂",
+    },
     tolerance=TOLERANCE, units="|Δ| / sum of the |terms| of the expression (query row)",
-    cell=_irrelevance_cell,
-    grid={"smoke": dict(N=[8], S=[16], E=[0, 2], layout=["block"], expression=["b", "c1", "c3"]),
-          "quick": dict(N=[8, 32], S=[1, 16, 96], E=[0, 1, 4, 32], layout=["block", "top"],
-                        expression=["b", "c1", "c3"]),
-          "full": dict(N=[49, 196], S=[1, 16, 96, 1024], E=[0, 1, 49, 196], layout=["block", "top"],
-                       inputs=["iid", "peaked"], expression=["b", "c1", "c3"])},
-    where=lambda p, v: p["E"] <= p["N"],
+    domain=dict(
+        S=Integers("ρ = N(0, I), S samples", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+        E=Integers("E = Supp_n(S) arbitrary: |E| from 0 to M", 0, math.inf, points=(0, 1), up_to=8,
+                   why="each exact token adds one term of the same kind; |E| = M (no random-feature part) is "
+                       "tested at every tier"),
+        layout=Choice("E arbitrary: a local block or the top-|E| keys", ("block", "top")),
+        inputs=Choice("any q_n, K, V: the register's generators", GENERATORS)),
+    cell=_swept(_irrelevance_cell),
+    grid=tiers(dict(N=[8, 32], S=[1, 16, 96], E=[0, 1, 4, 32], layout=["block", "top"],
+                    inputs=["iid", tuple(g for g in GENERATORS if g != "iid")], expression=["b", "c1", "c3"]),
+               smoke=dict(N=[8], S=[1, 16], E=[0, 1, 8]),
+               full=dict(N=[49, 196], S=[1, 16, 96, 1024], E=[0, 1, 49, 196], inputs=list(GENERATORS))),
+    where=lambda p, v: p["E"] <= p["N"] and (not _has_tuple(p) or p["S"] == 16 and p["N"] == 8),
     roles=("control_variate_terms", "scatterbrain_attention"), plot_x="E",
     notes="β̂ ∈ {0, the realised RFA coefficient, a random vector, a vector of norm 1e6}; expression b is also "
           "reading c2 (Z kept); c3 (Eq 31's last line) contains no β̂.",
@@ -1241,16 +1517,22 @@ def _with_params(ctx: CellContext, **params) -> CellContext:
 
 
 GAUSSIAN_PRODUCT = Claim(
-    id="eva.derived.gaussian_product", paper="eva", source="register, derived prediction (Gaussian product identity)",
+    id="eva.derived.gaussian_product", source="register, derived prediction (Gaussian product identity)",
     statement="For all x, y, ω: N(ω;0,I) ξ(x,ω) ξ(y,ω) = exp(x·y) N(ω; x+y, I); hence p_n(ω) = Σ_m w_m N(ω; u_m, I), "
               "W(ω) f_n(ω) = Σ_m w_m v_m N(ω; u_m, I)/ρ(ω), and ∫ N(ω;a,I) N(ω;b,I)/N(ω;μ,I) dω = exp((a-μ)·(b-μ)).",
-    kind="identity", hypotheses="any x, y, ω ∈ R^d; unit-covariance Gaussians for the integral",
+    kind="identity",
     tolerance=TOLERANCE, units="relative difference",
+    domain=dict(
+        d=Integers("x, y, ω ∈ R^d", 1, math.inf, up_to=8, why=_D_WHY),
+        norm=Range("for all x, y (their norms; random directions)", 0.0, math.inf, up_to=(None, 5.0),
+                   why="the register's outlier scale (‖q‖‖k‖ up to ~50 is G-outlier's; both sides are compared in "
+                       "log space)"),
+        part=Choice("the identity and each consequence: pointwise, the mixture p_n, W f_n, and the integral "
+                    "(unit-covariance Gaussians)", ("pointwise", "mixture", "weighted", "integral"))),
     cell=_gaussian_product_cell,
-    grid={"smoke": dict(d=[1, 4], norm=[0.5, 2.0], part=["pointwise", "mixture", "weighted", "integral"]),
-          "quick": dict(d=[1, 2, 8], norm=[0.5, 2.0, 5.0], part=["pointwise", "mixture", "weighted", "integral"]),
-          "full": dict(d=[1, 2, 8, 64], norm=[0.1, 0.5, 2.0, 5.0], part=["pointwise", "mixture", "weighted",
-                                                                         "integral"])},
+    grid=tiers(dict(d=[1, 2, 8], norm=[0.0, 0.5, 2.0, 5.0], part=["pointwise", "mixture", "weighted", "integral"]),
+               smoke=dict(d=[1, 8], norm=[0.0, 5.0]),
+               full=dict(d=[1, 2, 8, 64], norm=[0.0, 0.1, 0.5, 2.0, 5.0])),
     plot_x="norm",
     notes="The integral is checked by adaptive quadrature per coordinate (to ~1e-14), not by Monte Carlo: one "
           "claim has one tolerance, and a Monte Carlo cell could not resolve 1e-10 (tests/test_eva_theory.py also "
@@ -1268,11 +1550,12 @@ def _f_invariant_cell(ctx: CellContext):
 
 
 F_INVARIANT = Claim(
-    id="eva.derived.f_query_invariant", paper="eva", source="register, derived prediction (f_n does not depend on q_n)",
+    id="eva.derived.f_query_invariant", source="register, derived prediction (f_n does not depend on q_n)",
     statement="f_n(ω) = Σ_m ξ(k_m,ω) v_m / Σ_m ξ(k_m,ω): the factor ξ(q_n,ω) cancels, so f_n does not depend on q_n.",
-    kind="identity", hypotheses="any q_n, K, V, ω",
+    kind="identity",
     tolerance=TOLERANCE, units=UNITS,
-    cell=_f_invariant_cell, grid=_sw(),
+    domain=_sw_domain(mu="any ω (drawn from ρ)"),
+    cell=_swept(_f_invariant_cell), grid=_sw_grid(), where=lambda p, v: _sw_keep(p),
     roles=("rfa_attention_with_proposal",), plot_x="S",
     notes="Left: f_n(ω_s) from Eq 3 with each query; right: single-sample RFA at q = 0 (the query-free formula).",
 )
@@ -1318,23 +1601,32 @@ def _parabola_cell(ctx: CellContext):
 
 
 CV_PARABOLA = Claim(
-    id="eva.derived.cv_parabola", paper="eva", source="register, derived prediction (the parabola in the coefficient)",
+    id="eva.derived.cv_parabola", source="register, derived prediction (the parabola in the coefficient)",
     statement="g_m(ω) = h_m(ω) v_m; for a constant β, g_m - β(h_m - w_m) = h_m(v_m - β) + βw_m, so Tr Var[g_m - "
               "β(h_m - w_m)] = Var[h_m]‖v_m - β‖²; for a subset P, Tr Var[Σ_P(g_m - β(h_m - w_m))] = Σ_{m,m'∈P} "
               "Cov[h_m,h_m'](v_m - β)·(v_m' - β), minimised by β_var,P = Σ Cov[h_m,h_m'] v_m'/Σ Cov[h_m,h_m'].",
-    kind="identity", hypotheses="constant β; S iid draws from N(μ, I); Var[H_P] > 0 for the minimiser (M = 1 with "
-                                "μ = q + k_1 makes h_1 deterministic)",
+    kind="identity",
     tolerance=TOLERANCE, units="|Δ| / largest |term|",
-    cell=_parabola_cell,
-    grid={"smoke": dict(M=[1, 8], S=[4], mu=["zero"], part=["per_draw", "token_sample", "subset_sample",
-                                                             "minimiser"]),
-          "quick": dict(M=[1, 3, 16], S=[1, 8], mu=["zero", "q+k1", "far"], dv=[1, 3],
-                        part=["per_draw", "token_sample", "subset_sample", "minimiser"]),
-          "full": dict(M=[1, 3, 16, 64], S=[1, 8, 64], mu=["zero", "q+mean_k", "q+k1", "far"], dv=[1, 3, 8],
-                       s=[0.3, 1.0], part=["per_draw", "token_sample", "subset_sample", "minimiser"])},
-    where=lambda p, v: not (p["part"] == "minimiser" and p["M"] == 1 and p["mu"] in ("q+k1", "q+mean_k")),
+    domain=dict(
+        M=Integers("the keys (a subset P of them)", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+        S=Integers("S iid draws", 1, math.inf, points=(1,), up_to=8,
+                   why="the identities are algebra in h_m and its moments, whatever S they average over"),
+        mu=Choice("S iid draws from N(μ, I) (the register's means)", MEANS),
+        dv=Integers("v_m, β ∈ R^{d_v}", 1, math.inf, up_to=3,
+                    why="the traces are sums over coordinates of identities of the same kind"),
+        part=Choice("each identity: per draw, the token variance, the subset variance, and its minimiser",
+                    ("per_draw", "token_sample", "subset_sample", "minimiser"))),
+    cell=_swept(_parabola_cell),
+    grid=tiers(dict(M=[1, 3, 16], S=[1, 8], mu=["zero", "q+k1", "far", ("q+mean_k", "random")], dv=[1, 3],
+                    part=["per_draw", "token_sample", "subset_sample", "minimiser"]),
+               smoke=dict(M=[1, 16], mu=["zero", ("q+mean_k", "q+k1", "random", "far")]),
+               full=dict(M=[1, 3, 16, 64], S=[1, 8, 64], mu=list(MEANS), dv=[1, 3, 8], s=[0.3, 1.0])),
+    where=lambda p, v: not (p["part"] == "minimiser" and p["M"] == 1 and set(
+        p["mu"] if isinstance(p["mu"], tuple) else (p["mu"],)) & {"q+k1", "q+mean_k"}),
     roles=("control_variate_terms",), plot_x="M",
-    notes="Variances by sample moments over 64 draws (the algebra holds for sample moments exactly) and, for the "
+    notes="Constant β. The minimiser needs Var[H_P] > 0 (M = 1 with μ = q + k_1 or q + mean k makes h_1 "
+          "deterministic: those cells are left out). Variances by sample moments over 64 draws (the algebra holds "
+          "for sample moments exactly) and, for the "
           "minimiser, from the closed-form Cov[h_m, h_m'] of eva.derived.cv_moments: f(β* + δ) - f(β*) = "
           "Var[H_P]‖δ‖² (no linear term) for a random δ.",
 )
@@ -1430,23 +1722,33 @@ def _j_search(ctx: CellContext):
 
 
 J_PYTHAGORAS = Claim(
-    id="eva.derived.j_pythagoras", paper="eva",
+    id="eva.derived.j_pythagoras",
     source="register, derived prediction (weighted-MSE Pythagorean identity)",
     statement="J(β,…,β) - J(β*_1,…,β*_C) = Σ_c A_c ‖β - β*_c‖² for every β; the best shared coefficient is "
               "Σ_m α_m β*_m; with Prop 2's weights the optimum is the local softmax, the best shared coefficient "
               "β*_U and J(β*_U) - J(β*_c) = Σ_c π̂_c ‖β*_c - β*_U‖²; a refining partition never increases "
               "the optimal J.",
-    kind="identity", hypotheses="α_m > 0 summing to 1 (Eq 24) or softmax weights over U (Eq 9); any partition",
+    kind="identity",
     tolerance=TOLERANCE, units="|Δ| / largest |term| (refinement: margin / J_P)",
+    domain=dict(
+        M=Integers("the M weights α_m and targets β*_m", 1, math.inf, points=(1,), up_to=16,
+                   why=_SUM_WHY + " (M = 64 is tested at quick)"),
+        C=Integers("any partition into C subsets", 1, math.inf, points=(1,), up_to=8,
+                   why="each subset adds one term A_c‖β - β*_c‖² of the same kind"),
+        alpha=Choice("α_m > 0 summing to 1 (Eq 24): uniform, Dirichlet(0.1), one dominant weight (the Prop 2 parts: "
+                     "softmax weights over U, Eq 9)", ("uniform", "dirichlet", "degenerate")),
+        layout=Choice("any partition: contiguous, random and clustered subsets", ("contiguous", "random", "clustered")),
+        part=Choice("each statement: the Pythagorean identity, the best shared coefficient, Prop 2's optimum, best "
+                    "shared coefficient and between-subset spread, and the refinement inequality", J_PARTS)),
     cell=_j_cell,
-    grid={"smoke": dict(M=[1, 8], C=[1, 3], alpha=["uniform", "dirichlet"], part=list(J_PARTS)),
-          "quick": dict(M=[1, 3, 16, 64], C=[1, 2, 8], alpha=["uniform", "dirichlet", "degenerate"],
-                        layout=["contiguous", "random"], part=list(J_PARTS)),
-          "full": dict(M=[1, 3, 16, 64, 256, 1024], C=[1, 2, 8, 64, 1024], alpha=["uniform", "dirichlet", "degenerate"],
-                       layout=["contiguous", "random", "clustered", "dyadic"], inputs=["iid", "clustered", "peaked"],
-                       part=list(J_PARTS))},
+    grid=tiers(dict(M=[1, 3, 16, 64], C=[1, 2, 8], alpha=["uniform", "dirichlet", "degenerate"],
+                    layout=["contiguous", "random", "clustered"], part=list(J_PARTS)),
+               smoke=dict(M=[1, 16], C=[1, 8]),
+               full=dict(M=[1, 3, 16, 64, 256, 1024], C=[1, 2, 8, 64, 1024],
+                         layout=["contiguous", "random", "clustered", "dyadic"],
+                         inputs=["iid", "clustered", "peaked"])),
     where=lambda p, v: p["C"] <= p["M"] and (not p["part"].startswith("prop2") or p["alpha"] == "uniform"),
-    search=_j_search, restarts={"smoke": 1, "quick": 3, "full": 20}, universal=True,
+    search=_j_search, restarts=tiers(3, smoke=1, full=20), universal=True,
     plot_x="M",
     notes="The refinement inequality also gets an adversarial search over weights (log-weights in [-30, 30]) and "
           "targets for a fixed partition and its refinement.",
@@ -1479,19 +1781,36 @@ def _eq13_decomposition_cell(ctx: CellContext):
 
 
 EQ13_DECOMPOSITION = Claim(
-    id="eva.derived.eq13_error_decomposition", paper="eva", source="register, derived prediction (Eq 13's error)",
+    id="eva.derived.eq13_error_decomposition", source="register, derived prediction (Eq 13's error)",
     statement="When E and {P_c} are disjoint and cover [M]: EVA13(ω) - SoftmaxAttn(q_n) = Σ_c π_c (β̂_c(ω) - β*_c); "
               "EVA13 = Σ_m A_{n,m} v_m with A non-negative and row-stochastic.",
-    kind="identity", hypotheses="E ∪ ∪_c P_c = [M], disjoint; shared samples",
+    kind="identity",
+    related={"eva.eq15.eva_ratio_form": "EVA (Eq 13): its ratio forms, and its error to softmax"},
     tolerance=TOLERANCE, units=UNITS,
-    cell=_eq13_decomposition_cell,
-    grid={"smoke": dict(M=[8], E=[0, 2], C=[1, 3], S=[4], mu=["zero"], part=["error", "convex", "values"]),
-          "quick": dict(M=[3, 16], E=[0, 1, 4], C=[1, 2, 8], S=[1, 16], mu=["zero", "far"],
-                        layout=["contiguous", "random"], inputs=["iid", "peaked"], part=["error", "convex", "values"]),
-          "full": dict(M=[3, 16, 64, 256], E=[0, 1, 4, 16], C=[1, 2, 8, 32], S=[1, 16, 256], d=[2, 16],
-                       mu=["zero", "q+mean_k", "far"], layout=["contiguous", "random", "clustered"],
-                       inputs=["iid", "clustered", "peaked", "outlier"], part=["error", "convex", "values"])},
-    where=lambda p, v: p["E"] + p["C"] <= p["M"] and p["C"] > 0,
+    domain=dict(
+        M=Integers("E ∪ ∪_c P_c = [M]", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+        E=Integers("E (|E| from 0)", 0, math.inf, points=(0, 1), up_to=4,
+                   why="each exact token adds one term w_m v_m of the same kind"),
+        C=Integers("the subsets P_1, ..., P_C (disjoint from E)", 1, math.inf, points=(1,), up_to=8,
+                   why="each subset adds one term π_c β̂_c of the same kind"),
+        S=Integers("shared samples ω (S per set)", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+        mu=Choice("ω ~ ρ = N(μ, I) (the register's means)", MEANS),
+        layout=Choice("any disjoint {P_c}: contiguous, random and clustered subsets",
+                      ("contiguous", "random", "clustered")),
+        inputs=Choice("any q_n, K, V: the register's generators", GENERATORS),
+        part=Choice("both statements: the error decomposition; A non-negative and row-stochastic with A V = EVA13",
+                    ("error", "convex", "values"))),
+    cell=_swept(_eq13_decomposition_cell),
+    grid=tiers(dict(M=[1, 3, 16], E=[0, 1, 4], C=[1, 2, 8], S=[1, 16], mu=["zero", "far", EXTRA_MU + ("q+mean_k",)],
+                    layout=["contiguous", "random", ("clustered",)],
+                    inputs=["iid", "peaked", EXTRA_INPUTS + ("outlier",)], part=["error", "convex", "values"]),
+               smoke=dict(M=[1, 16], E=[0, 1, 4], C=[1, 8], mu=["zero", EXTRA_MU + CORE_MU[1:]],
+                          layout=["contiguous", ("random", "clustered")],
+                          inputs=["iid", EXTRA_INPUTS + CORE_INPUTS[1:]]),
+               full=dict(M=[1, 3, 16, 64, 256], E=[0, 1, 4, 16], C=[1, 2, 8, 32], S=[1, 16, 256], d=[2, 16],
+                         mu=list(MEANS), layout=["contiguous", "random", "clustered"], inputs=list(GENERATORS))),
+    where=lambda p, v: p["E"] + p["C"] <= p["M"] and p["C"] > 0 and (
+        not _has_tuple(p) or p["M"] == 16 and p["S"] == 16 and p["part"] == "error" and _one_tuple(p)),
     roles=("eva_ideal", "rfa_attention_with_proposal"), plot_x="C",
     notes="Parts: 'error' (β̂_c as RFA restricted to P_c on the same ω, π_c and β*_c exact); 'convex' (rows of A sum "
           "to 1 and min A >= 0); 'values' (A V = EVA13).",
