@@ -15,8 +15,10 @@ from rfkit.validation.stats import exact_test
 
 
 def _sleepy(seconds):
-    def cell(ctx):
-        time.sleep(seconds * ctx.params["z"])
+    def cell(ctx):  # busy for `seconds` of CPU (the plan times CPU seconds: a sleep costs none)
+        start = time.process_time()
+        while time.process_time() - start < seconds * ctx.params["z"]:
+            pass
         return exact_test(np.zeros(1), 0.0, tolerance=ctx.tolerance)
 
     return Claim(id="core.toy.sleepy", source="test", statement="0 = 0", kind="identity", tolerance=0.1,
@@ -26,7 +28,7 @@ def _sleepy(seconds):
 def test_the_estimate_extrapolates_the_sampled_cells_to_the_plan():
     [row] = estimate([_sleepy(0.02)], tier="quick", sample=2)
     assert row["cells"] == 4 and row["sampled"] == 2 and not row["lower_bound"]
-    assert 0.08 <= row["seconds"] < 0.5  # 4 cells of ~0.02 s (sleep is a floor; loaded machines add to it)
+    assert 0.08 <= row["seconds"] < 0.5  # 4 cells of ~0.02 s CPU (the busy loop is a floor)
     assert "core: 4 cells, 0 restarts" in plan_table([row])
 
 
