@@ -6,13 +6,12 @@ evidence, wall and CPU seconds and error. With ``resume=True`` it first reads ``
 found there; their stored seconds count in the claim's time as if they had run now.
 
 A checkpoint is reused only by a run that would have computed the same cells. Its header holds the tier, seed,
-alpha, power, backend and device, and a digest of every source file of the installed rfkit subpackages outside the
-claim code (:func:`code_digest`: estimators, theory, the engine and statistics); a checkpoint written with other
-settings or other shared code is refused with an error, never mixed in. Each cell's record also holds the digest of
-its claim's code (:func:`claim_digest`: the module that declares the claim and every claim or reproduction module
-it imports), so after an edit of one claim module a resumed run reruns that module's claims only. Records are
-appended one pickle at a time, so a run killed mid-write loses at most its last cell (a truncated tail is ignored
-on reading).
+alpha, power, backend and device: a checkpoint written with other settings is refused with an error, never mixed
+in. Each cell's record holds the digest of the code that cell runs (:func:`claim_digest`: the module that
+declares its claim, the engine, and every rfkit module they import, transitively), so after an edit a resumed run
+reruns exactly the claims that can see it (an estimator used by every claim of a paper reruns the paper; a report
+or CLI change reruns nothing). Records are appended one pickle at a time, so a run killed mid-write loses at most
+its last cell (a truncated tail is ignored on reading).
 """
 
 from __future__ import annotations
@@ -24,40 +23,26 @@ import importlib
 import importlib.util
 import pickle
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["code_digest", "claim_digest", "Checkpoint", "CheckpointMismatch"]
+__all__ = ["claim_digest", "Checkpoint", "CheckpointMismatch"]
 
-#: The subpackages whose code decides a cell's outcome.
-PACKAGES = ("rfkit.base", "rfkit.estimators", "rfkit.theory", "rfkit.validation", "rfkit.gpu")
-#: Claim code: digested per claim (:func:`claim_digest`), left out of :func:`code_digest`.
+#: Packages whose modules declare claims.
 CLAIM_PACKAGES = ("rfkit.validation.claims", "rfkit.validation.reproductions")
+#: Code every cell runs besides its claim's: the engine (planning, budgets, ``run_cell``).
+ENGINE = "rfkit.validation.engine"
 
 
 class CheckpointMismatch(ValueError):
     """The checkpoint was written by other code or other run settings."""
 
 
-def code_digest(packages: Iterable[str] = PACKAGES, exclude: Iterable[str] = CLAIM_PACKAGES) -> str:
-    """SHA-256 over the relative path and bytes of every ``.py`` file of ``packages`` (sorted), except those of the
-    ``exclude`` subpackages."""
-    skip = [Path(importlib.import_module(name).__path__[0]) for name in exclude]
-    digest = hashlib.sha256()
-    for name in packages:
-        root = Path(importlib.import_module(name).__path__[0])
-        for path in sorted(root.rglob("*.py")):
-            if not any(path.is_relative_to(s) for s in skip):
-                digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def claim_digest(claim) -> str:
-    """SHA-256 of the claim code a claim runs: the module(s) that declare it or define its check, and every module of
-    :data:`CLAIM_PACKAGES` they import, transitively."""
-    roots = {getattr(claim.cell, "__module__", None)}
+    """SHA-256 of the code a claim's cells run: the module(s) that declare the claim or define its check, the
+    engine, and every ``rfkit`` module they import, transitively (``import`` statements anywhere in a module,
+    read from its source)."""
+    roots = {getattr(claim.cell, "__module__", None), ENGINE}
     for name, module in list(sys.modules.items()):
         if name.startswith(CLAIM_PACKAGES) and module is not None and any(
                 value is claim or isinstance(value, (list, tuple)) and any(v is claim for v in value)
@@ -76,7 +61,7 @@ def _closure(roots: frozenset[str]) -> set[str]:
         name = todo.pop()
         if name not in seen:
             seen.add(name)
-            todo += [n for n in _imports(name) if n.startswith(CLAIM_PACKAGES)]
+            todo += [n for n in _imports(name) if n.startswith("rfkit.")]
     return seen
 
 
@@ -106,7 +91,7 @@ def _imports(name: str) -> tuple[str, ...]:
                 else node.module
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                found.append(sub if sub.startswith(CLAIM_PACKAGES) and _is_module(sub) else base)
+                found.append(sub if sub.startswith("rfkit.") and _is_module(sub) else base)
     return tuple(found)
 
 
@@ -117,12 +102,16 @@ def _is_module(name: str) -> bool:
         return False
 
 
+#: Record layout version (a checkpoint of another layout is refused).
+FORMAT = 2
+
+
 class Checkpoint:
     """Append-only record of finished cells for one run's settings (see the module docstring)."""
 
     def __init__(self, path: str | Path, settings: dict[str, Any], *, resume: bool):
         self.path = Path(path)
-        self.header = dict(settings, code=code_digest())
+        self.header = dict(settings, format=FORMAT)
         self.done: dict[tuple[str, int | None], tuple] = {}
         self.reused = self.stale = 0  # stored cells taken, and not taken because their claim's code changed
         if resume and self.path.exists():
