@@ -564,17 +564,19 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
     all_specs = [s for specs in specs_by_claim.values() for s in specs]
     index = {s.key: i for i, s in enumerate(all_specs)}
     outcomes: list[CellOutcome | None] = [None] * len(all_specs)
+    ckpt = None
+    if checkpoint is not None:  # first: a refused checkpoint leaves no cluster or progress bar behind
+        from rfkit.validation.checkpoint import Checkpoint
+
+        ckpt = Checkpoint(checkpoint, dict(tier=tier, seed=seed, alpha=alpha, power=power, backend=backend,
+                                           device=device), resume=resume)
     bar = None
     if _show_progress(progress):
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(all_specs), desc=f"validate ({tier})", unit="cell")
     executor = _Executor(workers, scheduler)
-    if checkpoint is not None:
-        from rfkit.validation.checkpoint import Checkpoint
-
-        executor.checkpoint = Checkpoint(checkpoint, dict(tier=tier, seed=seed, alpha=alpha, power=power,
-                                                          backend=backend, device=device), resume=resume)
+    executor.checkpoint = ckpt
     try:
         for outcome in executor.map(all_specs):
             outcomes[index[outcome.spec.key]] = outcome
@@ -607,7 +609,6 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         results.append(ClaimResult(claim, tier, seed, alpha, verdict, reason, variants, mine, reject, p_adj,
                                    sum(o.seconds for o in mine), created, version,
                                    cpu_seconds=sum(o.cpu_seconds for o in mine)))
-    ckpt = executor.checkpoint
     return RunResult(results, tier, seed, alpha, created, version, time.perf_counter() - t0,
                      resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0)
 
