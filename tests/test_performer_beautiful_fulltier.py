@@ -107,3 +107,19 @@ def test_eq54_draws_what_its_exact_moments_need_and_still_catches_a_planted_bias
     exact = claims._eq54_prediction
     monkeypatch.setattr(claims, "_eq54_prediction", lambda law, zn, ks, ort: exact(law, zn, ks, False))
     assert spec.claim.cell(spec.context()).p_value < spec.alpha
+
+
+@pytest.mark.parametrize("name", ["thm5.ort_tail", "lemma4.iid_chernoff"])
+def test_sweep_cell_tests_each_point_as_the_one_point_cell_does(name):
+    # quick runs scalar (m, mult) through the one-point cell, full the tuple sweep: at quick's points both must
+    # test the same bound (θ, value); only their draws differ (the sweep shares them across its points)
+    import dataclasses
+
+    specs = [s for s in plan(BY_ID[name], tier="quick", seed=0) if s.kind == "grid"][::7][:4]
+    for spec in specs:
+        one = spec.claim.cell(spec.context())
+        m, mult = spec.params["m"], spec.params["mult"]
+        sweep = dataclasses.replace(spec, params=dict(spec.params, m=(m, m), mult=(mult,)))
+        both = spec.claim.cell(sweep.context())
+        assert both.prediction == pytest.approx(one.prediction, rel=1e-9, abs=1e-12), spec.params
+        assert both.extra["worst_theta"] == pytest.approx(one.extra["theta"], rel=1e-6), spec.params
