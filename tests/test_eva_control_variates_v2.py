@@ -126,3 +126,61 @@ def test_cv_moment_quadrature_matches_the_closed_forms_under_the_far_mean():
     q, k, v = _inputs(7, d=4, m=4, scale=0.2)
     ev = cv._cv_moment_quadrature(_Ctx(), q, k, v, np.full(4, 1.5), cv.CV_MOMENTS_ALL)
     assert ev.effect < 1e-3   # the rule's truncation at rank 4 (30 nodes per axis), far below MOMENT_TOL = 0.1
+
+
+#: Ported after the first batch (finite-S bias, Eq 21 consistency, the SNIS limits).
+PORTED_SNIS = ("eva.appb2.finite_s_bias", "eva.eq21.coefficient_consistency", "eva.derived.snis_asymptotics")
+
+
+@pytest.mark.parametrize("claim_id", PORTED_SNIS)
+def test_snis_claims_declare_domains_covered_at_quick(claim_id):
+    c = CLAIMS[claim_id]
+    assert c.domain and c.paper == "eva" and not c.readings
+    assert not set(c.domain) - set(c.axes("quick")) - set(c.searched)
+    for v in c.deciding():
+        covered, text = domain_coverage(c.reading_domain(v), c.cells("quick", v), c.searched)
+        assert covered, (claim_id, v, text)
+    assert set(c.domain["mu"].values) == set(cv.MEANS)   # every proposal mean of the register, far included
+
+
+@pytest.mark.parametrize("mu_kind", ["zero", "far"])
+def test_snis_exact_route_reaches_both_limits(mu_kind):
+    q, k, v = _inputs(8, d=4, m=8, scale=0.2)
+    mu = np.full(4, 1.5) if mu_kind == "far" else np.zeros(4)   # far: S·bias is still ~50% off at S = 2^20
+    ev = cv._snis_exact(_Ctx(), q, k, v, mu, cv.SNIS_PARTS)
+    assert ev.effect < 1e-6
+
+
+def test_snis_exact_route_detects_a_wrong_bias_limit(monkeypatch):
+    q, k, v = _inputs(9, d=2, m=8, scale=0.2)
+    true = theory.snis_asymptotics
+    monkeypatch.setattr(cv.theory, "snis_asymptotics", lambda *a, **kw: (true(*a, **kw)[0], -true(*a, **kw)[1]))
+    assert cv._snis_exact(_Ctx(), q, k, v, np.zeros(2), ("bias",)).effect > 1.0   # the sign of b flipped
+
+
+def test_eva13_claim_declares_both_samplings_and_covers_them_at_quick():
+    c = CLAIMS["eva.derived.eva13_asymptotics"]
+    assert not c.variants or list(c.variants) == ["default"]
+    assert set(c.domain["sampling"].values) == {"shared", "per_chunk"} and not c.readings
+    covered, text = domain_coverage(c.reading_domain("default"), c.cells("quick", "default"), c.searched)
+    assert covered, text
+
+
+class _ExactCtx(_Ctx):
+    def __init__(self, chunks):
+        super().__init__()
+        self.params = {"C": chunks}
+
+
+@pytest.mark.parametrize(("sampling", "chunks"), [("shared", 1), ("per_chunk", 1), ("per_chunk", 4)])
+def test_eva13_exact_route_matches_the_limit_and_detects_a_swapped_one(sampling, chunks, monkeypatch):
+    q, k, v = _inputs(10, d=4, m=8, scale=0.2)
+    labels = cv.contiguous_labels(8, chunks, exact=np.arange(2))
+    means = (np.full(4, 1.5) if sampling == "shared"
+             else np.stack([q[0] + k[labels == c].mean(axis=0) for c in range(chunks)]))
+    assert cv._eva13_exact(_ExactCtx(chunks), q, k, v, labels, means, sampling).effect < 1e-6
+    if sampling == "per_chunk" and chunks > 1:   # a planted limit: the shared formula (one μ for all subsets)
+        true = theory.eva13_asymptotics
+        monkeypatch.setattr(cv.theory, "eva13_asymptotics",
+                            lambda q, k, v, labels, means, sampling: true(q, k, v, labels, means[0], sampling="shared"))
+        assert cv._eva13_exact(_ExactCtx(chunks), q, k, v, labels, means, sampling).effect > 0.1

@@ -812,17 +812,26 @@ def _finite_s_cell(ctx: CellContext):
 
 
 APPB2_BIAS = Claim(
-    id="eva.appb2.finite_s_bias", paper="eva", source="App B.2 (the SNIS estimate 'is still biased')",
+    id="eva.appb2.finite_s_bias", source="App B.2 (the SNIS estimate 'is still biased')",
     statement="For finite S, E[g̃(ω)] (= E[SNIS]) differs from SoftmaxAttn(q_n); the difference vanishes as S → ∞.",
-    kind="expectation", hypotheses="ω_s iid from ρ = N(μ, I); inputs with b ≠ 0 (M = 1 or equal values give b = 0 "
-                                   "and an exactly unbiased β̂ = v)",
+    kind="expectation",
+    domain=dict(
+        S=Integers("for finite S: S iid draws ω_s from ρ", 1, math.inf, points=(1,), up_to=16,
+                   why="every finite S of the grid is tested for a nonzero bias; 'vanishes as S → ∞' follows from "
+                       "|bias| <= sqrt(MSE) → 0, tested by eva.eq21.coefficient_consistency (S to 128 at the full "
+                       "tier)"),
+        M=Integers("'is still biased': inputs whose bias can be nonzero, M >= 2 keys with distinct values (M = 1 or "
+                   "equal values give b = 0 and β̂ = v exactly: no estimator of one value is biased)",
+                   2, math.inf, up_to=8,
+                   why="the bias is a weighted sum over pairs of tokens (M to 64 at the full tier)"),
+        mu=MU_AXIS),
     tolerance=0.25, units="S·bias along the exact bias direction, in units of |b| (claim: > 0)",
     cell=_finite_s_cell,
-    grid={"smoke": dict(S=[4], mu=["zero"], M=[8]),
-          "quick": dict(S=[1, 4, 16], mu=["zero", "q+mean_k"], M=[3, 8]),
-          "full": dict(S=[1, 2, 4, 8, 32, 128], d=[2, 8], mu=["zero", "q+mean_k", "q+k1"], M=[2, 8, 64],
-                       s=[0.3, 0.5, 1.0], values=["iid", "one_hot", "correlated"])},
-    replicates={"smoke": 20_000, "quick": 40_000, "full": 2_000_000},
+    grid=tiers(dict(S=[1, 4, 16], mu=list(MEANS), M=[2, 3, 8]),
+               smoke=dict(S=[4], mu=["zero"], M=[8]),
+               full=dict(S=[1, 2, 4, 8, 32, 128], d=[2, 8], M=[2, 8, 64], s=[0.3, 0.5, 1.0],
+                         values=["iid", "one_hot", "correlated"])),
+    replicates=tiers(40_000, smoke=20_000, full=2_000_000),
     where=lambda p, v: not (p.get("values") == "one_hot" and p["M"] < p.get("dv", 2)),
     roles=("control_variate_terms",), plot_x="S",
     notes="Finite S: the bias is tested along its exact direction (rfkit.theory.eva.snis_finite_bias, quadrature; "
@@ -978,18 +987,22 @@ ASYMPTOTIC_REACHED = 0.75
 
 
 EQ21 = Claim(
-    id="eva.eq21.coefficient_consistency", paper="eva", source="App B.2, Eq 21",
+    id="eva.eq21.coefficient_consistency", source="App B.2, Eq 21",
     statement="β̂(ω) = g(ω)/h(ω) → E[g]/E[h] = E_{p_n}[f_n(ω)] =: β in probability as S → ∞.",
-    kind="rate", hypotheses="ω_s iid from ρ = N(μ, I); E[h] = 1",
+    kind="rate",
+    domain=dict(
+        mu=MU_AXIS,
+        d=_d_axis(up_to=4, why="d <= 4 keeps span{q_n + k_m - μ} of rank <= 4, where the exact finite-S MSE "
+                               "(quadrature) locates the 1/S regime as S → ∞ (up to 2^128); d = 8, 16 at the full "
+                               "tier by Monte Carlo, flagged pre-asymptotic where S·MSE has not reached 75% of "
+                               "σ²_RFA")),
     tolerance=SLOPE_TOL, units="log-log slope of MSE(S) above -1",
     cell=_eq21_cell,
-    grid={"smoke": dict(S_over_omega=[(4, 6, 10, 16, 25, 40, 64)], mu=["zero"], s=[0.3]),
-          "quick": dict(S_over_omega=[(4, 6, 10, 16, 25, 40, 64)], mu=["zero", "q+mean_k"], d=[2, 4],
-                        s=[0.3, 0.5]),
-          "full": dict(S_over_omega=[(4, 6, 10, 16, 25, 40, 64, 101, 161, 256)],
-                       mu=["zero", "q+mean_k", "random", "far"],
-                       d=[2, 8, 16], s=[0.3, 0.5, 1.0])},
-    replicates={"smoke": 600, "quick": 1_000, "full": 20_000},
+    grid=tiers(dict(S_over_omega=[(4, 6, 10, 16, 25, 40, 64)], mu=list(MEANS), d=[1, 2, 4], s=[0.3, 0.5]),
+               smoke=dict(mu=["zero"], d=[4], s=[0.3]),
+               full=dict(S_over_omega=[(4, 6, 10, 16, 25, 40, 64, 101, 161, 256)], d=[1, 2, 4, 8, 16],
+                         s=[0.3, 0.5, 1.0])),
+    replicates=tiers(1_000, smoke=600, full=20_000),
     roles=("control_variate_terms",), plot_x="mu",
     notes="MSE = E‖β̂ - SoftmaxAttn‖² decays at least like 1/S (slope <= -1 up to the tolerance); convergence in "
           "probability follows from MSE → 0 (Markov). S·MSE against σ²_RFA is eva.derived.snis_asymptotics. "
@@ -1960,37 +1973,101 @@ def _asymptotic_mse_evidence(ctx: CellContext, errors, s_count: int, predicted: 
     return mean_test(s_count * np.sum(errors**2, axis=-1), predicted, scale=max(scale, _TINY), **ctx.test)
 
 
+#: The exact route's S for "S → ∞": the top of :func:`exact_rate_cell`'s ladder (the quadrature costs the same at
+#: any S; S·MSE and S·bias there are within 1e-9 of their limits for every quick-tier input, the far mean included).
+LIMIT_S = 2.0**LADDER_LOG2
+
+
+def _snis_exact(ctx: CellContext, q, k, v, mu, parts):
+    """S·MSE and S·bias of the exact finite-S SNIS moments (quadrature, :func:`rfkit.theory.eva.snis_finite_mse`,
+    :func:`~rfkit.theory.eva.snis_finite_bias`) at ``S = LIMIT_S`` against σ²_RFA and b."""
+    sigma2, b = theory.snis_asymptotics(q[0], k, v, mu)
+    checks = []
+    if "mse" in parts:
+        value = LIMIT_S * theory.snis_finite_mse(q[0], k, v, mu, [LIMIT_S])[0]
+        checks.append(exact_test(value, sigma2, tolerance=ctx.tolerance, scale=max(sigma2, _TINY),
+                                 extra=dict(part="mse", s_mse=float(value), sigma2=sigma2)))
+    if "bias" in parts:
+        value = LIMIT_S * theory.snis_finite_bias(q[0], k, v, mu, [LIMIT_S])[0]
+        checks.append(exact_test(value, b, tolerance=ctx.tolerance, scale=max(float(np.linalg.norm(b)), _TINY),
+                                 extra=dict(part="bias", s_bias=value.tolist(), b=b.tolist())))
+    return combine(checks, extra=dict(S=LIMIT_S, parts=list(parts)))
+
+
 def _snis_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
-    mu, s_count = _mean_vector(ctx, q, k), ctx.params["S"]
+    mu, part = _mean_vector(ctx, q, k), ctx.params["part"]
+    if ctx.params["route"] == "exact":
+        return _snis_exact(ctx, q, k, v, mu, (part,) if isinstance(part, str) else part)
+    s_count = ctx.params["S"]
     sigma2, _ = theory.snis_asymptotics(q[0], k, v, mu)
     errors = _bias_direction_samples(ctx, q, k, v, mu, s_count, ctx.replicates)
     return _asymptotic_mse_evidence(ctx, errors, s_count, sigma2, sigma2)
 
 
+#: The exact route's cells test both limits at once (a tuple).
+SNIS_PARTS = ("mse", "bias")
+
 SNIS_ASYMPTOTICS = Claim(
-    id="eva.derived.snis_asymptotics", paper="eva", source="register, derived prediction",
+    id="eva.derived.snis_asymptotics", source="register, derived prediction",
     statement="For RFA_ρ with S iid draws from N(μ, I): S·MSE → σ²_RFA = Σ w_m w_m' (v_m - β)·(v_m' - β) Γ_mm' and "
               "S·bias → -Σ w_m w_m' (v_m - β) Γ_mm'.",
-    kind="moment", hypotheses="S large; β = SoftmaxAttn(q_n)",
-    tolerance=MOMENT_TOL, units="relative error of S·MSE against σ²_RFA",
+    kind="moment",
+    domain=dict(
+        part=Choice("S·MSE → σ²_RFA and S·bias → b", SNIS_PARTS),
+        mu=MU_AXIS,
+        d=_d_axis(why="the limits depend on q_n, K, μ only through the Gram matrix of the M = 8 vectors "
+                      "q_n + k_m - μ (the exact route at d <= 4, rank <= 4; Monte Carlo of S·MSE at d = 2, 8; d to "
+                      "16 at the full tier)")),
+    tolerance=MOMENT_TOL, units="relative error of S·MSE against σ²_RFA (S·bias: ‖S·bias - b‖/‖b‖)",
     cell=_snis_cell,
-    grid={"smoke": dict(S=[64], mu=["zero"], s=[0.2]),
-          "quick": dict(S=[128], mu=["zero", "q+mean_k"], d=[2, 8], s=[0.2]),
-          "full": dict(S=[256, 1024, 4096], mu=["zero", "q+mean_k", "random"], d=[2, 8, 16], s=[0.2, 0.5, 1.0])},
-    replicates={"smoke": 6_000, "quick": 12_000, "full": 200_000},
-    roles=("control_variate_terms",), plot_x="S",
-    notes="Asymptotic regime: the approach of S·MSE to σ²_RFA is slow when Ω = E_ρ[W²] is large (s = 0.5, d = 4: "
-          "S·MSE/σ² ≈ 0.65 at S = 64, 0.8 at S = 256), so smoke/quick use s = 0.2 (Ω ≈ 1.2, where the O(1/S) "
-          "correction is ~1% at S = 64) and the large-Ω inputs run in the full tier up to S = 4096. The S·bias limit "
-          "is not tested here (resolving b/S at S >= 256 needs ~1e6 replicates per cell); the sign of the bias along "
-          "b is tested by eva.appb2.finite_s_bias.",
+    grid=tiers(dict(route=["exact", "monte_carlo"], part=[SNIS_PARTS, "mse"], S=[128], mu=list(MEANS),
+                    d=[1, 2, 4, 8], s=[0.2]),
+               smoke=dict(S=[64], mu=["zero"], d=[2, 4]),
+               full=dict(S=[256, 1024, 4096], d=[1, 2, 4, 8, 16], s=[0.2, 0.5, 1.0])),
+    replicates=tiers(12_000, smoke=6_000, full=200_000),
+    where=lambda p, v: (p["part"] == SNIS_PARTS and p["d"] <= 4 and p["S"] <= 256   # one S per tier: S-free
+                        if p["route"] == "exact"
+                        else p["part"] == "mse" and p["d"] in (2, 8, 16) and p["mu"] in ("zero", "q+mean_k")),
+    related={"eva.appb2.finite_s_bias": "the sign of the finite-S bias along its exact direction",
+             "eva.eq21.coefficient_consistency": "the 1/S rate of the MSE whose constant this is"},
+    roles=("control_variate_terms",), plot_x="mu",
+    notes="Routes: exact (d <= 4, every proposal mean) — S·MSE and S·bias of the exact finite-S SNIS moments "
+          "(rfkit.theory.eva.snis_finite_mse / snis_finite_bias, quadrature on span{q_n + k_m - μ}) at S = 2^128, "
+          "where they are within 1e-9 of σ²_RFA and b for every quick-tier input (the far mean's S·bias is still "
+          "52% off at S = 2^20: the limit is computed, not simulated); monte_carlo (S·MSE only, μ ∈ {0, q_n + mean "
+          "k}, d ∈ {2, 8}) — the implementation's S·‖β̂ - β‖² at S = 128 against σ²_RFA. The approach of S·MSE to "
+          "σ²_RFA is slow when Ω = E_ρ[W²] is large (s = 0.5, d = 4: S·MSE/σ² ≈ 0.65 at S = 64, 0.8 at S = 256), so "
+          "Monte Carlo uses s = 0.2 (Ω ≈ 1.2, where the O(1/S) correction is ~1% at S = 64) and the large-Ω inputs "
+          "run in the full tier up to S = 4096. The implementation's S·bias is not simulated (resolving b/S at "
+          "S >= 256 needs ~1e6 replicates per cell); its sign along the exact bias direction is tested by "
+          "eva.appb2.finite_s_bias.",
 )
+
+
+def _eva13_exact(ctx: CellContext, q, k, v, labels, means, sampling: str):
+    """``LIMIT_S·MSE(LIMIT_S)`` of EVA13 from the exact finite-S SNIS MSE (quadrature) against the limit, where it is
+    a sum of independent SNIS errors: EVA13 - SoftmaxAttn = Σ_c π_c (β̂_c - β*_c) with exact masses π_c, and β̂_c
+    the SNIS estimate of the local softmax over P_c (weights w_m/π_c) — independent across subsets under per_chunk
+    sampling (MSE = Σ_c π_c² MSE_c), a single term under shared sampling with C = 1. ``None`` where a subset's span
+    ``{q + k_m - μ_c}`` has rank > 4."""
+    w = np.exp(theory.log_softmax_weights(q[0], k))
+    total = 0.0
+    for c in range(ctx.params["C"]):
+        members = labels == c
+        mu_c = means if sampling == "shared" else means[c]
+        if theory.snis_quadrature_rank(q[0], k[members], mu_c) > theory.SNIS_QUADRATURE_RANK:
+            return None
+        mse = theory.snis_finite_mse(q[0], k[members], v[members], mu_c, [LIMIT_S])[0]
+        total += w[members].sum() ** 2 * LIMIT_S * mse
+    predicted = theory.eva13_asymptotics(q[0], k, v, labels, means, sampling=sampling)
+    return exact_test(total, predicted, tolerance=ctx.tolerance, scale=max(predicted, _TINY),
+                      extra=dict(S=LIMIT_S, s_mse=float(total), limit=predicted))
 
 
 def _eva13_cell(ctx: CellContext):
     q, k, v = _inputs(ctx)
-    m, s_count, sampling = k.shape[0], ctx.params["S"], ctx.variant
+    m, s_count, sampling = k.shape[0], ctx.params["S"], ctx.params["sampling"]
     labels = contiguous_labels(m, ctx.params["C"], exact=np.arange(ctx.params["E"]))
     chunk_count = ctx.params["C"]
     if sampling == "shared":
@@ -2000,6 +2077,11 @@ def _eva13_cell(ctx: CellContext):
         means = np.stack([q[0] + k[labels == c].mean(axis=0) for c in range(chunk_count)])
         mu = means[:, None, :]
         shape = (chunk_count, s_count)
+    if ctx.params["route"] == "exact":
+        ev = _eva13_exact(ctx, q, k, v, labels, means, sampling)
+        if ev is None:
+            raise ValueError("the exact route needs every subset's span {q + k_m - μ_c} of rank <= 4 (d <= 4)")
+        return ev
     predicted = theory.eva13_asymptotics(q[0], k, v, labels, means, sampling=sampling)
     y = _softmax(q, k, v)[0]
     errors = []
@@ -2012,27 +2094,51 @@ def _eva13_cell(ctx: CellContext):
     return _asymptotic_mse_evidence(ctx, errors, s_count, predicted, max(predicted, _TINY))
 
 
+def _eva13_where(p, v) -> bool:
+    if p["E"] + p["C"] > p["M"] or not (p["sampling"] == "shared" or p["mu"] == "zero"):
+        return False
+    if p["route"] == "exact":   # S-free: one S per tier; shared sampling is one SNIS term only for C = 1
+        return p["S"] <= 256 and p.get("d", 4) <= 4 and (p["sampling"] == "per_chunk" or p["C"] == 1)
+    return p["mu"] in ("zero", "q+mean_k")
+
+
 EVA13_ASYMPTOTICS = Claim(
-    id="eva.derived.eva13_asymptotics", paper="eva", source="register, derived prediction",
+    id="eva.derived.eva13_asymptotics", source="register, derived prediction",
     statement="shared sampling: S·MSE(EVA13) → Σ_{m,m'∉E} w_m w_m' (v_m - β*_c(m))·(v_m' - β*_c(m')) Γ_mm'; per_chunk "
               "sampling (N(μ_c, I) per subset): S·MSE → Σ_c Σ_{m,m'∈P_c} w_m w_m' (v_m - β*_c)·(v_m' - β*_c) "
               "exp((u_m - μ_c)·(u_m' - μ_c)).",
-    kind="moment", hypotheses="E and {P_c} disjoint and covering [M]; S large (64-256 here)",
+    kind="moment",
+    domain=dict(
+        sampling=Choice("shared sampling (one set from N(μ, I) for all subsets); per_chunk sampling (N(μ_c, I) per "
+                        "subset)", ("shared", "per_chunk")),
+        E=Integers("E and {P_c} disjoint and covering [M]: the exact set E (E = ∅ included)", 0, math.inf,
+                   points=(0,), up_to=2,
+                   why="excluded keys only drop terms of the sums (|E| to 8 at the full tier)"),
+        C=Integers("{P_c}: C subsets (C = 1: RFA over the keys outside E)", 1, math.inf, points=(1,), up_to=4,
+                   why="the limit is a sum over pairs inside and across subsets (C to 8 at the full tier)"),
+        mu=MU_AXIS),
     tolerance=MOMENT_TOL, units="relative error of S·MSE against the limit",
     cell=_eva13_cell,
-    grid={"smoke": dict(S=[64], M=[8], E=[2], C=[2], mu=["zero"], s=[0.2]),
-          "quick": dict(S=[64], M=[8], E=[0, 2], C=[1, 4], mu=["zero", "q+mean_k"], s=[0.2]),
-          "full": dict(S=[256, 1024, 4096], M=[8, 16, 64], E=[0, 2, 8], C=[1, 2, 4, 8], mu=["zero", "q+mean_k"],
-                       d=[2, 8], s=[0.2, 0.5, 1.0])},
-    replicates={"smoke": 9_000, "quick": 12_000, "full": 200_000},
-    variants=("shared", "per_chunk"),
-    variant_notes={"shared": "one sample set from N(μ, I) for all subsets",
-                   "per_chunk": "independent sets from N(q + mean_{P_c} k, I) per subset (App C)"},
-    where=lambda p, v: p["E"] + p["C"] <= p["M"] and (v == "shared" or p["mu"] == "zero"),
+    grid=tiers(dict(route=["exact", "monte_carlo"], sampling=["shared", "per_chunk"], S=[64], M=[8], E=[0, 2],
+                    C=[1, 4], mu=list(MEANS), s=[0.2]),
+               smoke=dict(route=["monte_carlo"], E=[2], C=[2], mu=["zero"]),
+               full=dict(S=[256, 1024, 4096], M=[8, 16, 64], E=[0, 2, 8], C=[1, 2, 4, 8], d=[2, 8],
+                         s=[0.2, 0.5, 1.0])),
+    replicates=tiers(12_000, smoke=9_000, full=200_000),
+    where=_eva13_where,
+    related={"eva.derived.snis_asymptotics": "the limit for E = ∅, C = 1 (σ²_RFA)"},
     roles=("eva_ideal",), plot_x="C",
-    notes="Asymptotic regime as eva.derived.snis_asymptotics: s = 0.2 in smoke/quick; at s = 0.5 (Ω ≈ 4) S·MSE is "
-          "0.67 of the limit at S = 64 and 0.86 at S = 256 (a slow approach, not a wrong limit), so large Ω runs in "
-          "the full tier.",
+    notes="Routes: exact (d <= 4; per_chunk sampling for every C, shared sampling for C = 1, every proposal mean) — "
+          "EVA13 - SoftmaxAttn = Σ_c π_c (β̂_c - β*_c) (exact masses π_c), a sum of independent SNIS errors of the "
+          "local softmax under per_chunk sampling and one such error under shared sampling with C = 1, so "
+          "S·MSE at S = 2^128 is Σ_c π_c² S·MSE_c from the exact finite-S SNIS MSE (rfkit.theory.eva."
+          "snis_finite_mse, quadrature) — the limit computed, not simulated, for the heavy far and random means; "
+          "monte_carlo (μ ∈ {0, q_n + mean k} for shared sampling, μ_c = q_n + mean_{P_c} k for per_chunk, "
+          "S = 64) — the implementation's (eva_ideal) S·‖EVA13 - SoftmaxAttn‖² against the limit. Shared sampling "
+          "with C >= 2 correlates the subsets' errors (no exact route): it is tested by Monte Carlo only, at the "
+          "small-Ω means; at s = 0.5 (Ω ≈ 4) S·MSE is 0.67 of the limit at S = 64 and 0.86 at S = 256 (a slow "
+          "approach, not a wrong limit), so large Ω runs in the full tier. Per_chunk's μ_c is App C's "
+          "q_n + mean_{P_c} k (the register's N(μ_c, I) with that choice).",
 )
 
 # --------------------------------------------------------------------- App G.2: LARA as a CV estimator
