@@ -833,6 +833,7 @@ APPB2_BIAS = Claim(
                          values=["iid", "one_hot", "correlated"])),
     replicates=tiers(40_000, smoke=20_000, full=2_000_000),
     where=lambda p, v: not (p.get("values") == "one_hot" and p["M"] < p.get("dv", 2)),
+    related={"eva.derived.snis_asymptotics": "the S·bias limit of this bias as S grows"},
     roles=("control_variate_terms",), plot_x="S",
     notes="Finite S: the bias is tested along its exact direction (rfkit.theory.eva.snis_finite_bias, quadrature; "
           "a pilot's mean error where the rank of span{q + k_m - μ} exceeds 4), so a nonzero bias has a positive "
@@ -1003,6 +1004,7 @@ EQ21 = Claim(
                full=dict(S_over_omega=[(4, 6, 10, 16, 25, 40, 64, 101, 161, 256)], d=[1, 2, 4, 8, 16],
                          s=[0.3, 0.5, 1.0])),
     replicates=tiers(1_000, smoke=600, full=20_000),
+    related={"eva.derived.snis_asymptotics": "σ²_RFA, the constant of the 1/S rate this tests"},
     roles=("control_variate_terms",), plot_x="mu",
     notes="MSE = E‖β̂ - SoftmaxAttn‖² decays at least like 1/S (slope <= -1 up to the tolerance); convergence in "
           "probability follows from MSE → 0 (Markov). S·MSE against σ²_RFA is eva.derived.snis_asymptotics. "
@@ -2030,7 +2032,8 @@ SNIS_ASYMPTOTICS = Claim(
                         if p["route"] == "exact"
                         else p["part"] == "mse" and p["d"] in (2, 8, 16) and p["mu"] in ("zero", "q+mean_k")),
     related={"eva.appb2.finite_s_bias": "the sign of the finite-S bias along its exact direction",
-             "eva.eq21.coefficient_consistency": "the 1/S rate of the MSE whose constant this is"},
+             "eva.eq21.coefficient_consistency": "the 1/S rate of the MSE whose constant this is",
+             "eva.derived.eva13_asymptotics": "EVA13's limit for E = ∅, C = 1 is this σ²_RFA"},
     roles=("control_variate_terms",), plot_x="mu",
     notes="Routes: exact (d <= 4, every proposal mean) — S·MSE and S·bias of the exact finite-S SNIS moments "
           "(rfkit.theory.eva.snis_finite_mse / snis_finite_bias, quadrature on span{q_n + k_m - μ}) at S = 2^128, "
