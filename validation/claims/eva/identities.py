@@ -1378,6 +1378,16 @@ def _scatterbrain_cell(ctx: CellContext):
     return _identity(ctx, lhs, np.broadcast_to(eq30, lhs.shape), size, extra=dict(step=step))
 
 
+#: App G.5's domain (both claims): the sample count, the exact set E (its size and kind) and the inputs.
+APPG5_DOMAIN = dict(
+    S=Integers("ρ = N(0, I), S samples", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
+    E=Integers("E = Supp_n(S) arbitrary: |E| from 0 to M", 0, math.inf, points=(0, 1), up_to=8,
+               why="each exact token adds one term of the same kind; |E| = M (no random-feature part) is "
+                   "tested at every tier"),
+    layout=Choice("E arbitrary: a local block or the top-|E| keys", ("block", "top")),
+    inputs=Choice("any q_n, K, V: the register's generators", GENERATORS))
+
+
 # Budget: ~1.7 s at the quick tier (378 cells; each forms the N×S×M weighted kernel tensor for two β̂ and two
 # normalisers). The register's sweep of |E|, S, layouts and the five steps/readings is what it costs.
 SCATTERBRAIN = Claim(
@@ -1391,13 +1401,7 @@ SCATTERBRAIN = Claim(
             "shared β̂",
     },
     tolerance=TOLERANCE, units=UNITS,
-    domain=dict(
-        S=Integers("ρ = N(0, I), S samples", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
-        E=Integers("E = Supp_n(S) arbitrary: |E| from 0 to M", 0, math.inf, points=(0, 1), up_to=8,
-                   why="each exact token adds one term of the same kind; |E| = M (no random-feature part) is "
-                       "tested at every tier"),
-        layout=Choice("E arbitrary: a local block or the top-|E| keys", ("block", "top")),
-        inputs=Choice("any q_n, K, V: the register's generators", GENERATORS)),
+    domain=dict(APPG5_DOMAIN),
     readings={"c1": Reading("the (b) expression with Z replaced by Ẑ, against Eq 30 (the statement's 'Z estimated by "
                             "Ẑ')"),
               "c2": Reading("the (b) expression with Z, against Eq 30", beside=True),
@@ -1445,13 +1449,7 @@ SCATTERBRAIN_BETA = Claim(
             "shared β̂",
     },
     tolerance=TOLERANCE, units="|Δ| / sum of the |terms| of the expression (query row)",
-    domain=dict(
-        S=Integers("ρ = N(0, I), S samples", 1, math.inf, points=(1,), up_to=16, why=_SUM_WHY),
-        E=Integers("E = Supp_n(S) arbitrary: |E| from 0 to M", 0, math.inf, points=(0, 1), up_to=8,
-                   why="each exact token adds one term of the same kind; |E| = M (no random-feature part) is "
-                       "tested at every tier"),
-        layout=Choice("E arbitrary: a local block or the top-|E| keys", ("block", "top")),
-        inputs=Choice("any q_n, K, V: the register's generators", GENERATORS)),
+    domain=dict(APPG5_DOMAIN),
     cell=_swept(_irrelevance_cell),
     grid=tiers(dict(N=[8, 32], S=[1, 16, 96], E=[0, 1, 4, 32], layout=["block", "top"],
                     inputs=["iid", tuple(g for g in GENERATORS if g != "iid")], expression=["b", "c1", "c3"]),
