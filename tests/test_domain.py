@@ -18,7 +18,7 @@ from rfkit.validation import validate
 from rfkit.validation.domain import Choice, Integers, Range, Reading, coverage, describe, domain_coverage, narrowing
 from rfkit.validation.engine import coverage_table
 from rfkit.validation.model import Claim, tiers
-from rfkit.validation.stats import exact_test
+from rfkit.validation.stats import combine, exact_test, flagged, undecided
 
 # ------------------------------------------------------------------------------------------ axes
 
@@ -124,6 +124,30 @@ def test_testing_the_boundary_refutes_and_reports_where_the_claim_holds():
     assert result.verdict == "refuted" and result.witness["params"] == {"z": 0.0}
     assert result.holds_on == "z ∈ {-1.0, -0.5, 0.5, 1.0}"
     assert "holds on z ∈" in result.reason
+
+
+def test_an_undecided_cell_elsewhere_does_not_hide_where_the_claim_holds():
+    # planted: z = 1 cannot be decided (a flag), z = 0 violates; before the fix holds_on was empty whenever an
+    # undecided cell remained
+    def cell(ctx):
+        if ctx.params["z"] == 1.0:
+            return undecided("heavy tails: planted")
+        return _strict_cell(ctx)
+
+    result = _verdict(_claim(cell=cell, grid={"smoke": dict(z=[-1.0, -0.5, 0.0, 0.5, 1.0])}))
+    assert result.verdict == "refuted" and result.witness["params"] == {"z": 0.0}
+    assert result.holds_on == "z ∈ {-1.0, -0.5, 0.5}"
+
+
+def test_one_parts_flag_never_hides_another_parts_violation():
+    # combine: a flagged (undecidable, p = 1) part beside a part with p = 0 is a rejection, and the cell refutes
+    flagged_part = flagged(exact_test(np.zeros(1), 0.0, tolerance=0.5), "heavy tails: planted")
+    violating = exact_test(np.array([1.0]), 0.0, tolerance=0.5)
+    both = combine([flagged_part, violating])
+    assert both.p_value == 0.0 and both.flags == ("heavy tails: planted",)
+    result = _verdict(_claim(cell=lambda ctx: combine([flagged_part, violating]),
+                             grid={"smoke": dict(z=[-1.0, 0.0, 1.0])}))
+    assert result.verdict == "refuted"
 
 
 def test_a_narrowed_reading_alone_never_supports():

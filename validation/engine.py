@@ -370,9 +370,11 @@ def holds_on(claim: Claim, cells: list[CellOutcome], rejected: list[bool]) -> st
     """The largest sub-grid, cut along declared axes, on which every cell supports the claim.
 
     Greedily removes the axis value whose cells hold the most violations per supporting cell lost, until no
-    rejected cell is left; reports the remaining values of the axes it cut (``"z ∈ {0.5, 1}"``), or ``None``
-    when nothing supported remains (or the claim declares no domain). Only grid cells count: a search's
-    witness is one point, which the grid's cut may or may not exclude.
+    rejected cell is left; then, the same way, the values whose cells are undecided (flagged, or an upper bound
+    above the tolerance), so one undecided cell elsewhere does not hide where the claim holds. Reports the
+    remaining values of the axes it cut (``"z ∈ {0.5, 1}"``), or ``None`` when nothing supported remains (or the
+    claim declares no domain). Only grid cells count: a search's witness is one point, which the grid's cut may
+    or may not exclude.
     """
     if claim.domain is None:
         return None
@@ -384,26 +386,26 @@ def holds_on(claim: Claim, cells: list[CellOutcome], rejected: list[bool]) -> st
     def inside(o):
         return all(_key(o.spec.params[a]) in keep[a] for a in axes)
 
-    while True:
-        live = [(o, r) for o, r in grid if inside(o)]
-        bad = [(o, r) for o, r in live if r]
-        if not bad:
-            break
-        best, best_score = None, None
-        for a in axes:
-            for value in {_key(o.spec.params[a]) for o, _ in bad}:
-                removed = [(o, r) for o, r in live if _key(o.spec.params[a]) == value]
-                lost = sum(_good(o, r, claim.tolerance) for o, r in removed)
-                gained = sum(r for _, r in removed)
-                score = (gained / (lost + 1), -lost)
-                if best_score is None or score > best_score:
-                    best, best_score = (a, value), score
-        if best is None:
-            return None
-        keep[best[0]].discard(best[1])
-        cut.add(best[0])
-    live = [(o, r) for o, r in grid if inside(o)]
-    if not live or not all(_good(o, r, claim.tolerance) for o, r in live):
+    for is_bad in (lambda o, r: r, lambda o, r: not _good(o, r, claim.tolerance)):
+        while True:
+            live = [(o, r) for o, r in grid if inside(o)]
+            bad = [(o, r) for o, r in live if is_bad(o, r)]
+            if not bad:
+                break
+            best, best_score = None, None
+            for a in axes:
+                for value in {_key(o.spec.params[a]) for o, _ in bad}:
+                    removed = [(o, r) for o, r in live if _key(o.spec.params[a]) == value]
+                    lost = sum(_good(o, r, claim.tolerance) for o, r in removed)
+                    gained = sum(bool(is_bad(o, r)) for o, r in removed)
+                    score = (gained / (lost + 1), -lost)
+                    if best_score is None or score > best_score:
+                        best, best_score = (a, value), score
+            if best is None:
+                return None
+            keep[best[0]].discard(best[1])
+            cut.add(best[0])
+    if not any(inside(o) for o, _ in grid):
         return None
     return ", ".join(f"{a} ∈ {{{', '.join(sorted(keep[a], key=_order))}}}" for a in claim.domain if a in cut)
 
