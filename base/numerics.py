@@ -1,6 +1,7 @@
 r"""Stable log-space arithmetic and small numeric helpers shared by the estimators and the theory.
 
 * :func:`logsumexp` — ``log Σ exp(a)``, max-shifted (``-inf`` where every term is ``-inf``).
+* :func:`exp_or_raise` — ``exp(a)`` that raises :class:`~rfkit.base.checks.NumericalError` on overflow.
 * :func:`log_normal` — ``log N(ω; μ, I_D)`` with the ``(2π)^{-D/2}`` factor.
 * :func:`half_sq_norm` — ``‖x‖²/2`` along the last axis.
 * :func:`signed_power` — ``x^e`` entrywise under a reading for negative bases (Macformer's post-SBN power).
@@ -16,10 +17,10 @@ import math
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 
-from .checks import as_float_array, check_choice
+from .checks import NumericalError, as_float_array, check_choice
 
-__all__ = ["LOG_2PI", "POWER_SIGNS", "SIN_COS_MAX", "gauss_hermite_rule", "half_sq_norm", "log_normal", "logsumexp",
-           "next_power_of_two", "signed_power", "sin_cos"]
+__all__ = ["LOG_2PI", "POWER_SIGNS", "SIN_COS_MAX", "exp_or_raise", "gauss_hermite_rule", "half_sq_norm", "log_normal",
+           "logsumexp", "next_power_of_two", "signed_power", "sin_cos"]
 
 LOG_2PI = math.log(2 * math.pi)
 #: Readings of ``x^e`` for a negative base (Macformer register ``power_sign``).
@@ -42,6 +43,29 @@ def logsumexp(a, axis=None) -> np.ndarray:
     with np.errstate(divide="ignore"):
         out = np.log(np.sum(np.exp(a - top), axis=axis, keepdims=True)) + top
     return np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
+
+
+def exp_or_raise(log_values, what: str, *, hint: str = "use its log form") -> np.ndarray:
+    """``exp(log_values)`` entrywise, or :class:`~rfkit.base.checks.NumericalError` where any value is not finite.
+
+    For quantities kept in log space (a kernel ``log K``, a log-weight) that are exponentiated only on request:
+    the error names the quantity (``what``), the dtype it overflowed in and the way out (``hint``, e.g. the
+    caller's ``log=True``). ``log_values`` keeps its dtype (float32 overflows sooner than float64).
+
+    Examples
+    --------
+    >>> float(exp_or_raise(np.array(0.0), "K"))
+    1.0
+    >>> exp_or_raise(np.array(1000.0), "K")
+    Traceback (most recent call last):
+    ...
+    rfkit.base.checks.NumericalError: K overflows in float64; use its log form
+    """
+    with np.errstate(over="ignore"):
+        out = np.exp(log_values)
+    if not np.isfinite(out).all():
+        raise NumericalError(f"{what} overflows in {out.dtype}; {hint}")
+    return out
 
 
 def half_sq_norm(x: np.ndarray) -> np.ndarray:

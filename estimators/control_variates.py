@@ -40,7 +40,7 @@ import numpy as np
 
 from rfkit.base.checks import NumericalError, as_float_array, check_qkv, compute_dtype
 from rfkit.base.laws import EXACT, EXCLUDED
-from rfkit.base.numerics import logsumexp
+from rfkit.base.numerics import exp_or_raise, logsumexp
 
 from .importance import is_estimate, snis_estimate
 from .proposals import GaussianProposal
@@ -211,15 +211,6 @@ def snis_control_variate(values, *, weights=None, log_weights=None, dtype=np.flo
 
 # ------------------------------------------------------------------------- EVA per-token control variates
 
-
-def _exp_checked(log_values: np.ndarray, what: str) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        out = np.exp(log_values)
-    if not np.isfinite(out).all():
-        raise NumericalError(f"{what} overflows in {out.dtype}; use its log form")
-    return out
-
-
 def _draw(proposal, rng, num_samples, d):
     proposal = GaussianProposal(np.zeros(d)) if proposal is None else proposal
     if proposal.dim != d:
@@ -298,12 +289,12 @@ class ControlVariateTerms:
     @property
     def h_tokens(self) -> np.ndarray:
         """``h_m`` ``(..., N, M)``."""
-        return _exp_checked(self.log_h_tokens, "h_m")
+        return exp_or_raise(self.log_h_tokens, "h_m")
 
     @property
     def g_tokens(self) -> np.ndarray:
         """``g_m = Σ_s α(ω_s) ξ(q_n, ω_s) ξ(k_m, ω_s) v_m`` ``(..., N, M, d_v)``, summed over ``s`` last."""
-        terms = _exp_checked(self.log_lambda - math.log(self.num_samples) - self.log_z[..., None, None],
+        terms = exp_or_raise(self.log_lambda - math.log(self.num_samples) - self.log_z[..., None, None],
                              "g_m")
         return np.einsum("...nsm,...mv->...nmv", terms, self.v)
 
@@ -315,14 +306,14 @@ class ControlVariateTerms:
     @property
     def h(self) -> np.ndarray:
         """``h = Σ_m h_m`` ``(..., N)``."""
-        return _exp_checked(logsumexp(self.log_h_tokens, axis=-1), "h")
+        return exp_or_raise(logsumexp(self.log_h_tokens, axis=-1), "h")
 
     @property
     def g(self) -> np.ndarray:
         """``g = Σ_m g_m`` ``(..., N, d_v)``."""
         log_h = self.log_h_tokens
         top = log_h.max(axis=-1, keepdims=True)
-        return (np.exp(log_h - top) @ self.v) * _exp_checked(top, "g")
+        return (np.exp(log_h - top) @ self.v) * exp_or_raise(top, "g")
 
     @property
     def coefficient(self) -> np.ndarray:

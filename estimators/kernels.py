@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rfkit.base.checks import NumericalError, as_float_array, check_same_last_dim
+from rfkit.base.numerics import exp_or_raise
 
 __all__ = [
     "softmax_kernel",
@@ -32,14 +33,6 @@ def _pair(x, y, dtype):
     y = as_float_array(y, "y", dtype=dtype, min_ndim=2)
     check_same_last_dim(x, y, "x", "y")
     return x, y
-
-
-def _exp_or_raise(logk: np.ndarray, what: str) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        out = np.exp(logk)
-    if not np.isfinite(out).all():
-        raise NumericalError(f"{what} overflows in {out.dtype}; call it with log=True")
-    return out
 
 
 def softmax_kernel(x, y, *, log: bool = False, dtype=np.float64) -> np.ndarray:
@@ -64,7 +57,7 @@ def softmax_kernel(x, y, *, log: bool = False, dtype=np.float64) -> np.ndarray:
     """
     x, y = _pair(x, y, dtype)
     logk = x @ np.swapaxes(y, -1, -2)
-    return logk if log else _exp_or_raise(logk, "softmax_kernel")
+    return logk if log else exp_or_raise(logk, "softmax_kernel", hint="call it with log=True")
 
 
 def gaussian_kernel(x, y, *, log: bool = False, dtype=np.float64) -> np.ndarray:

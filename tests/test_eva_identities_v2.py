@@ -6,7 +6,7 @@ import pytest
 from rfkit.validation import validate
 from rfkit.validation.claims import claims_in, get_claim
 from rfkit.validation.claims.eva import identities
-from rfkit.validation.domain import domain_coverage
+from rfkit.validation.testing import assert_readings_cover_domain
 
 IDS = tuple(sorted(c.id for c in claims_in(identities)))
 
@@ -29,10 +29,7 @@ def test_every_claim_declares_a_domain_on_its_grid_axes():
 @pytest.mark.parametrize("tier", ["smoke", "quick"])
 @pytest.mark.parametrize("claim_id", IDS)
 def test_every_deciding_reading_covers_its_domain(claim_id, tier):
-    c = get_claim(claim_id)
-    for v in c.deciding():
-        covered, text = domain_coverage(c.reading_domain(v), c.cells(tier, v), c.searched)
-        assert covered, (claim_id, tier, v, text)
+    assert_readings_cover_domain(get_claim(claim_id), tier)
 
 
 def test_readings_split_only_eq4_the_rest_decided_by_the_literal_statement():

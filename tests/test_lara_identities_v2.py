@@ -1,11 +1,13 @@
 """lara identity claims in the v2 declaration: domains, coverage at quick and smoke, readings decided by the words."""
 
+import dataclasses
+
 import pytest
 
 from rfkit.validation import validate
 from rfkit.validation.claims import claims_in, get_claim
 from rfkit.validation.claims.lara import identities
-from rfkit.validation.domain import domain_coverage
+from rfkit.validation.testing import assert_readings_cover_domain
 
 IDS = ("lara.eq2.rfa_forms", "lara.eq3.snis_normaliser_cancels", "lara.eq4.reverse_engineering",
        "lara.prop3_1.mixture_target", "lara.prop3_1.rfa_is_snis", "lara.lemmaa1.tilted_gaussian",
@@ -23,10 +25,18 @@ def test_module_registers_its_ids_with_domains():
 @pytest.mark.parametrize("tier", ["smoke", "quick"])
 @pytest.mark.parametrize("claim_id", IDS)
 def test_every_deciding_reading_covers_its_domain(claim_id, tier):
-    c = get_claim(claim_id)
-    for v in c.deciding():
-        covered, text = domain_coverage(c.reading_domain(v), c.cells(tier, v), c.searched)
-        assert covered, (claim_id, tier, v, text)
+    assert_readings_cover_domain(get_claim(claim_id), tier)
+
+
+def test_the_coverage_assertion_catches_a_grid_that_misses_part_of_the_domain():
+    # plant the bug the coverage test exists for: one feature map of the domain is never run
+    claim = get_claim("lara.eq2.rfa_forms")
+    assert_readings_cover_domain(claim, "smoke")
+    holed = dataclasses.replace(claim, where=lambda p, variant: p["feature"] != "hyperbolic")
+    with pytest.raises(AssertionError, match="missing hyperbolic"):
+        assert_readings_cover_domain(holed, "smoke")
+    with pytest.raises(AssertionError, match="declares no domain"):
+        assert_readings_cover_domain(dataclasses.replace(claim, domain=None, readings=None), "smoke")
 
 
 def test_eq9_is_decided_by_one_argument_and_g3_2_by_its_three_readings():

@@ -13,6 +13,9 @@ rounds and stops as soon as the property is decided, spending at most ``budget``
 deterministic test (fixed seed) fails with probability at most ``alpha`` over seeds when the property
 holds: choose ``alpha`` as the false-failure rate you accept.
 
+One declaration assertion, for a claims module's tests: :func:`assert_readings_cover_domain` (the cells of a
+tier cover the domain of every deciding reading, as the engine requires before it supports the claim).
+
 Example
 -------
 >>> import numpy as np
@@ -32,9 +35,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rfkit.validation.domain import domain_coverage
+from rfkit.validation.model import Claim
 from rfkit.validation.stats import Evidence, binomial_test, mean_test, sequential_mean, slope_test
 
-__all__ = ["assert_unbiased", "assert_moment_matches", "assert_tail_bound", "assert_rate"]
+__all__ = ["assert_unbiased", "assert_moment_matches", "assert_tail_bound", "assert_rate",
+           "assert_readings_cover_domain"]
 
 
 def _describe(ev: Evidence) -> str:
@@ -112,3 +118,28 @@ def assert_rate(x, y, y_se, slope: float, *, alpha: float = 1e-3, tolerance: flo
     if tolerance is not None and math.isnan(ev.estimate):
         raise AssertionError(f"rate undefined: {'; '.join(ev.flags)}")
     return _judge(ev, f"the rate x^{slope:g}", alpha, tolerance)
+
+
+def assert_readings_cover_domain(claim: Claim, tier: str) -> None:
+    """Assert that the grid of ``tier`` covers the domain of every deciding reading of ``claim``.
+
+    For each reading in ``claim.deciding()`` (neither a narrowing nor reported beside the verdict),
+    :func:`~rfkit.validation.domain.domain_coverage` of ``claim.reading_domain(reading)`` by
+    ``claim.cells(tier, reading)`` (the axes in ``claim.searched`` count as covered by the search) must hold:
+    otherwise the engine could never support the claim at that tier. Raises ``AssertionError`` with
+    ``(claim id, tier, reading, the missing parts)`` for the first reading that is not covered, or when the
+    claim declares no domain.
+
+    Example (in a paper's test module)::
+
+        @pytest.mark.parametrize("tier", ["smoke", "quick"])
+        @pytest.mark.parametrize("claim_id", IDS)
+        def test_every_deciding_reading_covers_its_domain(claim_id, tier):
+            assert_readings_cover_domain(get_claim(claim_id), tier)
+    """
+    if claim.domain is None:
+        raise AssertionError(f"claim {claim.id} declares no domain, so no reading of it can cover one")
+    for reading in claim.deciding():
+        covered, text = domain_coverage(claim.reading_domain(reading), claim.cells(tier, reading), claim.searched)
+        if not covered:
+            raise AssertionError((claim.id, tier, reading, text))

@@ -74,6 +74,38 @@ def _causal_options(d, **kw):
                     **kw)
 
 
+def _causal_setup(q, k, v, block_size, chunk_size, chunk_mask, window, dtype, frame, *, unbatched: bool,
+                  **options):
+    """The argument checks of :func:`eva_causal` and :func:`eva_causal_incremental`, in one place.
+
+    Returns ``(dtype, q, k, v, block, chunk, opts)``: the compute dtype, the checked inputs already in the
+    logit frame (``q·k`` is the logit before ``opts.logit_scale``), the block and chunk sizes and the
+    practical-EVA options with one sample per chunk (``options``: ``sigma_q, sigma_k, pool, mu_rule, mode``).
+    ``unbatched``: the incremental reference takes ``q, k`` ``(N, d)`` and ``v`` ``(N, d_v)`` only.
+
+    Raises
+    ------
+    ValueError
+        If ``q`` and ``k`` differ in length (causal EVA is self-attention), ``unbatched`` inputs carry batch
+        dimensions, ``block_size``/``chunk_size`` are not positive, or ``chunk_mask``/``window`` is unknown
+        (``TypeError`` for a non-integer size; the options raise as in :func:`eva_practical`).
+    """
+    dt = compute_dtype(dtype)
+    q, k, v = check_qkv(q, k, v, dtype=dt)
+    if unbatched and (q.ndim != 2 or k.shape[0] != q.shape[0]):
+        raise ValueError("eva_causal_incremental takes unbatched self-attention inputs q, k (N, d), v (N, d_v)")
+    n, d = q.shape[-2], q.shape[-1]
+    if k.shape[-2] != n:
+        raise ValueError(f"causal EVA is self-attention: q and k need the same length, got {n} and {k.shape[-2]}")
+    block = check_positive_int(block_size, "block_size")
+    chunk = check_positive_int(chunk_size, "chunk_size")
+    check_choice(chunk_mask, "chunk_mask", ("alg2", "before_own_chunk"))
+    check_choice(window, "window", ("block", "overlapping"))
+    opts = _causal_options(d, frame=frame, **options)
+    q, k = _in_frame(q, k, "sqrt_d" if frame == "sqrt_d" else "theory")
+    return dt, q, k, v, block, chunk, opts
+
+
 def eva_causal(q, k, v, *, block_size: int, chunk_size: int, chunk_mask: str = "alg2", window: str = "block",
                sigma_q=None, sigma_k=None, pool: str = "mean", mu_rule="q+k", mode: str = "train", rng=None,
                eps=None, frame: str = "theory", return_details: bool = False, dtype=np.float64):
@@ -112,17 +144,10 @@ def eva_causal(q, k, v, *, block_size: int, chunk_size: int, chunk_mask: str = "
     over allowed logits only. Output row ``n`` therefore depends on tokens ``<= n`` only.
     Cost ``O(N(|E| + C)(d + d_v))``, no recurrence over tokens. Randomness: ``ε`` only.
     """
-    dt = compute_dtype(dtype)
-    q, k, v = check_qkv(q, k, v, dtype=dt)
+    dt, q, k, v, block, chunk, opts = _causal_setup(
+        q, k, v, block_size, chunk_size, chunk_mask, window, dtype, frame, unbatched=False,
+        sigma_q=sigma_q, sigma_k=sigma_k, pool=pool, mu_rule=mu_rule, mode=mode)
     n, d = q.shape[-2], q.shape[-1]
-    if k.shape[-2] != n:
-        raise ValueError(f"causal EVA is self-attention: q and k need the same length, got {n} and {k.shape[-2]}")
-    block = check_positive_int(block_size, "block_size")
-    chunk = check_positive_int(chunk_size, "chunk_size")
-    check_choice(chunk_mask, "chunk_mask", ("alg2", "before_own_chunk"))
-    check_choice(window, "window", ("block", "overlapping"))
-    opts = _causal_options(d, sigma_q=sigma_q, sigma_k=sigma_k, pool=pool, mu_rule=mu_rule, mode=mode, frame=frame)
-    q, k = _in_frame(q, k, "sqrt_d" if frame == "sqrt_d" else "theory")
     lead, (q, k, v) = _flatten_batch(q, k, v)
     n_chunks = n // chunk
     noise = _chunk_noise(eps, lead, n_chunks, dt)
@@ -198,17 +223,10 @@ def eva_causal_incremental(q, k, v, *, block_size: int, chunk_size: int, chunk_m
     ``v`` ``(N, d_v)``; with ``rng`` the noise is drawn as :func:`eva_causal` draws it (``(C, d)``).
     Cost ``O(N(|E| + C)(d + d_v))`` in a Python loop (a reference, not a fast path).
     """
-    dt = compute_dtype(dtype)
-    q, k, v = check_qkv(q, k, v, dtype=dt)
-    if q.ndim != 2 or k.shape[0] != q.shape[0]:
-        raise ValueError("eva_causal_incremental takes unbatched self-attention inputs q, k (N, d), v (N, d_v)")
+    dt, q, k, v, block, chunk, opts = _causal_setup(
+        q, k, v, block_size, chunk_size, chunk_mask, window, dtype, frame, unbatched=True,
+        sigma_q=sigma_q, sigma_k=sigma_k, pool=pool, mu_rule=mu_rule, mode=mode)
     n, d = q.shape
-    block = check_positive_int(block_size, "block_size")
-    chunk = check_positive_int(chunk_size, "chunk_size")
-    check_choice(chunk_mask, "chunk_mask", ("alg2", "before_own_chunk"))
-    check_choice(window, "window", ("block", "overlapping"))
-    opts = _causal_options(d, sigma_q=sigma_q, sigma_k=sigma_k, pool=pool, mu_rule=mu_rule, mode=mode, frame=frame)
-    q, k = _in_frame(q, k, "sqrt_d" if frame == "sqrt_d" else "theory")
     n_chunks = n // chunk
     if mode == "train" and eps is None:
         if rng is None:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfkit.base.checks import as_float_array, check_choice, check_positive_int, check_qkv, compute_dtype
+from rfkit.base.numerics import exp_or_raise
 
-from ..control_variates import _exp_checked
 from ..rfa import _in_frame, _log_features, log_xi
 
 
@@ -88,7 +88,7 @@ def scatterbrain_attention(q, k, v, *, omega, exact=None, block_size: int | None
         return ScatterbrainParts(num, den, log_scale)
     if normalize:
         return num / den[..., None]
-    return num * _exp_checked(log_scale, "Eq 29's unnormalised output")[..., None]
+    return num * exp_or_raise(log_scale, "Eq 29's unnormalised output")[..., None]
 
 
 def _scatterbrain_direct(q, k, v, omega, mask):
