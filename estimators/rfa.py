@@ -547,8 +547,10 @@ def _draw_per_head(num_samples, d, lead, rng, feature_map):
     return omega, phase
 
 
-def _rfa_matrix(q, k, v, w, phase, log_ratio, feature_map, form, gemms=None) -> tuple[np.ndarray, RFAStats]:
-    """One head: ``q (N, D)``, ``k (M, D)``, ``v (M, D_v)``, shared ``w (S, D)``."""
+def _rfa_matrix(q, k, v, w, phase, log_ratio, feature_map, form, gemms=None,
+                causal: bool = False) -> tuple[np.ndarray, RFAStats]:
+    """One head: ``q (N, D)``, ``k (M, D)``, ``v (M, D_v)``, shared ``w (S, D)``; ``causal`` only with the
+    features form (:func:`_check_options` refuses it with the others)."""
     w = _omega(w, q.shape[1])
     phase = _phase(phase, feature_map, w.shape[0])
     ess = np.full(q.shape[0], np.nan)
@@ -566,7 +568,7 @@ def _rfa_matrix(q, k, v, w, phase, log_ratio, feature_map, form, gemms=None) -> 
         else:
             fq = rf_features(q, w, feature_map=feature_map, phase=phase)
             fk = rf_features(k, w, feature_map=feature_map, phase=phase)
-        out, att = linear_attention(fq, fk, v, return_stats=True)
+        out, att = linear_attention(fq, fk, v, causal=causal, return_stats=True)
         nonpositive, min_den = att.n_nonpositive, att.min_denominator
     return out, RFAStats(ess, nonpositive, min_den)
 
@@ -699,14 +701,14 @@ def rfa_attention(q, k, v, *, num_samples: int | None = None, omega=None, rng=No
                                 dtype=dt)
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], omega.shape[:-2])
     if not lead:
-        out, stats = _rfa_matrix(q, k, v, omega, phase, log_ratio, feature_map, form, gemms)
+        out, stats = _rfa_matrix(q, k, v, omega, phase, log_ratio, feature_map, form, gemms, causal)
         return (out, stats) if return_stats else out
     q, k, v = (np.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
     omega = np.broadcast_to(omega, lead + omega.shape[-2:])
     log_ratio = None if log_ratio is None else np.broadcast_to(log_ratio, lead + log_ratio.shape[-1:])
     phase = None if phase is None else np.asarray(phase)
     results = [_rfa_matrix(q[i], k[i], v[i], omega[i], None if phase is None else phase if phase.ndim == 1 else
-                           phase[i], None if log_ratio is None else log_ratio[i], feature_map, form, gemms)
+                           phase[i], None if log_ratio is None else log_ratio[i], feature_map, form, gemms, causal)
                for i in np.ndindex(lead)]
     out = np.stack([r[0] for r in results]).reshape(lead + results[0][0].shape)
     return (out, [r[1] for r in results]) if return_stats else out

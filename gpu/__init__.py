@@ -9,8 +9,9 @@ What it offers
   drawn with a ``torch.Generator``, linear attention bidirectional and chunked-causal, exact softmax attention
   and FAVOR+ end to end (:mod:`rfkit.gpu.favor`); Macformer's random Maclaurin features, RMFA and its
   vectorised replicates given a draw (:mod:`rfkit.gpu.rmf`); practical and causal EVA with explicit or
-  ``torch.Generator`` noise (:mod:`rfkit.gpu.eva`); RFA, RA and LARA (Eq 34 proposals, Eq 9 weights) on the
-  positive map (:mod:`rfkit.gpu.rfa`, :mod:`rfkit.gpu.ra`, :mod:`rfkit.gpu.lara`).
+  ``torch.Generator`` noise (:mod:`rfkit.gpu.eva`); RFA with every form, feature map and option of the numpy
+  reference (:mod:`rfkit.gpu.rfa`); RA and LARA (Eq 34 proposals, Eq 9 weights) on the positive map
+  (:mod:`rfkit.gpu.ra`, :mod:`rfkit.gpu.lara`).
 * The namespace mirrors numpy's: ``rfkit.gpu.<module>.<name>`` is the torch execution of
   ``rfkit.estimators.<module>.<name>`` (projections, features, attention, favor, rmf, eva, rfa, ra, lara), with
   the numpy keyword names (``num_samples``, ``omega``, ``rng``: a ``torch.Generator`` or a numpy seed/generator,

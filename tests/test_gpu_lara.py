@@ -91,7 +91,7 @@ def test_bad_input_raises(qkv):
     with pytest.raises(ValueError):
         gpu.rfa_attention(q, k, v, omega=np.ones((3, 5)))
     with pytest.raises(ValueError):
-        gpu.rfa_attention(q[None], k, v, omega=np.ones((3, 4)))
+        gpu.rfa_attention(q, k, v, omega=np.ones((0, 4)))  # leading axes broadcast as numpy's; S = 0 does not
     with pytest.raises(TypeError):
         gpu.ra_attention(q, k, v)
     with pytest.raises(ValueError):

@@ -73,6 +73,22 @@ def test_xi_and_features_match_app_c(rng, fmap):
 
 @pytest.mark.filterwarnings("ignore::rfkit.estimators.NonPositiveDenominatorWarning")  # trig maps: signed rows
 @pytest.mark.parametrize("fmap", rfa_est.XI_MAPS)
+@pytest.mark.parametrize("return_stats", [False, True])
+def test_causal_rfa_is_rfa_over_the_prefix(rng, fmap, return_stats):
+    # causal=True was silently ignored for the signed maps and for return_stats (found by the torch mirror's
+    # tests): row n of the causal output must be RFA of query n over keys 0..n, with the same samples
+    q, k, v = rng.normal(size=(3, 5, 2)) * 0.5
+    omega, phase = rfa_est.draw_rfa_samples(6, 2, rng=rng, feature_map=fmap)
+    kw = dict(omega=omega, phase=phase, feature_map=fmap, form="features")
+    out = rfa_est.rfa_attention(q, k, v, causal=True, return_stats=return_stats, **kw)
+    out = out[0] if return_stats else out
+    for n in range(5):
+        want = rfa_est.rfa_attention(q[n:n + 1], k[:n + 1], v[:n + 1], **kw)
+        np.testing.assert_allclose(out[n], want[0], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::rfkit.estimators.NonPositiveDenominatorWarning")  # trig maps: signed rows
+@pytest.mark.parametrize("fmap", rfa_est.XI_MAPS)
 def test_rfa_forms_match_the_double_sum_loop(rng, fmap):
     q, k, v = _inputs(rng)
     omega, phase = rfa_est.draw_rfa_samples(6, 3, rng=rng, feature_map=fmap)

@@ -14,8 +14,9 @@ Roles left out on purpose: those that only complexity claims call (``favor_atten
 which torch allocations do not report to), the structured (H/G-ORF) samplers, which stay numpy-only, and
 ``rmfa`` (its claims exercise per-head draw sharing and cost; :func:`rfkit.gpu.rmf.rmfa` shares one draw) and
 ``eva_practical`` (its claims read :class:`~rfkit.estimators.eva.EvaDetails` diagnostics, which the torch path
-does not produce), and ``rfa_attention`` / ``lara_attention`` (their claims exercise forms, maps, proposal
-families and weights beyond the torch path's positive-map softmax form with Eq 34/Eq 9).
+does not produce), and ``lara_attention`` (its claims exercise maps, proposal families and weights beyond the torch
+path's positive-map form with Eq 34/Eq 9). ``rfa_attention`` runs on torch in every form numpy has
+(tests/test_gpu_rfa_forms.py compares the two).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 from rfkit.estimators import Features
 from rfkit.estimators import ra as ra_reference
 from rfkit.estimators.rmf import RMFAResult
-from rfkit.gpu import attention, eva, features, projections, ra, rmf
+from rfkit.gpu import attention, eva, features, projections, ra, rfa, rmf
 from rfkit.gpu._core import TorchFeatures, as_generator
 from rfkit.validation.adapters import adapt
 
@@ -99,4 +100,5 @@ def implementations(device: str = "cpu") -> dict[str, Callable]:
     roles["rmfa_replicates"] = _role(rmf.rmfa_replicates, device)
     roles["eva_causal"] = _role(eva.eva_causal, device)
     roles["ra_attention"] = _ra_attention(device)
+    roles["rfa_attention"] = _role(rfa.rfa_attention, device)
     return roles
