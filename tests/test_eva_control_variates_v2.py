@@ -135,7 +135,8 @@ PORTED_SNIS = ("eva.appb2.finite_s_bias", "eva.eq21.coefficient_consistency", "e
 @pytest.mark.parametrize("claim_id", PORTED_SNIS)
 def test_snis_claims_declare_domains_covered_at_quick(claim_id):
     c = CLAIMS[claim_id]
-    assert c.domain and c.paper == "eva" and not c.readings
+    assert c.domain and c.paper == "eva"
+    assert not c.readings or claim_id == "eva.appb2.finite_s_bias"   # its readings: test_finite_s_bias_readings
     assert not set(c.domain) - set(c.axes("quick")) - set(c.searched)
     for v in c.deciding():
         covered, text = domain_coverage(c.reading_domain(v), c.cells("quick", v), c.searched)
@@ -160,9 +161,9 @@ def test_snis_exact_route_detects_a_wrong_bias_limit(monkeypatch):
 
 def test_eva13_claim_declares_both_samplings_and_covers_them_at_quick():
     c = CLAIMS["eva.derived.eva13_asymptotics"]
-    assert not c.variants or list(c.variants) == ["default"]
-    assert set(c.domain["sampling"].values) == {"shared", "per_chunk"} and not c.readings
-    covered, text = domain_coverage(c.reading_domain("default"), c.cells("quick", "default"), c.searched)
+    assert list(c.variants) == ["light_shared"]
+    assert set(c.domain["sampling"].values) == {"shared", "per_chunk"}
+    covered, text = domain_coverage(c.reading_domain("light_shared"), c.cells("quick", "light_shared"), c.searched)
     assert covered, text
 
 
@@ -184,3 +185,70 @@ def test_eva13_exact_route_matches_the_limit_and_detects_a_swapped_one(sampling,
         monkeypatch.setattr(cv.theory, "eva13_asymptotics",
                             lambda q, k, v, labels, means, sampling: true(q, k, v, labels, means[0], sampling="shared"))
         assert cv._eva13_exact(_ExactCtx(chunks), q, k, v, labels, means, sampling).effect > 0.1
+
+
+# ------------------------------------------------------------- issue 15: the last audit findings
+
+
+def test_finite_s_bias_readings_and_boundary_inputs():
+    """'is still biased' is about the estimator (deciding); the literal per-input reading is reported beside it. The
+    register's boundary inputs (M = 1, all values equal) are in the domain and run under both readings."""
+    c = CLAIMS["eva.appb2.finite_s_bias"]
+    assert c.deciding() == ["estimator"] and c.readings["estimator"].words
+    assert c.beside("per_input") and not c.narrowed("per_input")
+    assert c.domain["M"].lo == 1 and 1 in c.domain["M"].points and "equal" in c.domain["values"].values
+    for v in c.variants:
+        cells = c.cells("quick", v)
+        assert any(p["M"] == 1 for p in cells) and any(p["values"] == "equal" and p["M"] >= 2 for p in cells), v
+        covered, text = domain_coverage(c.reading_domain(v), cells, c.searched)
+        assert covered, (v, text)
+
+
+class _BoundaryCtx(_Ctx):
+    tolerance = 0.25
+
+    def __init__(self, variant, impls=None):
+        super().__init__(impls)
+        self.variant = variant
+        self.rng = np.random.default_rng(11)
+
+
+@pytest.mark.parametrize("boundary", ["M=1", "equal"])
+def test_boundary_inputs_have_exactly_zero_bias(boundary):
+    """At M = 1 or equal values β̂ = v for every ω: the estimator reading's identity holds (exact evidence), and the
+    per-input reading's strict 'differs' fails exactly (scored -1: a refuting witness)."""
+    q, k, v = _inputs(12, d=4, m=1 if boundary == "M=1" else 8)
+    if boundary == "equal":
+        v = np.broadcast_to(v[0], v.shape).copy()
+    mu = np.full(4, 1.5)                                              # the far mean: heavy weights change nothing
+    est = cv._boundary_bias_evidence(_BoundaryCtx("estimator"), q, k, v, mu, 4)
+    assert est.validity == "exact" and est.p_value == 1.0 and est.effect < 1e-12
+    lit = cv._boundary_bias_evidence(_BoundaryCtx("per_input"), q, k, v, mu, 4)
+    assert lit.validity == "exact" and lit.p_value == 0.0 and lit.effect == pytest.approx(1.0)
+
+
+def test_boundary_identity_detects_an_unnormalised_coefficient():
+    """A planted bug (β̂ = g instead of g/h) is refuted by the boundary identity in both readings."""
+    class _Unnormalised:   # what the boundary cell reads of the terms: β̂
+        def __init__(self, terms):
+            self.coefficient = terms.g
+
+    def unnormalised(q, k, v, *, omega=None, log_ratio=None, **kw):
+        return _Unnormalised(control_variate_terms(q, k, v, omega=omega, log_ratio=log_ratio, **kw))
+    q, k, v = _inputs(13, d=4, m=1)
+    for variant in ("estimator", "per_input"):
+        ev = cv._boundary_bias_evidence(_BoundaryCtx(variant, {"control_variate_terms": unnormalised}), q, k, v,
+                                        np.zeros(4), 2)
+        assert ev.p_value == 0.0 and "max_error" in ev.extra and ev.extra["max_error"] > 1e-3, variant
+
+
+def test_eva13_declares_its_untested_part():
+    """Shared sampling with C >= 2 has no exact route and Monte Carlo only at the light means: the claim's only reading
+    narrows the mean axis to them (the verdict cannot claim the rest), while the exact route still runs per_chunk and
+    shared C = 1 at every mean (and would refute)."""
+    c = CLAIMS["eva.derived.eva13_asymptotics"]
+    assert c.deciding() == [] and c.narrowed("light_shared")
+    assert set(c.readings["light_shared"].narrows["mu"].values) == set(cv.LIGHT_MEANS)
+    cells = c.cells("quick", "light_shared")
+    assert all(p["mu"] in cv.LIGHT_MEANS for p in cells if p["sampling"] == "shared" and p["C"] >= 2)
+    assert {p["mu"] for p in cells if p["route"] == "exact"} == set(cv.MEANS)
