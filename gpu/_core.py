@@ -94,13 +94,34 @@ def generator_from_rng(rng, device=None) -> torch.Generator:
     return make_generator(int(rng.integers(0, 2**63 - 1)), device)
 
 
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """Same device type and, where both name one, the same index (``cuda`` means the current CUDA device)."""
+    if a.type != b.type:
+        return False
+    if a.type == "cuda" and (a.index is None or b.index is None):
+        current = torch.cuda.current_device()
+        return (current if a.index is None else a.index) == (current if b.index is None else b.index)
+    return a.index == b.index or a.index is None or b.index is None
+
+
 def as_generator(rng, device=None) -> torch.Generator:
-    """The ``rng=`` of every torch function: a ``torch.Generator`` as it is, or anything numpy's ``rng`` accepts
-    (a seed, a ``numpy.random.Generator``: one draw seeds a new generator on ``device``, :func:`generator_from_rng`)."""
-    if isinstance(rng, torch.Generator):
-        return rng
+    """The ``rng=`` of every torch function, as a ``torch.Generator`` on ``device`` (the device of the tensors the
+    draws go to): the one helper every random draw in :mod:`rfkit.gpu` takes its generator from.
+
+    * a ``torch.Generator`` already on ``device`` (or ``device=None``): itself;
+    * a ``torch.Generator`` on another device (a CPU generator driving CUDA tensors): a new generator on ``device``
+      seeded with one 62-bit draw from it, so the run stays reproducible from the caller's generator (torch refuses
+      a generator on another device: "Expected a 'cuda' device type for generator but found 'cpu'");
+    * anything numpy's ``rng`` accepts (a seed, a ``numpy.random.Generator``): one draw seeds a new generator on
+      ``device`` (:func:`generator_from_rng`; ``device=None``: :func:`default_device`).
+    """
     if rng is None:
         raise TypeError("rng must be a torch.Generator, a seed or a numpy Generator, got None")
+    if isinstance(rng, torch.Generator):
+        if device is None or _same_device(rng.device, torch.device(device)):
+            return rng
+        seed = int(torch.randint(0, 2**62, (1,), generator=rng, device=rng.device))
+        return make_generator(seed, device)
     return generator_from_rng(rng, device)
 
 

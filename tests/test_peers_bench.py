@@ -16,7 +16,7 @@ from rfkit.validation import bench
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_PERFORMER = HAVE_TORCH and importlib.util.find_spec("performer_pytorch") is not None
 needs_performer = pytest.mark.skipif(not HAVE_PERFORMER, reason="performer-pytorch (the peers extra) not installed")
-IMPLS = ["rfkit numpy favor+"] + (["torch sdpa exact"] if HAVE_TORCH else []) + \
+IMPLS = ["rfkit numpy favor+"] + (["rfkit torch favor+", "torch sdpa exact"] if HAVE_TORCH else []) + \
     (["performer FastAttention"] if HAVE_PERFORMER else [])
 PEER_FIELDS = {"batch_heads", "threads", "reference", "rfkit_numpy_speedup", "peak_rss_bytes", "memory_vs_rfkit_numpy",
                "peak_method"}

@@ -6,9 +6,15 @@ Each row is one *case* (an estimator at one size) timed in this process, in one 
 * ``gflops`` — the case's exact matrix-product flop count (:mod:`rfkit.theory.cost`) over ``seconds``;
 * ``roofline_fraction`` — achieved flop rate over the flop rate of *plain numpy matrix products of the
   same shapes*, timed in the same run: the practical limit of this machine's BLAS for this work;
+* ``roofline_seconds`` / ``roofline_gflops`` — that GEMM time and rate, measured in the row's own dtype
+  (float32 rows against float32 products, float64 rows against float64 ones) on the row's own shapes;
 * ``peak_bytes`` — peak traced allocation (``tracemalloc``, which numpy reports to) during one call;
 * ``speedup_vs_exact`` / ``memory_vs_exact`` — exact softmax attention's time / this time and this
   peak / exact's peak at the same ``L`` and direction (``null`` where exact is not run).
+
+Dtypes: every row is run in each requested dtype (``dtypes``, ``rfkit bench --dtype``; default float32 *and*
+float64: users run float32, the claims float64), except the rows whose estimators compute in float64 whatever is
+asked (RA, LARA, RMFA: float64 only) and the one-time sampling rows (drawn in float64, then cast: once).
 
 Rows: exact softmax attention; FAVOR+ (positive features, R-ORF; features included) and linear attention
 from given features; FAVOR+ with trigonometric / positive / hyperbolic features and iid or R-ORF
@@ -30,22 +36,30 @@ included; quadratic like exact attention, so in quick mode only up to ``L = 4096
 Eq 9 weights, ``C = 16``, training mode, sampling included; linear), bidirectional, in float64 (their
 estimators compute in float64 whatever the requested dtype).
 
-Peer rows (``peer ...``, issue 8), side by side at ``d = 64``, ``m = 256`` on :data:`PEER_HEADS` = 8 heads (batch ×
-heads) and ``L`` up to :data:`PEER_MAX_LENGTH` (4096 in quick mode): rfkit numpy FAVOR+ (positive features,
-the R-ORF ``W`` given), exact softmax attention by ``torch.nn.functional.scaled_dot_product_attention``
-(``(1, 8, L, d)`` inputs, so torch picks its fused CPU kernel; bidirectional and causal) and performer-pytorch's
-``FastAttention`` (the ``peers`` extra) with rfkit's ``W`` as its projection, ``dim_heads = 64``,
-``nb_features = 256`` and its own defaults (softmax kernel ``eps = 1e-4`` with its stabilizers; causal: its
-CPU path ``causal_linear_attention_noncuda``, as the CUDA extension is not used), all under ``torch.no_grad()``
-and in the run's dtype. torch runs with ``torch.set_num_threads`` equal to numpy's BLAS threads (``threads``).
-Extra fields: ``rfkit_numpy_speedup`` (this row's seconds / rfkit numpy FAVOR+'s at the same ``L`` and
-direction: > 1 means rfkit is faster), ``peak_rss_bytes`` (peak resident memory above the resident size before
-the call, read from Linux's ``VmHWM`` after resetting it; ``null`` where unavailable), ``memory_vs_rfkit_numpy``
-(ratio of those), and ``peak_method`` naming what ``peak_bytes`` measured: ``tracemalloc`` does not see
-torch's allocations, so torch rows report the resident peak there. The roofline of a peer row is the GEMM
-time of rfkit's FAVOR+ (or exact attention's) products for the 8 heads; causal exact rows count the full
+Peer rows (``peer ...``, issues 8 and 16), what users run, side by side in the same run at ``d = 64``, ``m = 256``
+on :data:`PEER_HEADS` = 8 heads (batch × heads) and ``L`` up to :data:`PEER_MAX_LENGTH` (4096 in quick mode), with
+the R-ORF projection *drawn inside every timed call* by each implementation's own sampler: rfkit numpy FAVOR+
+(:func:`rfkit.estimators.favor.favor_attention`, positive features, ``rng`` a numpy generator), rfkit's torch
+backend on the CPU (:func:`rfkit.gpu.favor_attention`, ``(8, L, d)`` tensors, a ``torch.Generator``), exact
+softmax attention by ``torch.nn.functional.scaled_dot_product_attention`` (``(1, 8, L, d)`` inputs, so torch
+picks its fused CPU kernel; no projection) and performer-pytorch's ``FastAttention`` (the ``peers`` extra) with
+``dim_heads = 64``, ``nb_features = 256`` and its own defaults (softmax kernel ``eps = 1e-4`` with its
+stabilizers; causal: its CPU path ``causal_linear_attention_noncuda``, as the CUDA extension is not used), its
+``redraw_projection_matrix`` called inside the timed call (its ``forward`` alone reuses one draw). All torch
+calls run under ``torch.no_grad()``, in the row's dtype, with ``torch.set_num_threads`` equal to numpy's BLAS
+threads (``threads``). Extra fields: ``impl`` (the implementation), ``speedup_vs`` (``{other impl: its seconds /
+this row's seconds}`` over the peer rows of the same ``L``, dtype and direction: > 1 means this row is faster),
+``peers_skipped`` (``{impl: reason}`` for peers not installed), ``rfkit_numpy_speedup`` (this row's seconds /
+rfkit numpy FAVOR+'s at the same ``L``, dtype and direction: > 1 means rfkit is faster), ``peak_rss_bytes``
+(peak resident memory above the resident size before the call, read from Linux's ``VmHWM`` after resetting it;
+``null`` where unavailable), ``memory_vs_rfkit_numpy`` (ratio of those), and ``peak_method`` naming what
+``peak_bytes`` measured: ``tracemalloc`` does not see torch's allocations, so torch rows report the resident
+peak there (an approximation: page granularity, and it includes memory of other threads of this process;
+``resource.getrusage``'s ``ru_maxrss`` is not used as it cannot be reset between rows). The roofline of a peer
+row is the GEMM time of rfkit's FAVOR+ (or exact attention's) products for the 8 heads; causal exact rows count the full
 ``L×L`` products, which torch's fused kernel partly skips, so their fraction can exceed 1. Without torch or
-performer-pytorch their rows are skipped with a warning.
+performer-pytorch their rows are skipped with a warning and a ``peers_skipped`` reason.
+:func:`performance_table` renders the README's performance table from these rows (``rfkit bench --json``).
 
 Timings are measurements, never assertions: tests check the rows' structure and the memory law, not
 speed.
@@ -91,7 +105,11 @@ from rfkit.theory.eva import eva_practical_gemms
 from rfkit.theory.lara import lara_gemms, ra_gemms
 from rfkit.validation.timing import peak_bytes
 
-__all__ = ["Case", "default_cases", "run_cases", "measure_roofline", "format_table"]
+__all__ = ["Case", "DTYPES", "default_cases", "run_cases", "measure_roofline", "format_table", "performance_table",
+           "read_json_lines"]
+
+#: Dtypes of a default ``rfkit bench`` run: what users run (float32) and what the claims use (float64).
+DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -327,8 +345,9 @@ def torch_cpu_cases(lengths: Iterable[int], *, d: int = 64, m: int = 256, dtype=
     return [_torch_favor_case(length, d, m, causal, dtype) for length in lengths for causal in (False, True)]
 
 
-def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.float64) -> list[Case]:
-    """FAVOR+-style linear attention vs exact softmax attention, d = 64, m = 256.
+def default_cases(*, quick: bool, lengths: list[int] | None = None, dtypes: Iterable = DTYPES,
+                  peers_only: bool = False) -> list[Case]:
+    """FAVOR+-style linear attention vs exact softmax attention, d = 64, m = 256, in each of ``dtypes``.
 
     ``L ∈ {1024, 4096, 16384}`` bidirectional and causal, plus causal FAVOR+ at ``L = 65,536`` (exact
     attention is not run there: its ``L×L`` matrix would take 34 GB). The full run adds ``L = 32,768``.
@@ -336,11 +355,31 @@ def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.flo
     positive / hyperbolic × iid / R-ORF) run at the second length in quick mode and at every length in
     full; the sampling rows (R/H/G-ORF, ``m = 256``, ``d = 64``) once.
     RA (``S = 1``) and LARA (``C = 16``) rows at every length (RA up to :data:`RA_QUICK_MAX_LENGTH` in quick mode).
+    Float64-only rows (RA, LARA, RMFA) and the sampling rows run once (module docstring); the peer rows in every
+    dtype. ``peers_only``: only the peer rows (what :func:`performance_table` renders).
     """
+    dtypes = [np.dtype(dt).name for dt in dtypes]
+    bad = [dt for dt in dtypes if dt not in DTYPES]
+    if bad or not dtypes:
+        raise ValueError(f"dtypes must be a non-empty subset of {DTYPES}, got {dtypes}")
     d, m = 64, 256
     custom = lengths is not None
     if not custom:
         lengths = [1024, 4096, 16384] + ([] if quick else [32768])
+    peer_lengths = [length for length in lengths if length <= PEER_MAX_LENGTH[quick]]
+    cases = []
+    for dtype in dtypes:
+        if not peers_only:
+            cases += _estimator_cases(quick, lengths, custom, d, m, dtype, float64_rows=dtype == "float64",
+                                      sampling=dtype == dtypes[-1])
+        cases += peer_cases(peer_lengths, d=d, m=m, dtype=dtype)
+    return cases
+
+
+def _estimator_cases(quick: bool, lengths: list[int], custom: bool, d: int, m: int, dtype: str, *,
+                     float64_rows: bool, sampling: bool) -> list[Case]:
+    """The non-peer rows of :func:`default_cases` in ``dtype``; ``float64_rows``: also RA, LARA and RMFA (float64
+    whatever is asked); ``sampling``: also the sampling rows (dtype-independent, so one pass carries them)."""
     variant_lengths = lengths[1:2] or lengths if quick else lengths
     cases = []
     for length in lengths:
@@ -352,15 +391,17 @@ def default_cases(*, quick: bool, lengths: list[int] | None = None, dtype=np.flo
             if length in variant_lengths:
                 cases += [_favor_variant_case(length, d, m, kind, projection, causal, dtype)
                           for kind in FAVOR_KINDS for projection in PROJECTION_LABELS]
-        if not quick or length <= RA_QUICK_MAX_LENGTH:
+        if float64_rows and (not quick or length <= RA_QUICK_MAX_LENGTH):
             cases.append(_ra_case(length, d))
-        cases.append(_lara_case(length, d))
-    cases += rmfa_cases(lengths, d=d, dtype=dtype)
+        if float64_rows:
+            cases.append(_lara_case(length, d))
+    if float64_rows:
+        cases += rmfa_cases(lengths, d=d, dtype=np.float64)
     cases += torch_cpu_cases(lengths, d=d, m=m, dtype=dtype)
     if not custom:
         cases.append(_favor_case(65536, d, m, True, dtype, features_included=True))
-    cases += [_sampling_case(projection, m, d, dtype) for projection in ("orthogonal", "hadamard", "givens")]
-    cases += peer_cases([length for length in lengths if length <= PEER_MAX_LENGTH[quick]], d=d, m=m, dtype=dtype)
+    if sampling:
+        cases += [_sampling_case(projection, m, d, dtype) for projection in ("orthogonal", "hadamard", "givens")]
     return cases
 
 
@@ -427,10 +468,32 @@ def _peer_reference(causal: bool) -> str:
     return f"peer rfkit numpy favor+ ({_direction(causal)}, bh={PEER_HEADS})"
 
 
+#: The peer implementations, in the order of the README's table: name in the rows → label in the table.
+PEER_LABELS = {
+    "performer FastAttention": "performer-pytorch FastAttention",
+    "torch sdpa exact": "torch SDPA (exact)",
+    "rfkit numpy favor+": "rfkit numpy",
+    "rfkit torch favor+": "rfkit torch (CPU)",
+}
+
+
+def missing_peers() -> dict[str, str]:
+    """``{impl: reason}`` for the peer implementations that cannot run here (library not installed)."""
+    have_torch = importlib.util.find_spec("torch") is not None
+    have_performer = have_torch and importlib.util.find_spec("performer_pytorch") is not None
+    missing = {}
+    if not have_torch:
+        missing.update(dict.fromkeys(("torch sdpa exact", "rfkit torch favor+"),
+                                     "torch is not installed (pip install 'rfkit[torch]')"))
+    if not have_performer:
+        missing["performer FastAttention"] = "performer-pytorch is not installed (pip install 'rfkit[peers]')"
+    return missing
+
+
 def _peer_case(name: str, length: int, d: int, m: int | None, causal: bool, dtype, setup, gemms, *,
                torch_row: bool, **extra) -> Case:
-    extra = dict(batch_heads=PEER_HEADS, threads=blas_threads(), torch_row=torch_row,
-                 reference=_peer_reference(causal), **extra)
+    extra = dict(impl=name, batch_heads=PEER_HEADS, threads=blas_threads(), torch_row=torch_row,
+                 reference=_peer_reference(causal), peers_skipped=missing_peers(), **extra)
     return Case(f"peer {name} ({_direction(causal)}, bh={PEER_HEADS})",
                 dict(L=length, d=d, m=m, dtype=np.dtype(dtype).name, causal=causal), setup, gemms, extra=extra)
 
@@ -443,11 +506,30 @@ def _favor_peer_gemms(length: int, d: int, m: int, causal: bool) -> tuple:
 def _rfkit_peer_case(length: int, d: int, m: int, causal: bool, dtype) -> Case:
     def setup():
         q, k, v = _peer_qkv(length, d, dtype)
-        omega = orthogonal_projection(m, d, rng=2, dtype=dtype)
-        return lambda: favor_attention(q, k, v, omega=omega, causal=causal, dtype=dtype)
+        rng = np.random.default_rng(2)
+        return lambda: favor_attention(q, k, v, m=m, rng=rng, causal=causal, dtype=dtype)
 
     return _peer_case("rfkit numpy favor+", length, d, m, causal, dtype, setup, _favor_peer_gemms(length, d, m, causal),
                       torch_row=False)
+
+
+def _rfkit_torch_peer_case(length: int, d: int, m: int, causal: bool, dtype) -> Case:
+    def setup():
+        import torch
+
+        from rfkit import gpu
+
+        q, k, v = (t[0] for t in _torch_inputs(length, d, dtype))
+        generator = gpu.make_generator(2, "cpu")
+
+        def call():
+            with torch.no_grad():
+                return gpu.favor_attention(q, k, v, m=m, rng=generator, causal=causal)
+
+        return call
+
+    return _peer_case("rfkit torch favor+", length, d, m, causal, dtype, setup, _favor_peer_gemms(length, d, m, causal),
+                      torch_row=True)
 
 
 def _sdpa_peer_case(length: int, d: int, causal: bool, dtype) -> Case:
@@ -493,6 +575,7 @@ def _performer_peer_case(length: int, d: int, m: int, causal: bool, dtype) -> Ca
 
         def call():
             with torch.no_grad():
+                module.redraw_projection_matrix(q.device)  # its own sampler, inside the call as rfkit's
                 return module(q, k, v)
 
         return call
@@ -504,22 +587,18 @@ def _performer_peer_case(length: int, d: int, m: int, causal: bool, dtype) -> Ca
 
 def peer_cases(lengths: Iterable[int], *, d: int = 64, m: int = 256, dtype=np.float64) -> list[Case]:
     """Peer rows (module docstring) at each length, both directions; rows of a missing library are skipped
-    with a warning."""
-    have_torch = importlib.util.find_spec("torch") is not None
-    have_performer = have_torch and importlib.util.find_spec("performer_pytorch") is not None
-    if not have_performer:
-        warnings.warn("performer-pytorch is not installed: its bench rows are skipped (pip install 'rfkit[peers]')"
-                      + ("" if have_torch else "; torch is not installed either: the torch sdpa rows are skipped"),
+    with a warning (and named in every row's ``peers_skipped``)."""
+    lengths = list(lengths)
+    missing = missing_peers()
+    if missing and lengths:
+        warnings.warn("bench peer rows skipped: " + "; ".join(f"{impl}: {why}" for impl, why in missing.items()),
                       stacklevel=2)
-    cases = []
-    for length in lengths:
-        for causal in (False, True):
-            cases.append(_rfkit_peer_case(length, d, m, causal, dtype))
-            if have_torch:
-                cases.append(_sdpa_peer_case(length, d, causal, dtype))
-            if have_performer:
-                cases.append(_performer_peer_case(length, d, m, causal, dtype))
-    return cases
+    makers = {"rfkit numpy favor+": lambda length, causal: _rfkit_peer_case(length, d, m, causal, dtype),
+              "rfkit torch favor+": lambda length, causal: _rfkit_torch_peer_case(length, d, m, causal, dtype),
+              "torch sdpa exact": lambda length, causal: _sdpa_peer_case(length, d, causal, dtype),
+              "performer FastAttention": lambda length, causal: _performer_peer_case(length, d, m, causal, dtype)}
+    return [make(length, causal) for length in lengths for causal in (False, True)
+            for impl, make in makers.items() if impl not in missing]
 
 
 def _peer_memory(case: Case, fn: Callable[[], object], traced_peak: int) -> dict:
@@ -535,12 +614,20 @@ def _peer_memory(case: Case, fn: Callable[[], object], traced_peak: int) -> dict
 
 
 def _add_peer_ratios(rows: list[dict]) -> None:
-    """``rfkit_numpy_speedup`` and ``memory_vs_rfkit_numpy`` of every peer row, against its reference row."""
-    by_key = {(r["name"], r["L"]): r for r in rows}
+    """``speedup_vs`` (against every other peer of the same ``L``, dtype and direction), ``rfkit_numpy_speedup``
+    and ``memory_vs_rfkit_numpy`` (against the reference row) of every peer row."""
+    by_key = {(r["name"], r["L"], r["dtype"]): r for r in rows}
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if "reference" in r:
+            groups.setdefault((r["L"], r["dtype"], r["causal"]), []).append(r)
+    for group in groups.values():
+        for r in group:
+            r["speedup_vs"] = {o["impl"]: o["seconds"] / r["seconds"] for o in group if o is not r}
     for r in rows:
         if "reference" not in r:
             continue
-        ref = by_key.get((r["reference"], r["L"]))
+        ref = by_key.get((r["reference"], r["L"], r["dtype"]))
         r["rfkit_numpy_speedup"] = r["seconds"] / ref["seconds"] if ref else None
         resident = (r["peak_rss_bytes"], ref["peak_rss_bytes"]) if ref else (None, None)
         r["memory_vs_rfkit_numpy"] = resident[0] / resident[1] if None not in resident and resident[1] else None
@@ -569,12 +656,13 @@ def run_cases(cases: Iterable[Case], *, quick: bool = True, progress: bool = Fal
                 if case.gemms else None)
         rows.append(dict(name=case.name, **case.params, seconds=seconds,
                          gflops=flops / seconds / 1e9 if flops else None,
-                         roofline_fraction=roof / seconds if roof is not None else None, peak_bytes=peak,
+                         roofline_fraction=roof / seconds if roof is not None else None, roofline_seconds=roof,
+                         roofline_gflops=flops / roof / 1e9 if roof and flops else None, peak_bytes=peak,
                          flops=flops, baseline=case.baseline, **case.extra))
         rows[-1].update(peer_memory)
-    by_key = {(r["name"], r["L"]): r for r in rows}
+    by_key = {(r["name"], r["L"], r["dtype"]): r for r in rows}
     for r in rows:
-        base = by_key.get((r.pop("baseline"), r["L"]))
+        base = by_key.get((r.pop("baseline"), r["L"], r["dtype"]))
         r["speedup_vs_exact"] = base["seconds"] / r["seconds"] if base else None
         r["memory_vs_exact"] = r["peak_bytes"] / base["peak_bytes"] if base else None
     _add_peer_ratios(rows)
@@ -583,17 +671,77 @@ def run_cases(cases: Iterable[Case], *, quick: bool = True, progress: bool = Fal
 
 def format_table(rows: list[dict]) -> str:
     """A fixed-width text table of the rows."""
-    head = f"{'name':52} {'L':>6} {'m':>4} {'seconds':>9} {'GFLOP/s':>8} {'roofline':>8} {'peak MiB':>9} " \
-           f"{'vs exact':>8}"
+    head = f"{'name':52} {'dtype':>7} {'L':>6} {'m':>4} {'seconds':>9} {'GFLOP/s':>8} {'roofline':>8} " \
+           f"{'peak MiB':>9} {'vs exact':>8}"
     lines = [head, "-" * len(head)]
     for r in rows:
         speed = f"{r['speedup_vs_exact']:.1f}x" if r["speedup_vs_exact"] else "-"
         gflops = f"{r['gflops']:.1f}" if r["gflops"] is not None else "-"
         roof = f"{r['roofline_fraction']:.2f}" if r["roofline_fraction"] is not None else "-"
-        lines.append(f"{r['name']:52} {r['L'] or '-':>6} {r['m'] or '-':>4} {r['seconds']:>9.4f} {gflops:>8} "
-                     f"{roof:>8} {r['peak_bytes'] / 2**20:>9.1f} {speed:>8}")
+        lines.append(f"{r['name']:52} {r['dtype']:>7} {r['L'] or '-':>6} {r['m'] or '-':>4} {r['seconds']:>9.4f} "
+                     f"{gflops:>8} {roof:>8} {r['peak_bytes'] / 2**20:>9.1f} {speed:>8}")
     return "\n".join(lines)
 
 
 def to_json_lines(rows: list[dict]) -> str:
+    """``rfkit bench --json``: one JSON object per row."""
     return "\n".join(json.dumps(r) for r in rows)
+
+
+def read_json_lines(text: str) -> list[dict]:
+    """The rows of a ``rfkit bench --json`` output (blank lines ignored)."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _milliseconds(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.1f} ms" if ms >= 10 else f"{ms:.2f} ms"
+
+
+def performance_table(rows: Iterable[dict], *, dtype: str = "float32", length: int | None = None) -> str:
+    """The README's performance table (Markdown) from ``rfkit bench --json`` rows: the peer rows of one dtype and
+    ``L`` (default: the longest peer ``L`` of that dtype), one line per implementation of :data:`PEER_LABELS`,
+    milliseconds per call bidirectional and causal, rfkit's speed-up over performer-pytorch in brackets
+    (``speedup_vs``), then the measured GEMM roofline of FAVOR+'s products in the same dtype and rfkit's fraction
+    of it (``roofline_seconds``, ``roofline_fraction``). Peers absent from the run are listed as skipped.
+    Raises ``ValueError`` when the rows hold no peer row of that dtype (and ``L``)."""
+    peers = [r for r in rows if "impl" in r and r.get("dtype") == dtype]
+    if length is None and peers:
+        length = max(r["L"] for r in peers)
+    peers = [r for r in peers if r["L"] == length]
+    if not peers:
+        raise ValueError(f"no peer rows in dtype {dtype!r}" + (f" at L = {length}" if length else "")
+                         + ": run `rfkit bench --json` with that dtype (peer rows need L <= 4096 in quick mode)")
+    cell = {(r["impl"], r["causal"]): r for r in peers}
+    first = peers[0]
+    m = next((r["m"] for r in peers if r["m"]), None)
+    lines = [f"{dtype}, B×H = {first['batch_heads']}, L = {length}, d = {first['d']}, m = {m}, projection drawn "
+             f"inside each call, {first['threads']} thread(s); brackets: speed-up over performer-pytorch",
+             "", "| method | bidirectional | causal |", "|---|---|---|"]
+    for impl, label in PEER_LABELS.items():
+        if not any((impl, c) in cell for c in (False, True)):
+            continue
+        cells = []
+        for causal in (False, True):
+            r = cell.get((impl, causal))
+            if r is None:
+                cells.append("—")
+                continue
+            speedup = r.get("speedup_vs", {}).get("performer FastAttention")
+            cells.append(_milliseconds(r["seconds"]) + (f" ({speedup:.2f}×)" if impl.startswith("rfkit")
+                                                         and speedup is not None else ""))
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
+    lines.append("")
+    for causal in (False, True):
+        parts = [f"{PEER_LABELS[impl]} at {cell[(impl, causal)]['roofline_fraction']:.0%}"
+                 for impl in ("rfkit numpy favor+", "rfkit torch favor+") if (impl, causal) in cell]
+        ref = cell.get(("rfkit numpy favor+", causal))
+        if ref is not None and ref.get("roofline_seconds"):
+            lines.append(f"{_direction(causal).capitalize()}: FAVOR+'s matrix products as plain {dtype} GEMMs of the "
+                         f"same shapes take {_milliseconds(ref['roofline_seconds'])} here "
+                         f"({ref['roofline_gflops']:.3g} GFLOP/s, measured in the same run); "
+                         + ", ".join(parts) + " of that roofline.")
+    skipped = first.get("peers_skipped") or {}
+    if skipped:
+        lines.append("Skipped: " + "; ".join(f"{impl} ({why})" for impl, why in skipped.items()) + ".")
+    return "\n".join(lines)

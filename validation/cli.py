@@ -12,6 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
+from rfkit.validation.cite import FORMATS as CITE_FORMATS
 from rfkit.validation.claims import all_claims, get_claim, papers
 from rfkit.validation.model import TIERS
 
@@ -67,7 +68,7 @@ def _cmd_show(args) -> int:
     print(f"statement:   {claim.statement}")
     print(f"hypotheses:  {claim.hypotheses}")
     print(f"tolerance:   {claim.tolerance:g} {claim.units}")
-    if len(claim.variants) > 1:
+    if claim.readings or len(claim.variants) > 1:
         for v in claim.variants:
             reading = (claim.readings or {}).get(v)
             role = ("narrowed" if claim.narrowed(v) else "beside the verdict" if claim.beside(v) else "decides")
@@ -85,7 +86,7 @@ def _cmd_show(args) -> int:
         for tier, readings in coverage_table(claim).items():
             for v, c in readings.items():
                 state = "covered" if c["covered"] else "NOT covered"
-                tag = f" [{v}{', narrowed' if c['narrowed'] else ''}]" if len(readings) > 1 else ""
+                tag = f" [{v}{', narrowed' if c['narrowed'] else ''}]" if len(readings) > 1 or c["narrowed"] else ""
                 print(f"coverage     {tier:6}{tag} {state}: {c['coverage']}")
     for other, how in claim.related.items():
         print(f"related:     {other}  {how}")
@@ -170,7 +171,7 @@ def _cmd_validate(args) -> int:
     except CheckpointMismatch as exc:
         raise UsageError(str(exc)) from None
     write_run(run, out)
-    write_reports(run, out, latex=args.latex, figures=not args.no_figures)
+    write_reports(run, out, latex=args.latex, figures=not args.no_figures, progress=False if args.quiet else None)
     if args.resume:
         print(f"resumed {run.resumed} cell(s) from {out / CHECKPOINT}"
               + (f"; reran {run.stale} stored cell(s) whose claim code changed" if run.stale else ""), file=sys.stderr)
@@ -236,9 +237,27 @@ def _cmd_reproduce(args) -> int:
 def _cmd_bench(args) -> int:
     from rfkit.validation import bench
 
-    rows = bench.run_cases(bench.default_cases(quick=args.quick, lengths=args.lengths), quick=args.quick,
-                           progress=not args.json and sys.stderr.isatty())
+    dtypes = list(dict.fromkeys(args.dtype or bench.DTYPES))
+    if not set(dtypes) <= set(bench.DTYPES):
+        raise UsageError(f"--dtype must be among {', '.join(bench.DTYPES)}, got {' '.join(args.dtype)}")
+    rows = bench.run_cases(bench.default_cases(quick=args.quick, lengths=args.lengths, dtypes=dtypes,
+                                               peers_only=args.peers_only),
+                           quick=args.quick, progress=not args.json and sys.stderr.isatty())
     print(bench.to_json_lines(rows) if args.json else bench.format_table(rows))
+    return 0
+
+
+def _cmd_cite(args) -> int:
+    from rfkit.validation.cite import NoStoredRun, citation, render
+
+    out = args.source if args.source is not None else ("rfkit-out" if Path("rfkit-out").is_dir() else None)
+    try:
+        cite = citation(args.id, out, need_run=args.format != "bibtex")
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    except NoStoredRun as exc:
+        raise UsageError(str(exc)) from None
+    print(render(cite, args.format))
     return 0
 
 
@@ -259,6 +278,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the declaration, its domain and its coverage at "
                                                        "each tier as JSON")
     p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("cite", help="a LaTeX sentence, BibTeX and the reproduction command for a stored verdict")
+    p.add_argument("id", help="claim id")
+    p.add_argument("--from", dest="source", metavar="OUT",
+                   help="output folder of a previous validate run (default ./rfkit-out if it exists)")
+    p.add_argument("--format", choices=CITE_FORMATS, default="latex",
+                   help="latex (default): sentence, BibTeX, commands as comments; bibtex needs no run")
+    p.set_defaults(func=_cmd_cite)
 
     p = sub.add_parser("validate", help="test claims and compute verdicts")
     p.add_argument("--paper", help="only this paper's claims")
@@ -307,6 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
     p.add_argument("--json", action="store_true", help="one JSON object per row")
     p.add_argument("--lengths", type=int, nargs="+", metavar="L", help="sequence lengths instead of the defaults")
+    p.add_argument("--dtype", nargs="+", metavar="DTYPE",
+                   help="float32 and/or float64: the dtypes every row runs in (default both; users run float32)")
+    p.add_argument("--peers-only", action="store_true",
+                   help="only the side-by-side peer rows (rfkit numpy and torch, torch SDPA, performer-pytorch)")
     p.set_defaults(func=_cmd_bench)
     return parser
 

@@ -43,24 +43,25 @@ import hashlib
 import json
 import math
 import os
-import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rfkit.validation.domain import domain_coverage
 from rfkit.validation.model import TIERS, CellContext, Claim
+from rfkit.validation.progress import progress as show_progress
 from rfkit.validation.results import ClaimResult, RunResult, _jsonable
 from rfkit.validation.stats import Evidence, holm, weakest_validity
 
 __all__ = ["CellSpec", "CellOutcome", "VariantVerdict", "ClaimResult", "RunResult", "plan", "run_cell",
-           "decide", "validate", "extensions", "rfkit_version", "VERDICTS", "BACKENDS", "backend_implementations",
-           "RESERVE", "MAX_EXTENSION", "coverage_table", "variant_coverage", "holds_on"]
+           "decide", "validate", "extensions", "rfkit_version", "source_commit", "VERDICTS", "BACKENDS",
+           "backend_implementations", "RESERVE", "MAX_EXTENSION", "coverage_table", "variant_coverage", "holds_on"]
 
 VERDICTS = ("supported", "refuted", "inconclusive")
 #: Per tier, the budget a claim may add to its undecided sequential cells, as a fraction of its planned
@@ -77,6 +78,24 @@ def rfkit_version() -> str:
         return version("rfkit")
     except PackageNotFoundError:  # running from a source tree that is not installed
         return "0+unknown"
+
+
+def source_commit() -> str | None:
+    """Short hash of the git checkout rfkit runs from, ``+dirty`` with uncommitted changes to tracked files;
+    ``None`` for an installed copy (no git checkout)."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=here, capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def _spawn_key(*parts: Any) -> tuple[int, ...]:
@@ -241,8 +260,8 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
     full = {k: v for k, v in variants.items() if k in claim.deciding()}
     narrow = {k: v for k, v in variants.items() if claim.narrowed(k)}
     beside = [f"{'Holds' if v.verdict == 'supported' else 'Fails' if v.verdict == 'refuted' else 'Undecided'}"
-              f" under the reading {k} ({claim.variant_notes.get(k, '')}), reported beside the verdict."
-              for k, v in variants.items() if claim.beside(k)]
+              f" under the reading {k} ({claim.variant_notes.get(k, '')}){_failure_site(v)}, reported beside the "
+              f"verdict." for k, v in variants.items() if claim.beside(k)]
     refuting = {k: v for k, v in narrow.items() if v.verdict == "refuted"}
     if refuting and not any(v.verdict == "refuted" for v in full.values()):
         name, v = next(iter(refuting.items()))
@@ -265,6 +284,14 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
         reason = "; ".join(f"{name}: {v.reason}" for name, v in full.items() if v.reason)
     return (verdict, _sentences(reason + (under if verdict == "inconclusive" else ""), beside), variants, reject,
             p_adj)
+
+
+def _failure_site(v: VariantVerdict) -> str:
+    """Where a refuted reading fails and where it holds (``""`` unless it is refuted)."""
+    if v.verdict != "refuted" or v.witness is None:
+        return ""
+    where = ", ".join(f"{k}={x}" for k, x in v.witness.get("params", {}).items())
+    return (f": fails at {where}" if where else "") + (f", holds on {v.holds_on}" if v.holds_on else "")
 
 
 def _sentences(text: str, more: list[str]) -> str:
@@ -504,12 +531,6 @@ def extensions(outcomes: list[CellOutcome]) -> list[CellSpec]:
     return out
 
 
-def _show_progress(progress: bool | None) -> bool:
-    if progress is not None:
-        return progress
-    return sys.stderr.isatty() and not os.environ.get("CI")
-
-
 def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None, tier: str = "quick",
              seed: int = 0, alpha: float = 1e-3, power: float = 0.8, workers: int | None = None,
              scheduler: str | None = None, implementations: Mapping[str, Callable] | None = None,
@@ -536,6 +557,9 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
     backend, device
         ``"torch"`` runs the roles :mod:`rfkit.gpu` covers on torch (on ``device``, ``"cpu"`` or ``"cuda"``);
         explicit ``implementations`` take precedence over them.
+    progress : bool, optional
+        ``None`` or ``True``: a tqdm bar on a terminal, timestamped lines on stderr otherwise
+        (:mod:`rfkit.validation.progress`); ``False``: nothing.
     checkpoint, resume
         Append every finished cell to the file ``checkpoint``; with ``resume``, first skip the cells it holds
         (from a run with the same settings and code: :mod:`rfkit.validation.checkpoint`). Not with
@@ -572,11 +596,7 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
 
         ckpt = Checkpoint(checkpoint, dict(tier=tier, seed=seed, alpha=alpha, power=power, backend=backend,
                                            device=device), resume=resume)
-    bar = None
-    if _show_progress(progress):
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(all_specs), desc=f"validate ({tier})", unit="cell")
+    bar = show_progress(len(all_specs), f"validate ({tier})", show=progress)
     executor = _Executor(workers, scheduler)
     executor.checkpoint = ckpt
     try:
@@ -612,7 +632,7 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
                                    sum(o.seconds for o in mine), created, version,
                                    cpu_seconds=sum(o.cpu_seconds for o in mine)))
     return RunResult(results, tier, seed, alpha, created, version, time.perf_counter() - t0,
-                     resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0)
+                     resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0, commit=source_commit())
 
 
 def spec_from_witness(witness: Mapping, claim: Claim) -> CellSpec:

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from rfkit.validation.cite import latex_escape
 from rfkit.validation.domain import coverage
 from rfkit.validation.engine import VERDICTS
+from rfkit.validation.progress import progress as show_progress
 from rfkit.validation.results import ClaimResult, RunResult
 
 __all__ = ["summary_counts", "text_table", "markdown_report", "html_report", "latex_table", "figure_spec",
@@ -193,24 +195,20 @@ def _coverage_rows(c: ClaimResult) -> list[list[str]]:
     return rows
 
 
-def _tex(s: str) -> str:
-    s = s.replace("\\", "\0")
-    for a, b in (("_", r"\_"), ("&", r"\&"), ("%", r"\%"), ("#", r"\#"), ("$", r"\$"), ("{", r"\{"),
-                 ("}", r"\}")):
-        s = s.replace(a, b)
-    return s.replace("\0", r"\textbackslash{}")
-
-
 def latex_table(run: RunResult) -> str:
-    """A ``table`` environment a paper can cite: version, seed and tier are in the caption."""
-    rows = [rf"\texttt{{{_tex(c.claim.id)}}} & {_tex(c.claim.kind)} & {c.verdict} & "
-            rf"{_tex(_fmt(c.resolution))} / {c.claim.tolerance:.3g} \\" for c in run.claims]
+    """A booktabs ``table`` environment a paper can cite (``\\usepackage{booktabs}``): version, seed and tier are
+    in the caption; text is escaped by :func:`rfkit.validation.cite.latex_escape`."""
+    tex = latex_escape
+    rows = [rf"\texttt{{{tex(c.claim.id)}}} & {tex(c.claim.kind)} & {c.verdict} & "
+            rf"{tex(_fmt(c.resolution))} / {c.claim.tolerance:.3g} \\" for c in run.claims]
     return "\n".join([
-        r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{llll}", r"\hline",
-        r"Claim & Kind & Verdict & Resolution / tolerance \\", r"\hline", *rows, r"\hline", r"\end{tabular}",
-        rf"\caption{{Verdicts computed by rfkit {_tex(run.version)} (tier {_tex(run.tier)}, seed {run.seed}, "
+        r"% needs \usepackage{booktabs}",
+        r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{llll}", r"\toprule",
+        r"Claim & Kind & Verdict & Resolution / tolerance \\", r"\midrule", *rows, r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{Verdicts computed by rfkit {tex(run.version)} (tier {tex(run.tier)}, seed {run.seed}, "
         rf"family-wise $\alpha = {run.alpha:g}$, Holm). Reproduce with "
-        rf"\texttt{{rfkit validate --tier {_tex(run.tier)} --seed {run.seed}}}.}}",
+        rf"\texttt{{rfkit validate --tier {tex(run.tier)} --seed {run.seed}}}.}}",
         r"\label{tab:rfkit-verdicts}", r"\end{table}", ""])
 
 
@@ -304,17 +302,24 @@ def claim_figure(result: ClaimResult, path: Path) -> bool:
     return True
 
 
-def write_reports(run: RunResult, out: Path, *, latex: bool = False, figures: bool = True) -> dict[str, Path]:
-    """Write ``report.md``, ``report.html``, ``figures/<id>.png`` and, with ``latex``, ``verdicts.tex``."""
+def write_reports(run: RunResult, out: Path, *, latex: bool = False, figures: bool = True,
+                  progress: bool | None = False) -> dict[str, Path]:
+    """Write ``report.md``, ``report.html``, ``figures/<id>.png`` and, with ``latex``, ``verdicts.tex``;
+    ``progress`` as in :func:`rfkit.validation.progress.progress` (per figure)."""
     out = Path(out)
     fig_paths: dict[str, str] = {}
     if figures:
         (out / "figures").mkdir(parents=True, exist_ok=True)
+        bar = show_progress(len(run.claims), "figures", show=progress, unit="claim")
         for c in run.claims:
             spec = figure_spec(c)
             if spec is not None:
                 fig_paths[c.claim.id] = f"figures/{c.claim.id}.png"
                 draw_figure(spec, out / fig_paths[c.claim.id])
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
     paths = {"report.md": out / "report.md", "report.html": out / "report.html"}
     paths["report.md"].write_text(markdown_report(run, fig_paths))
     paths["report.html"].write_text(html_report(run, fig_paths))

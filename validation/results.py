@@ -157,6 +157,8 @@ class RunResult:
     #: code changed; ``seconds`` is this invocation's wall time, each claim's ``seconds`` its cells' time.
     resumed: int = 0
     stale: int = 0
+    #: The git commit of the code that ran (``+dirty`` with local changes), ``None`` outside a checkout.
+    commit: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -164,7 +166,7 @@ class RunResult:
 
     def verdicts(self) -> dict:
         """The ``verdicts.json`` document."""
-        return dict(rfkit_version=self.version, seed=self.seed, tier=self.tier, alpha=self.alpha,
+        return dict(rfkit_version=self.version, commit=self.commit, seed=self.seed, tier=self.tier, alpha=self.alpha,
                     created=self.created, seconds=round(self.seconds, 3), resumed_cells=self.resumed,
                     claims=[c.summary() for c in self.claims])
 
