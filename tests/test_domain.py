@@ -236,6 +236,7 @@ def test_a_reading_beside_the_verdict_is_reported_but_never_decides():
     result = _verdict(_claim(cell=cell, readings=readings, grid={"smoke": dict(z=[-1.0, 0.0, 1.0])}))
     assert result.verdict == "supported", result.reason
     assert "Fails under the reading other" in result.reason and result.witness is None
+    assert "fails at z=" in result.reason  # where the beside reading fails is part of the sentence
     flipped = _verdict(_claim(cell=lambda ctx: cell(replace_variant(ctx)), readings=readings,
                               grid={"smoke": dict(z=[-1.0, 0.0, 1.0])}))
     assert flipped.verdict == "refuted" and "Holds under the reading other" in flipped.reason
