@@ -96,9 +96,83 @@ def test_unnormalised_variance_monte_carlo_cells_one_axis_at_a_time():
     assert _values(mc, "proposal") == set(variance.VARIANCE_C4_PROPOSALS)
     assert _values(mc, "C") == {2, 4, 16} and _values(mc, "S_c") == {1, 2, 16}
     assert _values(mc, "N") == {16, 196} and _values(mc, "max_norm") == {0.5, 1.0}
-    assert len([p for p in full if p["route"] == "exact"]) == 392  # the exact routes untouched
+    # the exact routes: every quick cell at the base regime and at each of N = 196, norms <= 1 (not both at once)
+    exact = [p for p in full if p["route"] == "exact"]
+    quick = claim.cells("quick", "default")
+    domain = ("weights", "proposal", "C", "S_c", "d")
+    key = lambda p: tuple(p[k] for k in domain)  # noqa: E731
+    assert {key(p) for p in exact if p["N"] == 16 and p["max_norm"] == 0.5} == {key(p) for p in quick}
+    for off in (dict(N=196, max_norm=0.5), dict(N=16, max_norm=1.0)):
+        at = {key(p) for p in exact if p["N"] == off["N"] and p["max_norm"] == off["max_norm"]}
+        assert at == {key(p) for p in quick if off["N"] == 16 or not variance._embedded(p) and (
+            p["proposal"] != "eq32" or p["weights"] in variance.VARIANCE_FEW_WEIGHTS)}, off
+    assert not any(p["N"] == 196 and p["max_norm"] == 1.0 for p in exact)
+    assert _values([p for p in exact if p["N"] == 196], "weights") == set(variance.MIS_WEIGHTS)
+    assert len(exact) == 284
+    for k in domain + ("N", "max_norm"):
+        assert _values(full, k) == set(claim.grid["full"][k]) if k in claim.grid["full"] else True, k
     # planted: two axes off the base at once are dropped
     assert not variance._variance_monte_carlo_where(dict(variance.VARIANCE_MC_BASE, weights="constant", N=196))
+    assert not variance._variance_regime(dict(route="exact", N=196, max_norm=1.0, proposal="eq34", weights="balance"))
+    assert variance._variance_regime(dict(route="exact", N=196, max_norm=0.5, proposal="eq34", weights="constant"))
+    assert not variance._variance_regime(dict(route="exact", N=196, max_norm=0.5, proposal="eq32", weights="constant"))
+    assert variance._variance_regime(dict(route="exact", N=196, max_norm=0.5, proposal="eq32", weights="balance"))
+
+
+def test_weights_skip_the_cross_densities_they_do_not_read(monkeypatch):
+    """Constant and random weightings never compute log q_c'(ω_cj) (O(C²·points·M), the dearest part of a quadrature
+    cell with an eq32 proposal); the others do. Planted: computing them for every kind is caught."""
+    import numpy as np
+
+    from rfkit.estimators import lara as lara_est
+    from rfkit.estimators import mis as mis_est
+    from rfkit.validation.claims.lara import statistical
+
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((16, 2)) * 0.3, rng.standard_normal((16, 2)) * 0.3
+    lp = lara_est.lara_proposals(q, k, 4, proposal="eq32", uneven="adaptive")
+    omega = lp.proposals.sample(rng, 16)
+    calls = []
+    real = mis_est.cross_log_density
+    monkeypatch.setattr(mis_est, "cross_log_density", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    for name in variance.MIS_WEIGHTS:
+        options = variance._weight_options(name)
+        kind = options.pop("kind")
+        before = len(calls)
+        alpha = statistical._weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=np.random.default_rng(1),
+                                     **options)
+        assert np.isfinite(alpha).all() and alpha.shape[-2:] == (4, 16)
+        assert (len(calls) > before) == (kind not in ("constant", "random_softmax", "random_signed")), name
+    const = statistical._weights("constant", lp.proposals, q, lp.q_landmarks, omega)
+    want = mis_est.mis_weights("constant", real(lp.proposals, omega), n_queries=16)
+    np.testing.assert_array_equal(const, np.broadcast_to(want, const.shape))
+
+
+def test_ra_mse_single_sample_cells_use_the_known_range():
+    """S = 1 (one draw's squared error, heavy upper tail): a betting sequence on [0, max_m ‖v_m - μ_n‖²] (outputs in
+    the values' convex hull); S > 1: the asymptotic sequence. A planted 1/S error is refuted at S = 1 too."""
+    import numpy as np
+
+    from rfkit.validation.model import CellContext
+
+    def run(S, impl=None):
+        params = dict(estimator="ra", S=S, d=4, N=16, logit_std=1.0)
+        ctx = CellContext(variance.RA_MSE.id, "default", params, "smoke", 6_000, 1e-3, 0.8, variance.MSE_TOL,
+                          np.random.default_rng(0), impl or {})
+        return variance._ra_mse_cell(ctx)
+
+    ev = run(1)
+    assert ev.extra["sequence"] == "betting (known range)" and ev.extra["replicate_range"] > 0
+    assert ev.upper < variance.MSE_TOL
+    assert run(16).extra["sequence"] == "asymptotic"
+    # planted: an RA pulled halfway towards v_0 (still in the hull, so in range): its MSE is off the prediction
+    from rfkit.estimators import ra as ra_est
+
+    def pulled(q, k, v, **kw):
+        y = np.asarray(ra_est.ra_attention(q, k, v, **kw))
+        return 0.5 * y + 0.5 * v[0]
+    bad = run(1, {"ra_attention": pulled})
+    assert bad.effect > variance.MSE_TOL
 
 
 def test_ra_mse_full_varies_the_regime_one_axis_at_a_time():

@@ -160,15 +160,18 @@ def _mis_replicates(q, k, v, proposals, omega, alpha) -> tuple[np.ndarray, np.nd
 def _weights(kind: str, props, q, landmarks, omega, *, beta=1.0, axis="queries", inner="outer", rng=None):
     """Own-sample weights ``α (N|1, C, R)`` of ``kind`` at ``omega (C, R, D)``; ``random_softmax`` and
     ``random_signed`` are random partitions of unity (softmax of random linear functions; ``1/C`` plus zero-sum
-    random sines)."""
-    lq = mis_est.cross_log_density(props, omega)
-    n_c, _, d = omega.shape
+    random sines). Constant and random weights never read the cross log-densities ``log q_c'(ω_cj)``, so they are
+    not computed for them (``O(C²·points·M)``: the dearest part of a quadrature cell with an eq32 proposal)."""
+    n_c, size, d = omega.shape
     if kind in ("random_softmax", "random_signed"):
         a_mat, b = rng.standard_normal((n_c, d)), rng.standard_normal(n_c)
         proj = np.einsum("crd,kd->crk", omega, a_mat) + b                       # (C, R, C'): h_c'(ω_cr)
         table = softmax(proj, axis=-1) if kind == "random_softmax" else \
             1.0 / n_c + 0.5 * (np.sin(proj) - np.sin(proj).mean(axis=-1, keepdims=True))
         return table[np.arange(n_c), :, np.arange(n_c)][None]
+    if kind == "constant":
+        return np.full((q.shape[0], n_c, size), 1.0 / n_c)
+    lq = mis_est.cross_log_density(props, omega)
     r = mis_est.rprime(q, landmarks, axis=axis) if kind in ("eq9", "eq37") else None
     return mis_est.mis_weights(kind, lq, rprime=r, beta=beta, eq37_inner=inner, n_queries=q.shape[0])
 
@@ -689,7 +692,7 @@ CV_ROUNDOFF = 1e-9
 def _catoni_part(ctx: CellContext, draw, prediction: float, parts: int, sd: float, scale: float,
                  factor: int = 1, controlled=None, rms: float = 1.0) -> Evidence:
     """One of ``parts`` Catoni sub-tests with theory's ``sd``: sequential when the replicates that sd needs (sized
-    from theory before any draw, never from outcomes) fit in the plan (without ``controlled``: in
+    from theory before any draw, never from outcomes) fit in :data:`MIN_PLAN` (without ``controlled``: in
     :data:`MAX_EXTENSION` times the plan). Else, given ``controlled`` (a draw of the replicate minus control
     variates of known mean that cancel the reference estimator's variance exactly: the same mean, whatever the
     estimator computes), a sequential test of the residuals, whose variance for the reference is round-off
@@ -702,7 +705,10 @@ def _catoni_part(ctx: CellContext, draw, prediction: float, parts: int, sd: floa
     # the sequence's plan (its first look and tuning) sized from theory before any draw, within the cell's plan; the
     # budget stays the whole one (a 2e6 x 16 plan made the first look alone 1e6 draws where ~1e4 decide)
     sized = int(min(planned, max(MIN_PLAN, math.ceil(need)))) if math.isfinite(need) else planned
-    if need <= planned or controlled is None and need <= MAX_EXTENSION * planned:
+    # the raw replicate where theory's sd decides it within the control-variate route's smallest plan (MIN_PLAN);
+    # beyond, the residuals (the same mean, round-off variance for the reference: a full-tier cell of E_q[w²] ~ 1e2
+    # needed ~1e7 raw replicates of up to 196 keys where MIN_PLAN residuals decide)
+    if need <= (MAX_EXTENSION * planned if controlled is None else min(planned, MIN_PLAN)):
         return sequential_mean(draw, prediction, rng=ctx.rng, budget=ctx.replicates * factor,
                                planned=sized if need <= planned else planned, scale=scale, sd=sd,
                                **ctx.sub_test(parts))
@@ -774,7 +780,8 @@ IS_UNBIASED = Claim(
           "where that sd needs more than 8x the planned replicates (decided from theory before any draw) a D <= 2 "
           "cell is decided by the quadrature instead (the same expectation, exactly: the quick tier's eq34 "
           "proposal at D = 1, E_q[w²] ~ 1.3e3, needed ~1e6 replicates); any other part whose sd needs more than "
-          "the plan tests Y - Σ_m c_m (X_m - 1) instead of the replicate Y, with control variates of known mean "
+          "MIN_PLAN (16,000) replicates tests Y - Σ_m c_m (X_m - 1) instead of the replicate Y, with control "
+          "variates of known mean "
           "X_m = (1/S)Σ_s exp(z_s·b_m - ‖b_m‖²/2), z = ω - μ, b_m = q_n + k_m - μ (E_q[X_m] = 1 by the Gaussian "
           "MGF) and c_m = π_nm (v_m·u) (weight mean: π_nm): the same mean whatever the estimator computes, and "
           "round-off variance for a correct one (E_q[w²] ~ 1e2 at D = 8 with N(0, I) needed ~3e5 replicates, "
@@ -1184,6 +1191,17 @@ def _asymptotic_sizes(second_moment: float, s_max: int) -> tuple[list[int], bool
     return [round(start * 2 ** (i / 2)) for i in range(5)], pre_asymptotic
 
 
+def _span_coordinates(q_row, k) -> tuple[np.ndarray, np.ndarray]:
+    """``q_row`` and the rows of ``k`` in an orthonormal basis of their span when its dimension ``M + 1`` is below
+    ``D`` (else unchanged): inner products and norms are kept, so ``ω·q``, ``ω·k_m`` of ``ω ~ N(0, I_r)`` have the
+    joint law of the ``D``-dimensional ones."""
+    a = np.vstack([q_row[None, :], k])
+    if a.shape[0] >= a.shape[1]:
+        return q_row, k
+    basis = np.linalg.qr(a.T)[0]                                                # (D, M + 1), orthonormal columns
+    return q_row @ basis, k @ basis
+
+
 def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     q, k, v = _cell_inputs(ctx, p["N"])
@@ -1213,11 +1231,18 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
     # a fixed budget of draws per cell: `replicates` replicates at the smallest possible largest size (64), fewer
     # where E_q[w²] pushes the sizes up (sized from theory before any draw; the MSE's relative noise falls with S)
     R = max(1_000, ctx.replicates * 64 // sizes[-1])
+    # RFA depends on ω only through ω·q_n and ω·k_m: in an orthonormal basis of span{q_n, k_m} (rank r <= M + 1)
+    # ω's coordinates are N(0, I_r) exactly and the norms are kept, so the same estimator runs on r-dimensional
+    # draws (D = 64, M = 2: 3 normals per draw instead of 64)
+    q_r, k_r = _span_coordinates(q[0], k)
+    # likewise the values: RFA and μ are combinations of the rows of V, so ‖RFA - μ‖ is the same in an orthonormal
+    # basis of their span: F is (S, M + 1) instead of (S, D_v) when M + 1 < D_v
+    mu, v = _span_coordinates(mu, v)
     sq = [[] for _ in sizes]
     for n in chunks(R, max(1, 400_000 // sizes[-1])):
-        omega = ctx.rng.standard_normal((n, sizes[-1], p["d"]))
-        stats = rfa_est.key_statistics(k, v, omega)
-        logits = omega @ q[0] + stats.log_den                                   # (n, S_max)
+        omega = ctx.rng.standard_normal((n, sizes[-1], k_r.shape[1]))
+        stats = rfa_est.key_statistics(k_r, v, omega)
+        logits = omega @ q_r + stats.log_den                                    # (n, S_max)
         # the nested prefixes in one pass: block sums between consecutive sizes, combined with a running max
         # shift (the softmax of logits[:, :S] at every S, to round-off, without recomputing the shared prefix)
         top = np.full(n, -np.inf)
