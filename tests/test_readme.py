@@ -58,3 +58,28 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     (tmp_path / "f.json").write_text(json.dumps(doc))
     update(readme, tmp_path / "q.json", full=[tmp_path / "f.json"])
     assert "1.5 h" in readme.read_text() and "old" not in readme.read_text()
+
+
+def test_bench_section_is_generated_from_a_bench_run(tmp_path):
+    import json
+
+    from rfkit.validation.readme import update
+
+    def row(impl, causal, dtype, seconds):
+        return dict(name=f"peer {impl}", impl=impl, L=4096, d=64, m=256, dtype=dtype, causal=causal, seconds=seconds,
+                    batch_heads=8, threads=2, roofline_seconds=0.035, roofline_gflops=123.0,
+                    roofline_fraction=0.035 / seconds,
+                    speedup_vs={"performer FastAttention": 0.201 / seconds}, peers_skipped={})
+
+    rows = [row(impl, causal, dtype, s) for dtype in ("float32", "float64")
+            for impl, s in (("rfkit numpy favor+", 0.102), ("performer FastAttention", 0.201))
+            for causal in (False, True)]
+    (tmp_path / "bench.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "q.json").write_text(json.dumps(dict(tier="quick", seed=0, rfkit_version="0.1.0", seconds=1.0,
+                                                      created="2026-11-27T00:00:00", claims=[])))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n<!-- bench:start -->\nold\n<!-- bench:end -->\n")
+    update(readme, tmp_path / "q.json", bench=tmp_path / "bench.jsonl")
+    text = readme.read_text().split("<!-- bench:start -->")[1]
+    assert "old" not in text and text.index("float32, B×H = 8, L = 4096") < text.index("float64, B×H = 8, L = 4096")
+    assert "102 ms (1.97×)" in text  # the measured speed-up over performer-pytorch, never typed

@@ -9,7 +9,10 @@ Replaces the text between ``<!-- verdicts:start -->`` and ``<!-- verdicts:end --
 (``rfkit plan --tier full --sample 4 --json > PLAN.json``) it also replaces the section between
 ``<!-- plan:start -->`` and ``<!-- plan:end -->``: the tier's cells and estimated time per paper. With
 ``--full FULL.json`` (one or more ``verdicts.json`` of full-tier runs, ``--resume`` allowed) it replaces the section
-between ``<!-- full:start -->`` and ``<!-- full:end -->``: per paper, the verdicts and the measured time.
+between ``<!-- full:start -->`` and ``<!-- full:end -->``: per paper, the verdicts and the measured time. With
+``--bench BENCH.jsonl`` (``rfkit bench --quick --json --peers-only --lengths 4096 > BENCH.jsonl``, on an otherwise
+idle machine) it replaces the section between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` with the float32
+and float64 tables of :func:`rfkit.validation.bench.performance_table`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 START, END = "<!-- verdicts:start -->", "<!-- verdicts:end -->"
 PLAN_START, PLAN_END = "<!-- plan:start -->", "<!-- plan:end -->"
 FULL_START, FULL_END = "<!-- full:start -->", "<!-- full:end -->"
+BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 def _fmt(x) -> str:
@@ -103,8 +107,23 @@ def _replace(text: str, start: str, end: str, section: str, name: Path) -> str:
     return f"{head}{start}\n{section}\n{end}{tail}"
 
 
-def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Path] = ()) -> None:
+def bench_section(rows: list[dict]) -> str:
+    """The performance tables of a ``rfkit bench --json`` run, one per dtype it measured (float32 first)."""
+    from rfkit.validation.bench import performance_table
+
+    dtypes = [d for d in ("float32", "float64") if any(r.get("dtype") == d and "impl" in r for r in rows)]
+    if not dtypes:
+        raise SystemExit("the bench output has no peer rows: run `rfkit bench --json --peers-only`")
+    return "\n\n".join(performance_table(rows, dtype=d) for d in dtypes)
+
+
+def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Path] = (),
+           bench: Path | None = None) -> None:
     text = _replace(readme.read_text(), START, END, verdict_section(json.loads(verdicts.read_text())), readme)
+    if bench is not None:
+        from rfkit.validation.bench import read_json_lines
+
+        text = _replace(text, BENCH_START, BENCH_END, bench_section(read_json_lines(bench.read_text())), readme)
     if plan is not None:
         text = _replace(text, PLAN_START, PLAN_END, plan_section(json.loads(plan.read_text())), readme)
     if full:
@@ -124,7 +143,9 @@ def _option(args: list[str], name: str) -> tuple[list[str], list[str]]:
 if __name__ == "__main__":
     plan_paths, rest = _option(sys.argv[1:], "--plan")
     full_paths, rest = _option(rest, "--full")
-    if len(rest) != 2 or len(plan_paths) > 1:
+    bench_paths, rest = _option(rest, "--bench")
+    if len(rest) != 2 or len(plan_paths) > 1 or len(bench_paths) > 1:
         raise SystemExit("usage: python -m rfkit.validation.readme VERDICTS_JSON README_MD [--plan PLAN_JSON] "
-                         "[--full FULL_VERDICTS_JSON ...]")
-    update(Path(rest[1]), Path(rest[0]), Path(plan_paths[0]) if plan_paths else None, [Path(p) for p in full_paths])
+                         "[--full FULL_VERDICTS_JSON ...] [--bench BENCH_JSONL]")
+    update(Path(rest[1]), Path(rest[0]), Path(plan_paths[0]) if plan_paths else None, [Path(p) for p in full_paths],
+           Path(bench_paths[0]) if bench_paths else None)
