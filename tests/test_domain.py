@@ -158,6 +158,9 @@ def test_a_narrowed_reading_alone_never_supports():
     assert result.variants["nonzero"].verdict == "supported"
     assert result.verdict == "inconclusive" and result.cause == "coverage"
     assert "only narrowed readings" in result.reason and "nonzero" in result.reason
+    # a narrowed reading that is itself not covered says what it misses
+    alone = _verdict(_claim(readings={"nonzero": narrow}, grid={"smoke": dict(z=[0.5, 1.0])}))
+    assert "nonzero: not covered" in alone.reason, alone.reason
 
 
 def test_a_narrowed_reading_beside_the_statement_is_reported_and_its_violation_refutes():

@@ -271,8 +271,9 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
     under = (" Supported under the declared narrowing(s): " + ", ".join(
         f"{k} ({claim.variant_notes.get(k, '')})" for k in supported_narrow) + ".") if supported_narrow else ""
     if not full:
+        undecided = "".join(f" {k}: {v.reason}." for k, v in narrow.items() if v.verdict != "supported" and v.reason)
         return ("inconclusive", _sentences("not covered: only narrowed readings of the statement were tested."
-                                           + under, beside), variants, reject, p_adj)
+                                           + under + undecided, beside), variants, reject, p_adj)
     verdicts = {v.verdict for v in full.values()}
     if len(verdicts) > 1:
         reason = "verdict depends on the reading: " + ", ".join(f"{k} {v.verdict}" for k, v in full.items())
