@@ -71,7 +71,7 @@ def test_the_run_metadata_pins_the_sentence_and_commands(tmp_path):
     c = cite.citation(cid, run)
     assert (c.commit, c.commit_from, c.version) == ("abc1234", "run", "9.8.7")
     assert cite.latex_sentence(c).endswith(r"(rfkit 9.8.7, commit \texttt{abc1234}, seed 5, tier full).")
-    assert cite.commands(c) == ["pip install rfkit==9.8.7", "git checkout abc1234",
+    assert cite.commands(c) == ["git checkout abc1234", "pip install .  # rfkit 9.8.7",
                                 f"rfkit validate --claim {cid} --tier full --seed 5 --alpha 0.01 --out rfkit-cite",
                                 f"rfkit show {cid} --witness --out rfkit-cite"]
     assert "@misc{rfkit987," in cite.bibtex(c) and "git commit abc1234}" in cite.bibtex(c)

@@ -171,15 +171,17 @@ def test_peer_orthogonal_blocks_are_not_haar():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_bench_favor_rows_use_the_same_projection(causal):
-    """``rfkit bench``'s peer rows time what they say: rfkit's unbiased FAVOR+ and performer-pytorch's FastAttention
-    with the same ``W`` (its eps terms accounted for as above)."""
+    """``rfkit bench``'s peer rows time what they say: rfkit's unbiased FAVOR+ with a projection drawn inside the
+    call, and performer-pytorch's FastAttention with the projection its own sampler drew inside the call (its eps
+    terms accounted for as above)."""
     length, d, m = 64, 64, 256
     cases = {c.name.split(" (")[0]: c for c in bench.peer_cases([length], d=d, m=m) if c.params["causal"] == causal}
     q, k, v = bench._peer_qkv(length, d, np.float64)
-    omega = orthogonal_projection(m, d, rng=2)
     ours = cases["peer rfkit numpy favor+"].setup()()
-    assert_close(ours, favor_attention(q, k, v, omega=omega, causal=causal))
-    theirs = cases["peer performer FastAttention"].setup()()[0].numpy()
+    assert_close(ours, favor_attention(q, k, v, m=m, rng=np.random.default_rng(2), causal=causal))
+    call = cases["peer performer FastAttention"].setup()
+    theirs = call()[0].numpy()
+    omega = call.module.projection_matrix.double().numpy()
     qf, kf = _jax_features(q, omega, True), _jax_features(k, omega, False)
     if causal:
         expected = linear_attention(*_with_pseudo_key(qf, kf, v, CAUSAL_EPS), causal=True)[..., 1:, :]

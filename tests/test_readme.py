@@ -78,7 +78,8 @@ def test_bench_section_is_generated_from_a_bench_run(tmp_path):
     (tmp_path / "q.json").write_text(json.dumps(dict(tier="quick", seed=0, rfkit_version="0.1.0", seconds=1.0,
                                                       created="2026-11-27T00:00:00", claims=[])))
     readme = tmp_path / "README.md"
-    readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n<!-- bench:start -->\nold\n<!-- bench:end -->\n")
+    readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n"
+                      "<!-- bench:start -->\nold\n<!-- bench:end -->\n")
     update(readme, tmp_path / "q.json", bench=tmp_path / "bench.jsonl")
     text = readme.read_text().split("<!-- bench:start -->")[1]
     assert "old" not in text and text.index("float32, B×H = 8, L = 4096") < text.index("float64, B×H = 8, L = 4096")

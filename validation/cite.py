@@ -261,10 +261,11 @@ def bibtex(c: Citation) -> str:
 
 def commands(c: Citation) -> list[str]:
     """The pinned commands that reproduce the cited verdict (and its witness and paper figure when they exist)."""
-    lines = [f"pip install rfkit=={c.version}"]
-    if c.commit:
+    lines = []
+    if c.commit:  # rfkit is installed from its source tree (it is not on a package index)
         lines.append(f"git checkout {c.commit.removesuffix('+dirty')}"
                      + ("  # that checkout had local changes on top" if c.commit.endswith("+dirty") else ""))
+    lines.append(f"pip install .  # rfkit {c.version}")
     alpha = f" --alpha {c.alpha:g}" if c.alpha is not None and c.alpha != DEFAULT_ALPHA else ""
     out = "rfkit-cite"
     lines.append(f"rfkit validate --claim {c.claim_id} --tier {c.tier} --seed {c.seed}{alpha} --out {out}")
