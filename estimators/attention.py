@@ -355,7 +355,8 @@ def _causal_scan(qf: Features, kf: Features, v: np.ndarray, chunk: int, gemms: l
         key_ref[..., s:e] = running
         ref0 = running[..., :1]
         vo = _with_ones(v[..., s:e, :])
-        masked = (qv[..., s:e, :] @ _swap(kv[..., s:e, :])) * tri[: e - s, : e - s]
+        masked = qv[..., s:e, :] @ _swap(kv[..., s:e, :])
+        masked *= tri[: e - s, : e - s]  # in place: no second L·chunk temporary
         gap = ls - ref0
         outlier = gap > spread_limit
         block = ((masked @ (vo * np.exp(np.where(outlier, -np.inf, gap))[..., None]))

@@ -60,7 +60,15 @@ from rfkit.base.checks import (
     compute_dtype,
 )
 
-from .attention import AttentionStats, _as_features, _normalize, _with_ones, linear_attention, linear_attention_buffers
+from .attention import (
+    DEFAULT_CHUNK_SIZE,
+    AttentionStats,
+    _as_features,
+    _normalize,
+    _with_ones,
+    linear_attention,
+    linear_attention_buffers,
+)
 from .features import FEATURE_MAPS, Features, _half_sq_norm, project
 from .generalized import generalized_features
 from .projections import gaussian_projection, orthogonal_projection, spherical_projection
@@ -404,7 +412,7 @@ def favor_from_features(q_features, k_features, v, *, causal: bool = False, caus
     dt = compute_dtype(dtype)
     impl = check_choice(causal_impl, "causal_impl", CAUSAL_IMPLS)
     eps = check_positive_float(denominator_guard, "denominator_guard", allow_zero=True)
-    chunk = 128 if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
+    chunk = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
     if renormalize and not eps and (not causal or impl == "chunked") and not return_stats:
         return linear_attention(q_features, k_features, v, causal=causal, chunk_size=chunk, dtype=dt)
     qf, kf = _as_features(q_features, "q_features", dt), _as_features(k_features, "k_features", dt)

@@ -126,6 +126,11 @@ def _half_sq_norm(x):
 _SAFE_EXPONENT = {np.dtype(np.float64): 150.0, np.dtype(np.float32): 20.0}
 
 
+#: Bytes of projection output per block of the fused stabiliser-and-exponent pass: a block stays in a
+#: 256 KiB L2 cache between its row maximum, its shift and its exponent (one pass over memory, not three).
+_ROW_BLOCK_BYTES = 1 << 18
+
+
 def _exp_rows(log_phi: np.ndarray, row_offset: np.ndarray, stabilize: bool, row_bound: np.ndarray) -> Features:
     """Features ``exp(log_phi - row_offset)``, overwriting ``log_phi`` (a fresh array) in place.
 
@@ -133,15 +138,26 @@ def _exp_rows(log_phi: np.ndarray, row_offset: np.ndarray, stabilize: bool, row_
     ``row_bound`` (an upper bound of its ``|log_phi|``, from Cauchy-Schwarz) is small is exponentiated
     as it is; any other row moves its maximum into ``log_scale`` too (values in ``(0, 1]``). The choice
     is per row, so one token's features never depend on another token (causal attention needs this).
+    Stabilised, the row maximum, the shift and the exponent are fused over cache-sized row blocks
+    (:data:`_ROW_BLOCK_BYTES`); each element sees the same operations as unfused, so values are identical.
     """
     if stabilize:
         unsafe = row_bound > _SAFE_EXPONENT[log_phi.dtype]
-        if unsafe.any():
-            shift = np.where(unsafe, log_phi.max(axis=-1), 0.0).astype(log_phi.dtype, copy=False)
-            log_phi -= shift[..., None]
-            row_offset = row_offset - shift
-        np.exp(log_phi, out=log_phi)
-        return Features(log_phi, -row_offset)
+        if not unsafe.any():
+            np.exp(log_phi, out=log_phi)
+            return Features(log_phi, -row_offset)
+        log_phi = np.ascontiguousarray(log_phi)  # fresh, so already contiguous unless an operator's layout
+        rows = log_phi.reshape(-1, log_phi.shape[-1])  # a view of log_phi
+        flags = np.broadcast_to(unsafe, log_phi.shape[:-1]).reshape(-1)
+        shift = np.zeros(rows.shape[0], log_phi.dtype)
+        step = max(1, _ROW_BLOCK_BYTES // max(1, rows.shape[1] * rows.itemsize))
+        for s in range(0, rows.shape[0], step):
+            block, block_shift = rows[s:s + step], shift[s:s + step]
+            np.max(block, axis=-1, out=block_shift)
+            np.copyto(block_shift, 0.0, where=~flags[s:s + step])  # a safe row keeps shift 0: x - 0 == x
+            np.subtract(block, block_shift[:, None], out=block)
+            np.exp(block, out=block)
+        return Features(log_phi, -(row_offset - shift.reshape(log_phi.shape[:-1])))
     log_phi -= row_offset[..., None]
     with np.errstate(over="ignore", under="ignore"):
         np.exp(log_phi, out=log_phi)
