@@ -1,6 +1,6 @@
 """Cell checkpoints: a resumed run skips the stored cells and ends with the same evidence as one uninterrupted run;
-a checkpoint from other settings is refused; cells of a claim whose code (its modules, the engine and whatever
-they import) changed are rerun; a record cut short by a kill is dropped, not misread."""
+a checkpoint from other settings is refused; cells of a claim whose code (its modules, rfkit.validation.cells and
+whatever they import) changed are rerun; a record cut short by a kill is dropped, not misread."""
 
 from __future__ import annotations
 
@@ -95,11 +95,13 @@ def test_without_resume_the_checkpoint_starts_afresh(tmp_path):
 def test_claim_digest_follows_the_claim_modules_it_imports(monkeypatch):
     fa, block = get_claim("performer.eq4.fa_identity"), get_claim("performer.b2.block_orf")
     assert claim_digest(fa) == claim_digest(fa) != claim_digest(block)
-    seen = ckpt_mod._closure(frozenset({"rfkit.validation.claims.performer.outputs", ckpt_mod.ENGINE}))
+    seen = ckpt_mod._closure(frozenset({"rfkit.validation.claims.performer.outputs", ckpt_mod.CELLS}))
     assert "rfkit.validation.claims.performer.common" in seen  # imported by outputs
     assert {"rfkit.estimators.features", "rfkit.validation.stats", "rfkit.theory.softmax"} <= seen
     assert "rfkit.validation.claims.performer.beautiful" not in seen  # a sibling it does not import
     assert not {"rfkit.validation.report", "rfkit.validation.cli", "rfkit.validation.plan"} & seen
+    # verdict logic, results and progress are not cell code: editing them keeps stored cells
+    assert not {"rfkit.validation.engine", "rfkit.validation.results", "rfkit.validation.progress"} & seen
     # an edit of an imported module changes the digest of the claims that import it, not of the others
     orf, unrelated = get_claim("performer.fig4.orf_vs_iid"), get_claim("lara.eq8.mis_unbiased")
     before = claim_digest(orf), claim_digest(unrelated)

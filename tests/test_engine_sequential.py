@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from rfkit.validation import validate
-from rfkit.validation.engine import MAX_EXTENSION, RESERVE
+from rfkit.validation.cells import MAX_EXTENSION, RESERVE
 from rfkit.validation.model import Claim
 from rfkit.validation.stats import exact_test
 

@@ -11,9 +11,10 @@ from rfkit import gpu  # noqa: E402
 from rfkit.estimators import Features, orthogonal_projection, positive_features  # noqa: E402
 from rfkit.validation import backends  # noqa: E402
 from rfkit.validation.adapters import known_roles  # noqa: E402
+from rfkit.validation.cells import backend_implementations, plan  # noqa: E402
 from rfkit.validation.claims import get_claim  # noqa: E402
 from rfkit.validation.cli import main  # noqa: E402
-from rfkit.validation.engine import backend_implementations, plan, validate  # noqa: E402
+from rfkit.validation.engine import validate  # noqa: E402
 
 #: Claims whose every role the torch backend covers (feature maps, linear attention, R-ORF sampling, RMF).
 AGREEMENT_CLAIMS = ["core.linear_attention.exact", "core.causal.no_future_leak", "core.features.unbiased",

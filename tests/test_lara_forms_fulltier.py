@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from rfkit.estimators import lara as lara_est
+from rfkit.validation.cells import plan, run_cell
 from rfkit.validation.claims.lara import forms
-from rfkit.validation.engine import plan, run_cell
 from rfkit.validation.model import CellContext
 
 

@@ -12,10 +12,10 @@ import pytest
 from rfkit.estimators.maclaurin_kernels import MACLAURIN_KERNELS
 from rfkit.estimators.rmf import RMFDraw, rmf_features, rmfa
 from rfkit.validation import validate
+from rfkit.validation.cells import run_cell, spec_from_witness
 from rfkit.validation.claims import claims_in, get_claim
 from rfkit.validation.claims import macformer as macformer_claims
 from rfkit.validation.claims.macformer import ppsbn as ppsbn_claims
-from rfkit.validation.engine import run_cell, spec_from_witness
 
 CLAIMS = claims_in(macformer_claims)
 #: Claims whose verdict depends on wall-clock or memory measurements (not pinned: they depend on the machine).

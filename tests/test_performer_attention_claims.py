@@ -278,7 +278,7 @@ def test_roles_used_by_the_claims_exist():
 def test_renormalizer_rows_are_drawn_in_bounded_batches_that_add_up(monkeypatch):
     # the full tier's L = 256, m = 256 cells would hold ~10 GB of features at once: rows come in batches of at
     # most RENORMALIZER_BATCH entries, and every row is counted (planted bug: a dropped remainder batch)
-    from rfkit.validation.engine import plan
+    from rfkit.validation.cells import plan
 
     seen = []
     real = claims._nonpositive_counts
@@ -300,7 +300,7 @@ def test_renormalizer_rows_are_drawn_in_bounded_batches_that_add_up(monkeypatch)
 
 def test_renormalizer_rows_are_sized_by_the_binomial_resolution():
     # full tier: low-kernel cells draw what half the tolerance needs at the 1% / 99% nulls, not the flat budget
-    from rfkit.validation.engine import plan
+    from rfkit.validation.cells import plan
     from rfkit.validation.stats import binomial_test
 
     spec = next(s for s in plan(get_claim("performer.sec2_3.trig_nonpositive_renormalizer"), tier="full", seed=0)

@@ -281,7 +281,7 @@ def test_smreg_term_mgf_at_z_zero_is_deterministic():
 # ------------------------------------------------------------------- trials sized by the needed resolution
 
 def _full_specs(name):
-    from rfkit.validation.engine import plan
+    from rfkit.validation.cells import plan
 
     return [s for s in plan(BY_ID[name], tier="full", seed=0) if s.kind == "grid"]
 

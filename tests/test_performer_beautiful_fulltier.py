@@ -7,9 +7,10 @@ import pytest
 
 from rfkit.estimators.beautiful import IsotropicLaw
 from rfkit.theory import beautiful as bt
+from rfkit.validation.cells import plan
 from rfkit.validation.claims import claims_in
 from rfkit.validation.claims.performer import beautiful as claims
-from rfkit.validation.engine import coverage_table, plan
+from rfkit.validation.engine import coverage_table
 from rfkit.validation.stats import required_replicates
 
 BY_ID = {c.id.removeprefix("performer."): c for c in claims_in(claims)}

@@ -91,7 +91,7 @@ def test_levels_share_the_cells_level():
 
 
 def test_full_grids_sweep_p_in_one_cell():
-    from rfkit.validation.engine import plan
+    from rfkit.validation.cells import plan
 
     for claim, tuple_parts in ((conv.THM4_UNIFORM, 9), (conv.ANY_PRECISION, 14)):
         specs = [s for s in plan(claim, tier="full", seed=0) if s.kind == "grid"]

@@ -4,8 +4,8 @@ routes keep every d and every m of the full grid, and the best-of-blocks slope f
 import numpy as np
 import pytest
 
+from rfkit.validation.cells import plan
 from rfkit.validation.claims.performer import attention, common, moments, regimes
-from rfkit.validation.engine import plan
 
 
 @pytest.mark.parametrize("claim", [moments.MSE_TRIG, moments.MSE_POS, moments.MSE_HYP, moments.RELATIVE_MSE,

@@ -6,8 +6,9 @@ import dataclasses
 import numpy as np
 
 from rfkit.estimators import orthogonal_projection
+from rfkit.validation.cells import plan, run_cell
 from rfkit.validation.claims.performer import orf
-from rfkit.validation.engine import coverage_table, plan, run_cell
+from rfkit.validation.engine import coverage_table
 
 
 def _shared(d=2, rule="4d", implementations=None):

@@ -284,10 +284,10 @@ def test_gauss_hermite_tensor_rule_reproduces_the_second_moment(d, nodes):
 
 
 def _cell_context(claim_id, **params):
-    from rfkit.validation import engine
+    from rfkit.validation import cells
     from rfkit.validation.claims import get_claim
 
-    specs = [s for s in engine.plan(get_claim(claim_id), tier="quick", seed=0)
+    specs = [s for s in cells.plan(get_claim(claim_id), tier="quick", seed=0)
              if all(s.params.get(key) == val for key, val in params.items())]
     return specs[0].context()
 

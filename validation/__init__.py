@@ -5,7 +5,7 @@ Entry points: :func:`validate` (run claims, get verdicts with evidence), :func:`
 (statistical assertions for pytest), :mod:`rfkit.validation.stats` (the procedures).
 """
 
-from rfkit.validation.adapters import adapt, validate_implementation
-from rfkit.validation.engine import validate
+from rfkit.validation.adapters import adapt
+from rfkit.validation.engine import validate, validate_implementation
 
 __all__ = ["validate", "validate_implementation", "adapt"]

@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["known_roles", "adapt", "validate_implementation"]
+__all__ = ["known_roles", "adapt"]
 
 
 def known_roles() -> tuple[str, ...]:
@@ -80,17 +80,3 @@ def adapt(fn: Callable, *, backend: str = "numpy", device: str = "cpu") -> Calla
         return _to_numpy(fn(*args, **kwargs), torch)
 
     return wrapped
-
-
-def validate_implementation(implementations: dict[str, Callable], *, tier: str = "quick", seed: int = 0,
-                            alpha: float = 1e-3, **options):
-    """Run every registered claim that uses one of these roles, with these implementations.
-
-    Returns the :class:`~rfkit.validation.engine.RunResult`; unknown roles raise ``ValueError``.
-    """
-    from rfkit.validation.engine import validate
-
-    unknown = sorted(set(implementations) - set(known_roles()))
-    if unknown:
-        raise ValueError(f"unknown role(s) {unknown}; expected some of {known_roles()}")
-    return validate(None, tier=tier, seed=seed, alpha=alpha, implementations=implementations, **options)

@@ -30,8 +30,9 @@ __all__ = ["claim_digest", "Checkpoint", "CheckpointMismatch"]
 
 #: Packages whose modules declare claims.
 CLAIM_PACKAGES = ("rfkit.validation.claims", "rfkit.validation.reproductions")
-#: Code every cell runs besides its claim's: the engine (planning, budgets, ``run_cell``).
-ENGINE = "rfkit.validation.engine"
+#: Code every cell runs besides its claim's: planning, seeding, budgets and ``run_cell`` (not the engine's verdict
+#: logic, results or reports: editing those leaves stored cells valid, since verdicts are recomputed from cells).
+CELLS = "rfkit.validation.cells"
 
 
 class CheckpointMismatch(ValueError):
@@ -39,10 +40,10 @@ class CheckpointMismatch(ValueError):
 
 
 def claim_digest(claim) -> str:
-    """SHA-256 of the code a claim's cells run: the module(s) that declare the claim or define its check, the
-    engine, and every ``rfkit`` module they import, transitively (``import`` statements anywhere in a module,
-    read from its source)."""
-    roots = {getattr(claim.cell, "__module__", None), ENGINE}
+    """SHA-256 of the code a claim's cells run: the module(s) that declare the claim or define its check,
+    :mod:`rfkit.validation.cells`, and every ``rfkit`` module they import, transitively (``import`` statements
+    anywhere in a module, read from its source)."""
+    roots = {getattr(claim.cell, "__module__", None), CELLS}
     for name, module in list(sys.modules.items()):
         if name.startswith(CLAIM_PACKAGES) and module is not None and any(
                 value is claim or isinstance(value, (list, tuple)) and any(v is claim for v in value)

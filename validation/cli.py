@@ -98,7 +98,7 @@ def _cmd_show(args) -> int:
 
 
 def _show_witness(claim, out: Path) -> int:
-    from rfkit.validation.engine import run_cell, spec_from_witness
+    from rfkit.validation.cells import run_cell, spec_from_witness
 
     path = out / "verdicts.json"
     if not path.exists():

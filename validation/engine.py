@@ -1,10 +1,7 @@
-"""The engine: plan sweep cells, seed them, run them (in-process or on dask), and compute verdicts.
+"""The engine: run a claim's cells (in-process or on dask) and compute verdicts from them.
 
-Seeding. Every cell gets its own ``SeedSequence(root_seed, spawn_key=H(claim, variant, kind, restart,
-params))`` where ``H`` is a SHA-256 of the cell's coordinates. Results therefore depend only on the root
-seed and the cell, never on scheduling order or the number of workers. The one exception is what is
-measured on the machine itself: the CPU times of complexity claims (their exact operation counts and
-traced memory are reproducible).
+Cells are planned, seeded and run by :mod:`rfkit.validation.cells` (in-process or on dask, the budgets'
+extensions included); the engine orchestrates a run and turns its cells into verdicts.
 
 Verdicts (per variant, then per claim):
 
@@ -21,15 +18,6 @@ Verdicts (per variant, then per claim):
   exactly true claim could be supported there; ``cannot exclude`` when the radius is fine but the bound
   still crosses the tolerance.
 
-Budgets. A sequential cell (:meth:`~rfkit.validation.model.CellContext.mean`) draws replicates in rounds and
-stops when decided, so most cells spend a fraction of their planned budget. After all cells ran, the
-engine gives each claim's unspent budget, plus a reserve of :data:`RESERVE` times its planned sequential
-budget, to the claim's sequential cells that spent their budget undecided (at most :data:`MAX_EXTENSION`
-times a cell's plan) and runs them again. Their rounds are seeded by the round index, so the re-run
-repeats the first rounds and continues; the extension depends only on outcomes, so results stay
-identical for a seed whatever the worker count. Stopping later is valid because confidence sequences
-cover at every time simultaneously.
-
 A claim's verdict is its variants' common verdict; when readings disagree it is *inconclusive* and the
 reason lists each reading's verdict (the claim is then true or false depending on how it is read).
 Cells whose check raises are reported (the run counts as failed) and make the claim inconclusive.
@@ -37,38 +25,30 @@ Cells whose check raises are reported (the run counts as failed) and make the cl
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import hashlib
 import json
 import math
 import os
 import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from rfkit.validation.adapters import known_roles
+from rfkit.validation.cells import BACKENDS, CellOutcome, CellSpec, extensions, plan, run_cell
 from rfkit.validation.domain import domain_coverage
-from rfkit.validation.model import TIERS, CellContext, Claim
+from rfkit.validation.model import TIERS, Claim
 from rfkit.validation.progress import progress as show_progress
 from rfkit.validation.results import ClaimResult, RunResult, _jsonable
-from rfkit.validation.stats import Evidence, holm, weakest_validity
+from rfkit.validation.stats import holm, weakest_validity
 
-__all__ = ["CellSpec", "CellOutcome", "VariantVerdict", "ClaimResult", "RunResult", "plan", "run_cell",
-           "decide", "validate", "extensions", "rfkit_version", "source_commit", "VERDICTS", "BACKENDS",
-           "backend_implementations", "RESERVE", "MAX_EXTENSION", "coverage_table", "variant_coverage", "holds_on"]
+__all__ = ["VariantVerdict", "ClaimResult", "RunResult", "decide", "validate", "validate_implementation",
+           "rfkit_version", "source_commit",
+           "VERDICTS", "coverage_table", "variant_coverage", "holds_on"]
 
 VERDICTS = ("supported", "refuted", "inconclusive")
-#: Per tier, the budget a claim may add to its undecided sequential cells, as a fraction of its planned
-#: sequential budget (on top of what its decided cells left unspent).
-RESERVE = {"smoke": 0.0, "quick": 1.0, "full": 2.0}
-#: Largest multiple of its planned budget one sequential cell may be given.
-MAX_EXTENSION = 8
 
 
 def rfkit_version() -> str:
@@ -96,117 +76,6 @@ def source_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-def _spawn_key(*parts: Any) -> tuple[int, ...]:
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
-    digest = hashlib.sha256(blob).digest()
-    return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
-
-
-BACKENDS = ("numpy", "torch")
-
-
-@functools.cache
-def backend_implementations(backend: str, device: str = "cpu") -> Mapping[str, Callable]:
-    """The roles an execution backend runs (``{}`` for numpy, rfkit's own code): built inside each cell's
-    process from ``backend``/``device``, so nothing but these two strings travels to dask workers."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
-    if backend == "numpy":
-        return {}
-    from rfkit.validation.backends import implementations
-
-    return implementations(device)
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """One unit of work: a grid point (``kind="grid"``) or a search restart (``kind="search"``)."""
-
-    claim: Claim
-    variant: str
-    params: Mapping[str, Any]
-    tier: str
-    seed: int
-    kind: str = "grid"
-    restart: int | None = None
-    alpha: float = 1e-3
-    power: float = 0.8
-    backend: str = "numpy"
-    device: str = "cpu"
-    implementations: Mapping[str, Callable] = field(default_factory=dict)
-    budget: int | None = None
-
-    @property
-    def replicates(self) -> int:
-        """Replicates this cell may draw: the tier's plan, or the engine's extension of it."""
-        return self.budget if self.budget is not None else self.claim.n_replicates(self.tier)
-
-    @property
-    def key(self) -> str:
-        """The cell's coordinates as a string: unique within a run."""
-        return json.dumps([self.claim.id, self.variant, self.kind, self.restart, dict(self.params)],
-                          sort_keys=True, default=str)
-
-    @property
-    def spawn_key(self) -> tuple[int, ...]:
-        return _spawn_key(self.claim.id, self.variant, self.kind, self.restart, dict(self.params))
-
-    def context(self) -> CellContext:
-        rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=self.spawn_key))
-        impls = {**backend_implementations(self.backend, self.device), **self.implementations}
-        return CellContext(self.claim.id, self.variant, dict(self.params), self.tier, self.replicates, self.alpha,
-                           self.power, self.claim.tolerance, rng, impls, self.backend, self.device, self.restart,
-                           self.claim.n_replicates(self.tier))
-
-    def describe(self) -> dict:
-        """JSON-able coordinates of this cell (enough to re-run it: see :func:`spec_from_witness`)."""
-        return dict(claim_id=self.claim.id, variant=self.variant, kind=self.kind, restart=self.restart,
-                    params=dict(self.params), tier=self.tier, seed=self.seed, alpha_cell=self.alpha,
-                    power=self.power, replicates=self.replicates, budget=self.budget, backend=self.backend,
-                    device=self.device, implementations=sorted(self.implementations))
-
-
-@dataclass
-class CellOutcome:
-    """A cell's evidence (``None`` with ``error`` when its check raised), its wall ``seconds`` and the CPU seconds of
-    its process (``time.process_time``: the single-process cost, robust to other load on the machine)."""
-
-    spec: CellSpec
-    evidence: Evidence | None
-    seconds: float
-    error: str | None = None
-    cpu_seconds: float = 0.0
-
-
-def run_cell(spec: CellSpec) -> CellOutcome:
-    """Run one cell's check (top-level and picklable: the unit of work on dask workers)."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    fn = spec.claim.cell if spec.kind == "grid" else spec.claim.search
-    try:
-        evidence = fn(spec.context())
-        if not isinstance(evidence, Evidence):
-            raise TypeError(f"check of {spec.claim.id} returned {type(evidence).__name__}, not Evidence")
-        return CellOutcome(spec, evidence, time.perf_counter() - t0, None, time.process_time() - c0)
-    except Exception as exc:  # a failing check is reported, never turned into a verdict silently
-        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        return CellOutcome(spec, None, time.perf_counter() - t0, tb, time.process_time() - c0)
-
-
-def plan(claim: Claim, *, tier: str, seed: int, alpha: float = 1e-3, power: float = 0.8,
-         backend: str = "numpy", device: str = "cpu",
-         implementations: Mapping[str, Callable] | None = None) -> list[CellSpec]:
-    """All cells of one claim at ``tier``; the Bonferroni level ``alpha / n_cells`` goes to each."""
-    if tier not in TIERS:
-        raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
-    points = [(v, "grid", None, p) for v in claim.variants for p in claim.cells(tier, v)]
-    points += [(v, "search", r, claim.search_settings(tier)) for v in claim.variants
-               for r in range(claim.n_restarts(tier))]
-    alpha_cell = alpha / max(len(points), 1)
-    impls = dict(implementations or {})
-    return [CellSpec(claim, v, p, tier, seed, kind, r, alpha_cell, power, backend, device, impls)
-            for v, kind, r, p in points]
 
 
 @dataclass
@@ -504,34 +373,6 @@ class _Executor:
             self.cluster.close()
 
 
-def extensions(outcomes: list[CellOutcome]) -> list[CellSpec]:
-    """Cells of one claim to run again with more budget (see "Budgets" in the module docstring).
-
-    The claim's pool is its planned sequential budget times ``1 + RESERVE[tier]`` minus what its sequential
-    cells used; it is shared equally by the cells that spent their budget undecided, each capped at
-    ``MAX_EXTENSION`` times its plan. Cells that would gain less than half their plan are left as they are.
-    """
-    seq = [o for o in outcomes if o.evidence is not None and o.evidence.extra.get("sequential")]
-    if not seq:
-        return []
-    tier = seq[0].spec.tier
-    planned = sum(int(o.evidence.extra["planned"]) for o in seq)
-    used = sum(int(o.evidence.extra.get("used", o.evidence.n)) for o in seq)
-    pool = planned * (1.0 + RESERVE.get(tier, 0.0)) - used
-    undecided = [o for o in seq if o.evidence.extra.get("status") == "budget spent"
-                 and not any(f.startswith(("non-finite", "infinite", "degenerate")) for f in o.evidence.flags)]
-    if not undecided or pool <= 0:
-        return []
-    share = pool / len(undecided)
-    out = []
-    for o in undecided:
-        plan_i, budget_i = int(o.evidence.extra["planned"]), int(o.evidence.extra["budget"])
-        new = int(min(MAX_EXTENSION * plan_i, budget_i + share))
-        if new - budget_i >= plan_i / 2:
-            out.append(dataclasses.replace(o.spec, budget=new))
-    return out
-
-
 def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None, tier: str = "quick",
              seed: int = 0, alpha: float = 1e-3, power: float = 0.8, workers: int | None = None,
              scheduler: str | None = None, implementations: Mapping[str, Callable] | None = None,
@@ -636,8 +477,14 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
                      resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0, commit=source_commit())
 
 
-def spec_from_witness(witness: Mapping, claim: Claim) -> CellSpec:
-    """Rebuild the cell that produced a witness (rfkit's own implementations)."""
-    return CellSpec(claim, witness["variant"], dict(witness["params"]), witness["tier"], int(witness["seed"]),
-                    witness["kind"], witness["restart"], float(witness["alpha_cell"]), float(witness["power"]),
-                    witness.get("backend", "numpy"), witness.get("device", "cpu"), budget=witness.get("budget"))
+def validate_implementation(implementations: dict[str, Callable], *, tier: str = "quick", seed: int = 0,
+                            alpha: float = 1e-3, **options):
+    """Run every registered claim that uses one of these roles, with these implementations
+    (:mod:`rfkit.validation.adapters` names the roles).
+
+    Returns the :class:`~rfkit.validation.engine.RunResult`; unknown roles raise ``ValueError``.
+    """
+    unknown = sorted(set(implementations) - set(known_roles()))
+    if unknown:
+        raise ValueError(f"unknown role(s) {unknown}; expected some of {known_roles()}")
+    return validate(None, tier=tier, seed=seed, alpha=alpha, implementations=implementations, **options)

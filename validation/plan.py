@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from rfkit.validation.engine import plan, run_cell
+from rfkit.validation.cells import plan, run_cell
 from rfkit.validation.model import Claim
 from rfkit.validation.timing import single_threaded_blas
 

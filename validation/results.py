@@ -33,8 +33,8 @@ from rfkit.validation.model import RESULT_VARIABLES, Claim
 from rfkit.validation.stats import VALIDITY
 
 if TYPE_CHECKING:  # annotations only: the engine imports this module, never the reverse
-    from rfkit.validation.engine import CellOutcome, VariantVerdict
-
+    from rfkit.validation.cells import CellOutcome
+    from rfkit.validation.engine import VariantVerdict
 __all__ = ["ClaimResult", "RunResult", "to_dataset", "cell_verdict", "write_run", "load_dataset"]
 
 

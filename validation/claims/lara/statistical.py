@@ -46,8 +46,8 @@ from rfkit.estimators import ra as ra_est
 from rfkit.estimators import rfa as rfa_est
 from rfkit.theory import lara as theory
 from rfkit.theory import softmax as softmax_theory
+from rfkit.validation.cells import MAX_EXTENSION
 from rfkit.validation.domain import Choice, Integers, Range, Reading
-from rfkit.validation.engine import MAX_EXTENSION
 from rfkit.validation.harness import chunks, controlled_pair
 from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.stats import (
