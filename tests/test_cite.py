@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from rfkit.validation import cite
-from rfkit.validation.claims import all_claims, papers
+from rfkit.validation.claims import all_claims, closest_ids, papers
 from rfkit.validation.cli import main
 from rfkit.validation.engine import VERDICTS
 from rfkit.validation.report import latex_table
@@ -140,7 +140,7 @@ def test_missing_run_says_so_and_names_the_command(tmp_path, where):
 def test_unknown_id_lists_close_matches():
     with pytest.raises(KeyError, match="did you mean performer.thm3.ort_tail"):
         cite.citation("perfomer.thm3.ort_tial", None)
-    assert cite.closest_ids("eva.zzz", IDS)[0].startswith("eva.")
+    assert closest_ids("eva.zzz", IDS)[0].startswith("eva.")
 
 
 def test_one_bibtex_entry_per_paper():

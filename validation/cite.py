@@ -14,7 +14,6 @@ first pages); ``core.*`` claims are rfkit's own and cite rfkit only.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -23,7 +22,7 @@ from pathlib import Path
 from rfkit.validation.engine import rfkit_version, source_commit
 
 __all__ = ["PAPERS", "FORMATS", "Paper", "Citation", "NoStoredRun", "latex_escape", "unicode_left", "one_sentence",
-           "closest_ids", "citation", "latex_sentence", "bibtex", "commands", "render"]
+           "citation", "latex_sentence", "bibtex", "commands", "render"]
 
 FORMATS = ("latex", "text", "bibtex", "json")
 #: ``rfkit validate``'s default family-wise level: the pinned command names ``--alpha`` only when a run used another.
@@ -115,12 +114,6 @@ def one_sentence(reason: str, limit: int = SENTENCE_REASON_CHARS) -> str:
     return first + ("; …" if sep else "")
 
 
-def closest_ids(claim_id: str, ids: list[str], n: int = 5) -> list[str]:
-    """Registered ids close to a mistyped ``claim_id`` (difflib ratio >= 0.6, else the ids sharing its paper)."""
-    close = difflib.get_close_matches(claim_id, ids, n=n, cutoff=0.6)
-    return close or [i for i in ids if i.split(".")[0] == claim_id.split(".")[0]][:n]
-
-
 class NoStoredRun(LookupError):
     """No ``verdicts.json`` holds the claim; the message says which file was read and the command to run."""
 
@@ -189,14 +182,9 @@ def citation(claim_id: str, out: str | Path | None, *, need_run: bool = True) ->
     ``out`` is None or holds no run of the claim, unless ``need_run`` is False (then the citation has no verdict
     and carries the installed version).
     """
-    from rfkit.validation.claims import all_claims
+    from rfkit.validation.claims import get_claim
 
-    claims = {c.id: c for c in all_claims()}
-    if claim_id not in claims:
-        close = closest_ids(claim_id, list(claims))
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown claim id {claim_id!r}{hint} (`rfkit list --ids` lists them all)")
-    claim = claims[claim_id]
+    claim = get_claim(claim_id)
     document = entry = None
     try:
         if out is None:

@@ -7,6 +7,7 @@ claims again. ``rfkit list --ids`` prints the ids in this order.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 from types import ModuleType
@@ -46,12 +47,20 @@ def all_claims() -> list[Claim]:
 
 
 def get_claim(claim_id: str) -> Claim:
-    """The claim with this id; ``KeyError`` with a hint otherwise."""
+    """The claim with this id; ``KeyError`` naming the closest registered ids otherwise."""
     all_claims()
     try:
         return REGISTRY[claim_id]
     except KeyError:
-        raise KeyError(f"unknown claim id {claim_id!r}; `rfkit list` shows the registered ids") from None
+        close = closest_ids(claim_id, list(REGISTRY))
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"unknown claim id {claim_id!r}{hint} (`rfkit list --ids` lists them all)") from None
+
+
+def closest_ids(claim_id: str, ids: list[str], n: int = 5) -> list[str]:
+    """Ids close to a mistyped ``claim_id`` (difflib ratio >= 0.6, else the ids sharing its paper)."""
+    close = difflib.get_close_matches(claim_id, ids, n=n, cutoff=0.6)
+    return close or [i for i in ids if i.split(".")[0] == claim_id.split(".")[0]][:n]
 
 
 def papers() -> list[str]:
