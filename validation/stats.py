@@ -547,11 +547,17 @@ LACK_OF_FIT_LEVEL = 0.05
 
 
 def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float = 0.8, tolerance: float = 0.0,
-               alternative: str = "two-sided", groups=None, extra: dict | None = None) -> Evidence:
+               alternative: str = "two-sided", groups=None, y_cov=None, extra: dict | None = None) -> Evidence:
     """Log-log slope of ``y`` against ``x`` (WLS with delta-method weights) versus ``predicted_slope``.
 
-    ``y_se`` are the standard errors of ``y``. ``alternative="less"`` encodes "slope <= prediction"
-    (e.g. "grows no faster than x^s", or "decays at least as fast as x^s" with s < 0). Needs at least
+    ``y_se`` are the standard errors of ``y``. Correlated points (e.g. Monte Carlo means at several sizes from
+    common random numbers, where replicate r's estimate at every size reuses its draws) pass ``y_cov`` instead,
+    the covariance matrix of ``y`` (``y_se`` may then be None): the fit is generalised least squares with
+    ``Cov(log y) ≈ D⁻¹ y_cov D⁻¹``, ``D = diag(y)`` (delta method), and χ² is ``rᵀ Cov(log y)⁻¹ r``: the
+    interval keeps its level whatever the correlation (the independent-error one may be too wide or too narrow;
+    tests/test_stats_v2.py checks the coverage by simulation on nested common-random-number paths).
+    ``alternative="less"`` encodes "slope <= prediction" (e.g. "grows no faster than x^s", or "decays at least
+    as fast as x^s" with s < 0). Needs at least
     :data:`MIN_SLOPE_POINTS` distinct sizes. When a χ² lack-of-fit test (level :data:`LACK_OF_FIT_LEVEL`)
     finds the points scattering beyond their errors, the standard error is inflated by ``sqrt(χ²/dof)`` — an
     estimated variance factor — and the interval uses Student t with ``points - 2`` degrees of freedom;
@@ -562,7 +568,15 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
     del power
     _check_alternative(alternative)
     extra = dict(extra or {})
-    x, y, se = (np.asarray(a, dtype=np.float64).ravel() for a in (x, y, y_se))
+    x, y = (np.asarray(a, dtype=np.float64).ravel() for a in (x, y))
+    if y_cov is not None:
+        y_cov = np.asarray(y_cov, dtype=np.float64)
+        if y_cov.shape != (y.size, y.size) or not np.allclose(y_cov, y_cov.T, rtol=1e-10, atol=0.0):
+            raise ValueError(f"y_cov must be a symmetric ({y.size}, {y.size}) covariance matrix, got shape "
+                             f"{y_cov.shape}")
+        se = np.sqrt(np.clip(np.diag(y_cov), 0.0, None))
+    else:
+        se = np.asarray(y_se, dtype=np.float64).ravel()
     labels = np.zeros(x.size, int) if groups is None else np.unique(np.asarray(groups).ravel(),
                                                                         return_inverse=True)[1]
     if labels.size != x.size:
@@ -574,14 +588,16 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
                         (f"slope undefined (non-positive values, fewer than {MIN_SLOPE_POINTS} sizes, or no "
                          "degree of freedom left by the groups' intercepts)",),
                         extra=extra, validity="asymptotic")
-    lx, ly, w = np.log(x), np.log(y), (y / se) ** 2
+    lx, ly = np.log(x), np.log(y)
+    # the weight matrix: the inverse covariance of log y (diagonal for independent points)
+    weight = np.diag((y / se) ** 2) if y_cov is None else _inverse_pd(y_cov / np.outer(y, y), "y_cov")
     n_groups = int(labels.max()) + 1
     design = np.column_stack([np.eye(n_groups)[labels], lx])
-    cov = np.linalg.inv(design.T @ (design * w[:, None]))
-    beta = cov @ (design.T @ (w * ly))
+    cov = np.linalg.inv(design.T @ weight @ design)
+    beta = cov @ (design.T @ weight @ ly)
     resid = ly - design @ beta
     dof = x.size - n_groups - 1
-    chi2 = float((w * resid**2).sum())
+    chi2 = float(resid @ weight @ resid)
     # A lack-of-fit test decides whether the stated errors explain the scatter. If they do, the errors are
     # known and the quantile is normal (under the model the slope is independent of χ², so this is exact
     # conditionally on passing); if not, the error is scaled by sqrt(χ²/dof), an estimated variance factor,
@@ -596,10 +612,22 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
     law = _Law(dof) if misfit else _Law()
     p, upper, resolution = _interval(diff, slope_se, tolerance, law, alpha, alternative)
     quantile = f"t, {dof} dof, errors scaled by the scatter" if misfit else "normal, errors explain the scatter"
+    fit = "log-log WLS slope" if y_cov is None else "log-log GLS slope (correlated points)"
     return Evidence(slope, predicted_slope, slope_se, diff / slope_se, p, resolution,
                     max(_signed_violation(diff, alternative), 0.0), upper, int(x.size),
-                    f"log-log WLS slope ({quantile})", extra=extra, validity="asymptotic",
+                    f"{fit} ({quantile})", extra=extra, validity="asymptotic",
                     assumption="normal errors of the log points")
+
+
+def _inverse_pd(matrix: np.ndarray, name: str) -> np.ndarray:
+    """Inverse of a symmetric positive-definite matrix (Cholesky), or ValueError naming ``name``."""
+    try:
+        chol = np.linalg.cholesky(matrix)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{name} must be positive definite (a singular or indefinite covariance cannot weight a "
+                         "fit)") from None
+    inv_chol = np.linalg.inv(chol)
+    return inv_chol.T @ inv_chol
 
 
 def ratio_test(a, b, predicted_ratio: float, *, alpha: float, tolerance: float, alternative: str = "less",

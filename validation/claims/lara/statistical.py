@@ -1225,8 +1225,8 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
                                                                     if need > 2**16 else ""),
                          extra=dict(weight_second_moment=second, S_max_needed=need))
     # common random numbers: replicate r's estimate at size S uses the first S of its draws, so the MSE points
-    # move together and the slope is resolved better (positively correlated points: the independent-error
-    # standard error of the fit is conservative); the per-draw key statistics are computed once, at the largest S
+    # are correlated and the slope is fitted by GLS on their covariance (slope_test's y_cov: the level holds under
+    # the correlation); the per-draw key statistics are computed once, at the largest S
     # (RFA at size S is the softmax of the first S logits: what _rfa_replicates computes on omega[:, :S])
     # a fixed budget of draws per cell: `replicates` replicates at the smallest possible largest size (64), fewer
     # where E_q[w²] pushes the sizes up (sized from theory before any draw; the MSE's relative noise falls with S)
@@ -1256,12 +1256,11 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
             num = num * keep[:, None] + np.einsum("rs,rsd->rd", w, stats.F[:, lo:hi])
             top = new_top
             sq[i].append(((num / den[:, None] - mu) ** 2).sum(-1))
-    sq = [np.concatenate(x) for x in sq]
-    mse = [float(x.mean()) for x in sq]
-    se = [float(x.std(ddof=1) / math.sqrt(x.size)) for x in sq]
-    extra = dict(S=sizes, mse=mse, mse_se=se, weight_second_moment=second)
-    return slope_test(np.array(sizes), np.array(mse), np.array(se), CONSISTENCY_SLOPE, alternative="less",
-                      **ctx.test, extra=extra)
+    sq = np.stack([np.concatenate(x) for x in sq], axis=1)                     # (R, sizes)
+    mse, cov = sq.mean(axis=0), np.cov(sq, rowvar=False) / sq.shape[0]
+    extra = dict(S=sizes, mse=mse.tolist(), mse_se=np.sqrt(np.diag(cov)).tolist(), weight_second_moment=second)
+    return slope_test(np.array(sizes), mse, None, CONSISTENCY_SLOPE, alternative="less", y_cov=cov, **ctx.test,
+                      extra=extra)
 
 
 #: The quick and smoke tiers' cells ``(inputs, logit std, D, N = M)`` (design ``sparse``): the ends and points of

@@ -754,8 +754,8 @@ def _lara_limit_cell(ctx: CellContext, weight_name: str, tolerance: float | None
     mu = _softmax_rows(q[:mean_b.size], k, v)
     errors = np.abs(mean_g / mean_b[:, None] - mu).max(axis=1) / _value_scale(v)
     diagnostic = _limit_diagnostic_replicates(lp.proposals.n_components, k.shape[0])
-    path = _lara_mse_path(ctx, q, k, v, lp, list(LARA_SC), diagnostic, weight_name, truncate=_value_scale(v) ** 2)
-    mse = [m for m, _ in path]
+    mse = _lara_mse_path(ctx, q, k, v, lp, list(LARA_SC), diagnostic, weight_name,
+                         truncate=_value_scale(v) ** 2)[0].tolist()
     return exact_test(float(errors.max()), 0.0, tolerance=ctx.tolerance if tolerance is None else tolerance,
                       extra=dict(route="quadrature limit" if low is None else "embedded quadrature limit",
                                  limit_error=errors.tolist(), S_c=list(LARA_SC), truncated_mse=mse,
@@ -774,9 +774,8 @@ def _truncated_slope(ctx: CellContext, weight_name: str) -> Evidence:
     lp = _mis_setup(ctx, q, k)
     tau = _value_scale(v) ** 2
     xs = list(LARA_SC)
-    points = _lara_mse_path(ctx, q, k, v, lp, xs, max(200, ctx.replicates // 16), weight_name, truncate=tau)
-    mse, se = (np.array(a) for a in zip(*points, strict=True))
-    return slope_test(np.array(xs), mse, se, CONSISTENCY_SLOPE, alternative="less",
+    mse, cov = _lara_mse_path(ctx, q, k, v, lp, xs, max(200, ctx.replicates // 16), weight_name, truncate=tau)
+    return slope_test(np.array(xs), mse, None, CONSISTENCY_SLOPE, alternative="less", y_cov=cov,
                       **dict(ctx.test, tolerance=CONSISTENCY_TOL),
                       extra=dict(x=xs, truncated_mse=mse.tolist(), tau=tau))
 
@@ -887,11 +886,11 @@ def _lara_mse(ctx: CellContext, q, k, v, lp, S_c: int, R: int, weight_name: str)
 
 
 def _lara_mse_path(ctx: CellContext, q, k, v, lp, sizes, R: int, weight_name: str,
-                   truncate: float | None = None) -> list[tuple[float, float]]:
-    """Mean and standard error of LARA's per-query squared error at every ``S_c`` in ``sizes`` with common random
-    numbers: replicate ``r`` at ``S_c`` uses the first ``S_c`` of its ``max(sizes)`` draws per proposal, so the
-    points move together (positively correlated errors: the independent-error standard error of the slope is
-    conservative, and noise no longer reads as lack of fit)."""
+                   truncate: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Means of LARA's per-query squared error at every ``S_c`` in ``sizes`` and their covariance matrix, with
+    common random numbers: replicate ``r`` at ``S_c`` uses the first ``S_c`` of its ``max(sizes)`` draws per
+    proposal, so the points are correlated (a slope through them is fitted on the covariance: slope_test's
+    ``y_cov``)."""
     options = _weight_options(weight_name)
     kind = options.pop("kind")
     s_max, n_c, d = max(sizes), lp.proposals.n_components, q.shape[1]
@@ -907,7 +906,8 @@ def _lara_mse_path(ctx: CellContext, q, k, v, lp, sizes, R: int, weight_name: st
             err = ((y - mu) ** 2).sum(-1)                                               # (size, tested)
             sq[i].append((err if truncate is None else np.minimum(np.nan_to_num(err, nan=truncate), truncate))
                          .mean(-1))
-    return [(float(np.concatenate(x).mean()), float(np.concatenate(x).std(ddof=1) / math.sqrt(R))) for x in sq]
+    sq = np.stack([np.concatenate(x) for x in sq], axis=1)                                # (R, sizes)
+    return sq.mean(axis=0), np.cov(sq, rowvar=False) / R
 
 
 def _lara_prefix_replicates(q, k, v, lp, omega, alpha, sizes) -> list[np.ndarray]:
@@ -931,8 +931,10 @@ def _lara_consistency(ctx: CellContext, *, weight_name: str, reading: str) -> Ev
         q, k, v = _cell_inputs(ctx, p["N"])
         lp = _mis_setup(ctx, q, k)
         xs = list(LARA_SC)
-        points = _lara_mse_path(ctx, q, k, v, lp, xs, max(200, ctx.replicates // 16), weight_name)
-    elif reading == "L2":
+        mse, cov = _lara_mse_path(ctx, q, k, v, lp, xs, max(200, ctx.replicates // 16), weight_name)
+        return slope_test(np.array(xs), mse, None, CONSISTENCY_SLOPE, alternative="less", y_cov=cov,
+                          **dict(ctx.test, tolerance=0.25), extra=dict(x=xs, mse=mse.tolist()))
+    if reading == "L2":
         q, k, v = _cell_inputs(ctx, p["N"])
         xs = [c for c in LARA_C if c <= p["N"]]
         points = [_lara_mse(ctx, q, k, v, _lara_setup(q, k, c, p["proposal"]), 1, ctx.replicates // 8, weight_name)
