@@ -9,7 +9,8 @@ import pytest
 from rfkit.validation import validate
 from rfkit.validation.claims import all_claims, get_claim
 from rfkit.validation.model import Claim
-from rfkit.validation.report import html_report, markdown_report
+from rfkit.validation.report import markdown_report
+from rfkit.validation.site import claim_page
 from rfkit.validation.stats import exact_test
 
 #: Papers whose claims are ported and audited (issues 13-15 add theirs as they land).
@@ -41,4 +42,4 @@ def test_the_report_links_related_claims():
 
     run = validate([toy("a", "b"), toy("b", "a")], tier="smoke", progress=False)
     assert "*Related:* `core.toy.b` (supported): the same zero" in markdown_report(run)
-    assert "<a href='#core.toy.a'>core.toy.a</a> (supported): the same zero" in html_report(run)
+    assert '<a href="core.toy.a.html">core.toy.a</a> (supported): the same zero' in claim_page(run, run.claims[1])

@@ -290,8 +290,9 @@ def test_dataset_layout_and_netcdf_roundtrip(tmp_path):
     assert set(np.unique(ds["cell_verdict"].values)) == {"ok", "outside-domain"}
     assert int((ds["cell_verdict"] == "ok").sum()) == len(result.outcomes)
     path = tmp_path / "x.nc"
-    ds.to_netcdf(path, engine="h5netcdf")
-    from rfkit.validation.results import load_dataset
+    from rfkit.validation.results import load_dataset, write_dataset
+
+    write_dataset(ds, path)
 
     back = load_dataset(path)
     np.testing.assert_array_equal(back["estimate"].values, ds["estimate"].values)

@@ -15,7 +15,7 @@ def test_fig2_writes_png_and_netcdf_with_limits_not_nan(tmp_path):
     options = parse_options(rep, ["n_phi=41", "n_l=21", "replicates=2000", "mc_angles=2.5,2.9", "d=4", "m=2"])
     paths = rep.run(tmp_path, **options)
     assert paths["png"].stat().st_size > 10_000
-    with xr.open_dataset(paths["netcdf"], engine="h5netcdf") as ds:
+    with xr.open_dataset(paths["netcdf"]) as ds:
         r = ds["r"].values
         assert not np.isnan(r).any()
         assert np.isinf(r[:, 0]).all()  # φ = -π: MSE_+ = 0 (l = 0: the limit l -> 0 at φ = -π)
@@ -35,7 +35,7 @@ def test_fig4_writes_png_and_netcdf(tmp_path):
     options = parse_options(rep, ["L=32", "d=4", "m=2,8", "samples=3", "include_hyperbolic=true"])
     paths = rep.run(tmp_path, **options)
     assert paths["png"].stat().st_size > 10_000
-    with xr.open_dataset(paths["netcdf"], engine="h5netcdf") as ds:
+    with xr.open_dataset(paths["netcdf"]) as ds:
         assert dict(ds["output_mse"].sizes) == {"sample": 3, "feature": 3, "projection": 2, "m": 2}
         assert np.isfinite(ds["mean"].values).all() and (ds["output_mse"].values > 0).all()
 

@@ -20,14 +20,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rfkit.validation.engine import rfkit_version, source_commit
+from rfkit.validation.reasons import reason_summary
 
-__all__ = ["PAPERS", "FORMATS", "Paper", "Citation", "NoStoredRun", "latex_escape", "unicode_left", "one_sentence",
-           "citation", "latex_sentence", "bibtex", "commands", "render"]
+__all__ = ["PAPERS", "FORMATS", "Paper", "Citation", "NoStoredRun", "latex_escape", "unicode_left",
+           "citation", "from_document", "latex_sentence", "bibtex", "commands", "render"]
 
 FORMATS = ("latex", "text", "bibtex", "json")
 #: ``rfkit validate``'s default family-wise level: the pinned command names ``--alpha`` only when a run used another.
 DEFAULT_ALPHA = 1e-3
-#: Longest reason clause the sentence quotes; a longer one is cut at a word and ends in "…".
+#: Longest reason summary the sentence quotes (:func:`rfkit.validation.reasons.reason_summary`).
 SENTENCE_REASON_CHARS = 240
 
 
@@ -101,19 +102,6 @@ def unicode_left(text: str) -> list[str]:
     return list(dict.fromkeys(ch for ch in latex_escape(text) if ord(ch) > 127))
 
 
-def one_sentence(reason: str, limit: int = SENTENCE_REASON_CHARS) -> str:
-    """The first clause of a stored reason (clauses are joined by "; "), cut at a word to at most ``limit``
-    characters; "; …" or "…" marks what was left out. The full reason stays in ``verdicts.json``."""
-    if limit < 20:
-        raise ValueError(f"limit must be >= 20 characters, got {limit}")
-    reason = " ".join(reason.split())
-    first, sep, _ = reason.partition("; ")
-    first = first.rstrip(" .;")
-    if len(first) > limit:
-        return first[:limit].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
-    return first + ("; …" if sep else "")
-
-
 class NoStoredRun(LookupError):
     """No ``verdicts.json`` holds the claim; the message says which file was read and the command to run."""
 
@@ -127,6 +115,7 @@ class Citation:
     source: str
     verdict: str | None  # None: no stored run (only ``bibtex`` output is possible)
     reason: str | None
+    summary: str | None  # the reason in one sentence (reason_summary), what the citation quotes
     version: str
     commit: str | None
     commit_from: str | None  # "run" (recorded by the run) or "checkout" (the source tree now)
@@ -184,7 +173,7 @@ def citation(claim_id: str, out: str | Path | None, *, need_run: bool = True) ->
     """
     from rfkit.validation.claims import get_claim
 
-    claim = get_claim(claim_id)
+    get_claim(claim_id)  # an unknown id raises KeyError before any file is read
     document = entry = None
     try:
         if out is None:
@@ -194,21 +183,33 @@ def citation(claim_id: str, out: str | Path | None, *, need_run: bool = True) ->
     except NoStoredRun:
         if need_run:
             raise
+    return from_document(get_claim(claim_id), document, entry,
+                         str(Path(out) / "verdicts.json") if document else None)
+
+
+def from_document(claim, document: dict | None, entry: dict | None = None, run_path: str | None = None) -> Citation:
+    """The citation of ``claim`` (a :class:`~rfkit.validation.model.Claim`) from a run's verdicts document (the
+    ``verdicts.json`` dict, or :meth:`RunResult.verdicts`); ``entry`` is its claim's entry (found in the document
+    when None). Without a document the citation has no verdict and carries the installed version."""
+    claim_id = claim.id
+    if document is not None and entry is None:
+        entry = next((c for c in document.get("claims", ()) if c.get("id") == claim_id), None)
     commit, commit_from = (document.get("commit"), "run") if document and document.get("commit") else (None, None)
     if commit is None:
         commit = source_commit()
         commit_from = "checkout" if commit else None
     reason = entry.get("reason") if entry else None
+    summary = reason_summary(reason, claim.variants, SENTENCE_REASON_CHARS) if reason else None
     return Citation(
         claim_id=claim_id, paper=claim.paper, source=claim.source,
-        verdict=entry["verdict"] if entry else None, reason=reason,
+        verdict=entry["verdict"] if entry else None, reason=reason, summary=summary,
         version=document.get("rfkit_version", "unknown") if document else rfkit_version(),
         commit=commit, commit_from=commit_from,
         seed=document.get("seed") if document else None, tier=document.get("tier") if document else None,
         alpha=document.get("alpha") if document else None, created=document.get("created") if document else None,
-        run_path=str(Path(out) / "verdicts.json") if document else None,
+        run_path=run_path if document else None,
         witness=bool(entry and entry.get("witness")), figure=_figure_of(claim_id),
-        unicode=unicode_left(one_sentence(reason)) if reason else [])
+        unicode=unicode_left(summary) if summary else [])
 
 
 def latex_sentence(c: Citation) -> str:
@@ -218,7 +219,7 @@ def latex_sentence(c: Citation) -> str:
     paper = PAPERS.get(c.paper)
     of = rf" of \citet{{{paper.key}}}" if paper else ""
     source = rf"\texttt{{{latex_escape(c.source)}}}" if paper is None else latex_escape(c.source)
-    reason = f": {latex_escape(one_sentence(c.reason))}" if c.reason and c.reason.strip() else ""
+    reason = f": {latex_escape(c.summary.rstrip('.'))}" if c.summary else ""
     meta = [f"rfkit {latex_escape(c.version)}"] + ([rf"commit \texttt{{{latex_escape(c.commit)}}}"] if c.commit
                                                    else [])
     meta += [f"seed {c.seed}", f"tier {latex_escape(str(c.tier))}"]
@@ -273,7 +274,7 @@ def _notes(c: Citation) -> list[str]:
     if c.unicode:
         notes.append("the sentence keeps UTF-8 characters " + " ".join(c.unicode)
                      + ": use xelatex/lualatex, or pdflatex with \\usepackage[utf8]{inputenc}")
-    if c.reason and one_sentence(c.reason) != c.reason.strip():
+    if c.reason and c.summary != " ".join(c.reason.split()):
         notes.append(f"the reason is shortened; the full text is in {c.run_path}")
     return notes
 

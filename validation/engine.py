@@ -41,7 +41,7 @@ from rfkit.validation.cells import BACKENDS, CellOutcome, CellSpec, extensions, 
 from rfkit.validation.domain import domain_coverage
 from rfkit.validation.model import TIERS, Claim
 from rfkit.validation.progress import progress as show_progress
-from rfkit.validation.results import ClaimResult, RunResult, _jsonable
+from rfkit.validation.results import ClaimResult, RunResult, jsonable
 from rfkit.validation.stats import holm, weakest_validity
 
 __all__ = ["VariantVerdict", "ClaimResult", "RunResult", "decide", "validate", "validate_implementation",
@@ -102,7 +102,7 @@ def _witness(outcome: CellOutcome, p_adj: float) -> dict:
     return dict(outcome.spec.describe(), estimate=ev.estimate, prediction=ev.prediction, stderr=ev.stderr,
                 statistic=ev.statistic, p_value=ev.p_value, p_adjusted=float(p_adj), effect=ev.effect,
                 upper=ev.upper, resolution=ev.resolution, method=ev.method, validity=ev.validity,
-                assumption=ev.assumption, extra=_jsonable(ev.extra))
+                assumption=ev.assumption, extra=jsonable(ev.extra))
 
 
 def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float

@@ -227,6 +227,11 @@ class Claim:
         reading = (self.readings or {}).get(variant)
         return bool(reading is not None and reading.beside)
 
+    def role(self, variant: str) -> str:
+        """How ``variant`` enters the verdict: "narrowed", "beside the verdict" or "decides" (``rfkit show`` and the
+        report's claim pages print it)."""
+        return "narrowed" if self.narrowed(variant) else "beside the verdict" if self.beside(variant) else "decides"
+
     def deciding(self) -> list[str]:
         """The readings that decide the verdict together: neither narrowed nor reported beside it."""
         return [v for v in self.variants if not self.narrowed(v) and not self.beside(v)]

@@ -22,6 +22,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from rfkit.validation.reasons import reason_summary
+
 START, END = "<!-- verdicts:start -->", "<!-- verdicts:end -->"
 PLAN_START, PLAN_END = "<!-- plan:start -->", "<!-- plan:end -->"
 FULL_START, FULL_END = "<!-- full:start -->", "<!-- full:end -->"
@@ -52,9 +54,12 @@ def verdict_section(doc: dict) -> str:
         other = c["inconclusive"] - c["cause:power"] - c["cause:reading"]
         lines.append(f"| {p} | {c['supported']} ({c['exact']} / {c['non-asymptotic']} / {c['asymptotic']}) | "
                      f"{c['refuted']} | {c['inconclusive']} ({c['cause:power']} / {c['cause:reading']} / {other}) |")
-    lines += ["", "| claim | kind | verdict | resolution / tolerance | reason |", "|---|---|---|---|---|"]
+    lines += ["", "Reasons are summarised (the deciding reading's worst case, the other readings grouped); the full "
+              "text is in the run's `verdicts.json`, on the claim's page of its report (`OUT/claims/ID.html`) and in "
+              "`rfkit cite ID --format text`.", "",
+              "| claim | kind | verdict | resolution / tolerance | reason |", "|---|---|---|---|---|"]
     for c in doc["claims"]:
-        reason = c["reason"].replace("|", "\\|")
+        reason = reason_summary(c["reason"], list(c.get("variants") or ())).replace("|", "\\|")
         lines.append(f"| `{c['id']}` | {c['kind']} | {c['verdict']} | {_fmt(c['resolution'])} / {_fmt(c['tolerance'])} "
                      f"| {reason} |")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,27 +30,43 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from rfkit.validation.domain import coverage
 from rfkit.validation.model import RESULT_VARIABLES, Claim
+from rfkit.validation.netcdf import load_dataset, write_dataset
 from rfkit.validation.stats import VALIDITY
 
 if TYPE_CHECKING:  # annotations only: the engine imports this module, never the reverse
     from rfkit.validation.cells import CellOutcome
     from rfkit.validation.engine import VariantVerdict
-__all__ = ["ClaimResult", "RunResult", "to_dataset", "cell_verdict", "write_run", "load_dataset"]
+__all__ = ["COVERAGE_HEAD", "format_number", "jsonable", "ClaimResult", "RunResult", "to_dataset", "cell_verdict",
+           "write_run", "write_dataset", "load_dataset"]
 
 
-def _jsonable(obj):
+def jsonable(obj):
     if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
+        return jsonable(obj.tolist())
     if isinstance(obj, (np.floating, float)):
         return float(obj) if math.isfinite(obj) else str(float(obj))
     if isinstance(obj, (np.integer, np.bool_)):
         return obj.item()
     return obj
+
+
+#: Columns of :meth:`ClaimResult.coverage_rows` (the reports' "domain and coverage" tables).
+COVERAGE_HEAD = ["reading", "axis", "statement's words", "declared set", "tested", "missing"]
+
+
+def format_number(x) -> str:
+    """A resolution or effect for a table: 3 significant digits, "inf", or "-" for a missing value."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.3g}"
 
 
 @dataclass
@@ -133,13 +150,31 @@ class ClaimResult:
     def dataset(self):
         return to_dataset(self)
 
+    def coverage_rows(self) -> list[list[str]]:
+        """One row per reading and axis of the claim's declared domain (:data:`COVERAGE_HEAD`): what the run's
+        cells covered."""
+        rows = []
+        for variant in self.claim.variants:
+            domain = self.claim.reading_domain(variant)
+            specs = [o.spec for o in self.outcomes if o.spec.variant == variant]
+            if domain is None or not specs:
+                continue
+            searched = self.claim.searched if any(s.kind == "search" for s in specs) else ()
+            for name, cov in zip(domain, coverage(domain, [s.params for s in specs if s.kind == "grid"], searched),
+                                 strict=True):
+                tag = variant + (" (narrowed)" if self.claim.narrowed(variant) else "")
+                rows.append([tag, name, domain[name].words, domain[name].describe(),
+                             cov.tested + (f" ({cov.declared})" if cov.declared else ""),
+                             ", ".join(cov.missing) or "—"])
+        return rows
+
     def summary(self) -> dict:
         """The ``verdicts.json`` entry of this claim."""
         return dict(id=self.claim.id, paper=self.claim.paper, kind=self.claim.kind, verdict=self.verdict,
                     variants={k: v.verdict for k, v in self.variants.items()}, validity=self.validity,
                     cause=self.cause, holds_on=self.holds_on,
                     witness=self.witness,
-                    resolution=_jsonable(self.resolution), tolerance=self.claim.tolerance, cells=len(self.outcomes),
+                    resolution=jsonable(self.resolution), tolerance=self.claim.tolerance, cells=len(self.outcomes),
                     seconds=round(self.seconds, 4), cpu_seconds=round(self.cpu_seconds, 4), reason=self.reason,
                     variant_reasons={k: v.reason for k, v in self.variants.items()})
 
@@ -163,6 +198,14 @@ class RunResult:
     @property
     def failed(self) -> bool:
         return any(c.failed for c in self.claims)
+
+    def counts(self) -> dict[str, Counter]:
+        """Per paper (and ``all``): how many claims got each verdict."""
+        counts: dict[str, Counter] = {}
+        for c in self.claims:
+            counts.setdefault(c.claim.paper, Counter())[c.verdict] += 1
+            counts.setdefault("all", Counter())[c.verdict] += 1
+        return counts
 
     def verdicts(self) -> dict:
         """The ``verdicts.json`` document."""
@@ -231,7 +274,7 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
                 search_num["margin"][v, o.spec.restart] = ev.estimate
                 search_num["p_value"][v, o.spec.restart] = ev.p_value
                 search_num["effect"][v, o.spec.restart] = ev.effect
-                search_point[v, o.spec.restart] = json.dumps(_jsonable(ev.extra))
+                search_point[v, o.spec.restart] = json.dumps(jsonable(ev.extra))
             continue
         idx = (v, *(list(axes[k]).index(o.spec.params[k]) for k in axes))
         num["seconds"][idx] = o.seconds
@@ -245,7 +288,7 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
         text["flags"][idx] = "; ".join(ev.flags)
         text["method"][idx] = ev.method
         text["validity"][idx] = ev.validity
-        text["extra"][idx] = json.dumps(_jsonable(ev.extra))
+        text["extra"][idx] = json.dumps(jsonable(ev.extra))
     data = {k: (dims, a) for k, a in {**num, **text}.items()}
     if restarts:
         for k, a in search_num.items():
@@ -257,7 +300,7 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
                  rfkit_version=result.version, created=result.created, tolerance=claim.tolerance,
                  units=claim.units, statement=claim.statement, source=claim.source, hypotheses=claim.hypotheses,
                  variant_verdicts=json.dumps({k: v.verdict for k, v in result.variants.items()}),
-                 witness=json.dumps(_jsonable(result.witness)), validity=result.validity or "",
+                 witness=json.dumps(jsonable(result.witness)), validity=result.validity or "",
                  holds_on=result.holds_on or "", coverage=json.dumps(result.coverage),
                  resolution=float(result.resolution) if math.isfinite(result.resolution) else "inf")
     return xr.Dataset(data, coords=coords, attrs=attrs)
@@ -270,15 +313,10 @@ def write_run(run: RunResult, out: Path) -> dict[str, Path]:
     paths = {}
     for result in run.claims:
         path = out / "results" / f"{result.claim.id}.nc"
-        result.dataset.to_netcdf(path, engine="h5netcdf")
+        write_dataset(result.dataset, path)
         paths[result.claim.id] = path
     verdicts = out / "verdicts.json"
-    verdicts.write_text(json.dumps(_jsonable(run.verdicts()), indent=2) + "\n")
+    verdicts.write_text(json.dumps(jsonable(run.verdicts()), indent=2) + "\n")
     paths["verdicts.json"] = verdicts
     return paths
 
-
-def load_dataset(path) -> xr.Dataset:
-    """Open a result written by :func:`write_run` (loaded into memory)."""
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        return ds.load()

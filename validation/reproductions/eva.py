@@ -31,6 +31,7 @@ from rfkit.estimators import rfa_attention, softmax_attention
 from rfkit.estimators.eva import eva_practical
 from rfkit.theory.cost import feature_map_gemms, gemm_flops, linear_attention_gemms, softmax_attention_gemms
 from rfkit.theory.eva import eva_practical_gemms
+from rfkit.validation.netcdf import write_dataset
 from rfkit.validation.reproductions import Reproduction
 from rfkit.validation.timing import interleaved_best_times, peak_bytes
 
@@ -136,7 +137,7 @@ def run_fig1(out, **options) -> dict[str, Path]:
     ds = efficiency_sweep(options, np.random.default_rng(options["seed"]))
     ds.attrs.update({k: str(v) for k, v in options.items()}, figure="EVA Fig 1 (left, middle)")
     paths = {"netcdf": out / "eva_fig1.nc", "png": out / "eva_fig1.png"}
-    ds.to_netcdf(paths["netcdf"], engine="h5netcdf")
+    write_dataset(ds, paths["netcdf"])
     _plot(ds, paths["png"])
     return paths
 

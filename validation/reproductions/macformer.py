@@ -26,6 +26,7 @@ import xarray as xr
 from rfkit.estimators import softmax_attention
 from rfkit.estimators.ppsbn import presbn
 from rfkit.estimators.rmf import draw_rmf, rmfa
+from rfkit.validation.netcdf import write_dataset
 from rfkit.validation.reproductions import Reproduction
 from rfkit.validation.timing import single_threaded_blas
 
@@ -145,7 +146,7 @@ def run_fig4(out, **options) -> dict[str, Path]:
     ds["log_nmse"], ds["log_acceleration"] = average(ds.nmse), average(ds.time_softmax / ds.time_rmfa)
     ds.attrs.update({k: str(v) for k, v in options.items()}, figure="Macformer Fig 4")
     paths = {"netcdf": out / "macformer_fig4.nc", "png": out / "macformer_fig4.png"}
-    ds.to_netcdf(paths["netcdf"], engine="h5netcdf")
+    write_dataset(ds, paths["netcdf"])
     _plot(ds, options, paths["png"])
     return paths
 

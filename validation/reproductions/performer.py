@@ -33,6 +33,7 @@ import xarray as xr
 from rfkit.estimators import FEATURE_MAPS, NonPositiveDenominatorWarning, linear_attention, softmax_attention
 from rfkit.theory.softmax import lemma2_mse, mse_ratio
 from rfkit.validation.harness import chunks, controlled_pair, kernel_estimates, replicate_projections
+from rfkit.validation.netcdf import write_dataset
 from rfkit.validation.reproductions import Reproduction
 
 __all__ = ["REPRODUCTIONS", "coupled_projections", "fig2_pair", "fig2_monte_carlo", "fig2_surface", "fig4_inputs",
@@ -157,7 +158,7 @@ def run_fig2(out, **options) -> dict[str, Path]:
     ds.attrs.update({k: str(v) for k, v in options.items()}, figure="Performer Fig 2",
                     boundary="r = inf at phi = +-pi (MSE_+ = 0); r = limit l -> 0 at l = 0 (0, or inf at +-pi)")
     paths = {"netcdf": out / "performer_fig2.nc", "png": out / "performer_fig2.png"}
-    ds.to_netcdf(paths["netcdf"], engine="h5netcdf")
+    write_dataset(ds, paths["netcdf"])
     _plot_fig2(surface, overlays, inset, options, paths["png"])
     return paths
 
@@ -273,7 +274,7 @@ def run_fig4(out, **options) -> dict[str, Path]:
     ds["sd"] = mse.std("sample", ddof=1)
     ds.attrs.update({k: str(v) for k, v in options.items()}, figure="Performer Fig 4")
     paths = {"netcdf": out / "performer_fig4.nc", "png": out / "performer_fig4.png"}
-    ds.to_netcdf(paths["netcdf"], engine="h5netcdf")
+    write_dataset(ds, paths["netcdf"])
     _plot_fig4(mse, options, paths["png"])
     return paths
 
