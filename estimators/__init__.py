@@ -31,6 +31,8 @@ Primitives (this package's modules):
 * :mod:`~rfkit.estimators.maclaurin_kernels` — Macformer Table 1 dot-product kernels and their Maclaurin
   coefficients;
 * :mod:`~rfkit.estimators.rmf` — random Maclaurin features (Definition 3) and RMFA (Eq 12);
+* :mod:`~rfkit.estimators.kernel_features` — references for audited libraries: random-phase Fourier features
+  (Rahimi & Recht) and fixed-degree random Maclaurin features of the polynomial kernel (Kar & Karnick);
 * :mod:`~rfkit.estimators.ppsbn` — Macformer's pre/post scaling batch normalisation (ppSBN).
 
 The RA/LARA and Macformer modules are imported as submodules (``rfkit.estimators.lara.lara_attention``); their names are
@@ -45,7 +47,7 @@ invalid input raises ``ValueError``/``TypeError`` naming the argument; unavoidab
 
 from rfkit.base.checks import NonPositiveDenominatorWarning, NumericalError
 
-from . import lara, maclaurin_kernels, mis, ppsbn, proposals, ra, rfa, rmf
+from . import kernel_features, lara, maclaurin_kernels, mis, ppsbn, proposals, ra, rfa, rmf
 from .attention import (
     AttentionStats,
     kernel_attention,
@@ -139,7 +141,7 @@ from .rfa import rfa_attention
 from .structured import GivensProjection, HadamardProjection, fwht, givens_projection, hadamard_projection
 
 __all__ = [
-    "lara", "maclaurin_kernels", "mis", "ppsbn", "proposals", "ra", "rfa", "rmf",
+    "kernel_features", "lara", "maclaurin_kernels", "mis", "ppsbn", "proposals", "ra", "rfa", "rmf",
     "Proposal", "log_ratio",
     "G_KINDS", "RADIAL_LAWS", "IsotropicLaw", "Maclaurin", "beautiful_estimate", "beautiful_projections",
     "beautiful_terms",

@@ -8,6 +8,8 @@ Modules:
 * :mod:`~rfkit.theory.generalized` — kernels of generalized attention (ReLU arc-cosine, angular) and exact
   quadrature for ``K_f`` and its variance;
 * :mod:`~rfkit.theory.softmax` — exact moments of the softmax-kernel random-feature estimators;
+* :mod:`~rfkit.theory.rff` — random Fourier features of the Gaussian kernel: moments of the random-phase
+  (``RBFSampler``) and paired cos/sin maps;
 * :mod:`~rfkit.theory.importance` — importance-sampling moments for Gaussian targets and proposals;
 * :mod:`~rfkit.theory.smreg` — the regularized softmax kernel SMREG: ₀F₁/Bessel closed form, Eq 21/29/30
   series, Theorem 1's proof chain, iid/orthogonal MSEs and joint moments;

@@ -71,7 +71,7 @@ def _cmd_show(args) -> int:
     if claim.readings or len(claim.variants) > 1:
         for v in claim.variants:
             reading = (claim.readings or {}).get(v)
-            role = ("narrowed" if claim.narrowed(v) else "beside the verdict" if claim.beside(v) else "decides")
+            role = claim.role(v)
             words = f"  — “{reading.words}”" if reading is not None and reading.words else ""
             print(f"reading:     {v} [{role}]  {claim.variant_notes.get(v, '')}{words}")
     for tier in TIERS:
@@ -194,6 +194,86 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _cmd_audit(args) -> int:
+    from rfkit.validation.audit import LIBRARIES, audit, audit_table, format_audit_table, get_library
+
+    if args.list or not args.library:
+        if not args.list:
+            raise UsageError("name a library (rfkit audit --list lists them)")
+        for lib in LIBRARIES.values():
+            print(f"{lib.name:28} {lib.status}")
+            print(f"{'':28} {lib.summary}")
+            for prop in lib.properties:
+                print(f"{'':30}- {prop}")
+            if lib.notes:
+                print(f"{'':28} note: {lib.notes}")
+        return 0
+    try:
+        lib = get_library(args.library)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if not lib.installed:
+        raise UsageError(f"{lib.name} is {lib.status}")
+    if not lib.properties:
+        raise UsageError(f"{lib.name}: no adapters yet ({lib.notes})")
+    out = Path(args.out)
+    if args.witness:
+        return _audit_witness(lib, args.witness, out)
+    from rfkit.validation.report import text_table, write_reports
+    from rfkit.validation.results import write_run
+
+    _writable(out)
+    unknown = sorted(set(args.property or ()) - set(lib.properties))
+    if unknown:
+        raise UsageError(f"{lib.name} has no property {', '.join(unknown)}; its properties: "
+                         f"{', '.join(lib.properties)}")
+    run = audit(lib, args.tier, args.seed, properties=args.property, progress=False if args.quiet else None)
+    write_run(run, out)
+    write_reports(run, out, figures=False, progress=False)
+    rows = audit_table(run)
+    table = format_audit_table(rows, lib)
+    (out / "audit.md").write_text(table + "\n")
+    (out / "audit.json").write_text(json.dumps(dict(library=lib.name, module=lib.module, version=lib.version,
+                                                    tier=args.tier, seed=args.seed, rows=rows), indent=2,
+                                               ensure_ascii=False) + "\n")
+    if not args.quiet:
+        print(text_table(run))
+        print()
+        print(table)
+        print(f"\nwrote {out}/audit.md, {out}/audit.json, {out}/verdicts.json and {out}/report.md "
+              f"({run.seconds:.1f} s); re-run a witness: rfkit audit {lib.name} --witness ID --out {out}")
+    return EXIT_RUN_FAILED if run.failed else 0
+
+
+def _audit_witness(lib, claim_id: str, out: Path) -> int:
+    """Re-evaluate the witness of ``claim_id`` stored in ``out/verdicts.json`` with the library's adapters."""
+    from rfkit.validation.audit import rerun_witness
+
+    path = out / "verdicts.json"
+    if not path.exists():
+        raise UsageError(f"{path} not found: run `rfkit audit {lib.name} --out {out}` first")
+    entry = next((c for c in json.loads(path.read_text())["claims"] if c["id"] == claim_id), None)
+    if entry is None:
+        raise UsageError(f"{claim_id} is not in {path}")
+    witness = entry.get("witness")
+    if not witness:
+        print(f"{claim_id}: {entry['verdict']} — no witness (only refuted claims store one)")
+        return 0
+    outcome = rerun_witness(lib, claim_id, witness)
+    print(f"{claim_id} ({lib.name} {lib.version}): {entry['verdict']}; witness cell {json.dumps(witness['params'])} "
+          f"variant {witness['variant']} ({witness['kind']}), seed {witness['seed']}, tier {witness['tier']}")
+    if outcome.error:
+        print(f"re-evaluation failed: {outcome.error}")
+        return EXIT_RUN_FAILED
+    ev = outcome.evidence
+    for key in ("estimate", "prediction", "effect", "upper", "p_value", "statistic"):
+        print(f"  {key:10} stored {witness[key]!s:>24}   re-evaluated {getattr(ev, key)!s:>24}")
+    same = all(str(witness[k]) == str(getattr(ev, k)) or witness[k] == getattr(ev, k)
+               for k in ("estimate", "statistic", "p_value"))
+    print("  reproduced exactly" if same else "  differs from the stored witness")
+    return 0
+
+
 def _cmd_plan(args) -> int:
     from rfkit.validation.plan import estimate, plan_table
 
@@ -310,6 +390,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"skip the cells already in OUT/{CHECKPOINT} (every run writes it as cells finish), from a "
                         "run with the same tier, seed, alpha, backend and code; a long run stopped midway goes on")
     p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("audit", help="audit a third-party random-feature library (--list: the audited libraries)")
+    p.add_argument("library", nargs="?", help="pip or import name, e.g. performer-pytorch, scikit-learn")
+    p.add_argument("--list", action="store_true", help="list the audited libraries, installed or not, and their "
+                                                       "properties")
+    p.add_argument("--tier", choices=TIERS, default="smoke", help="sweep size (default smoke)")
+    p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    p.add_argument("--out", default="rfkit-audit", help="output folder (default rfkit-audit)")
+    p.add_argument("--property", nargs="+", action="extend", metavar="ID",
+                   help="only these of the library's properties (repeatable)")
+    p.add_argument("--witness", metavar="ID", help="re-run the witness of property ID stored in OUT/verdicts.json "
+                                                   "with the library's adapters")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    p.set_defaults(func=_cmd_audit)
 
     p = sub.add_parser("plan", help="cells per claim at a tier and, with --sample, its estimated time")
     p.add_argument("--paper", help="only this paper's claims")

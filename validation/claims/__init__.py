@@ -15,7 +15,7 @@ from types import ModuleType
 from rfkit.validation.model import Claim
 
 #: Registry modules, in listing order.
-MODULES = ("core", "performer", "lara", "eva", "macformer")
+MODULES = ("core", "peers", "performer", "lara", "eva", "macformer")
 
 REGISTRY: dict[str, Claim] = {}
 
