@@ -84,3 +84,52 @@ def test_bench_section_is_generated_from_a_bench_run(tmp_path):
     text = readme.read_text().split("<!-- bench:start -->")[1]
     assert "old" not in text and text.index("float32, B×H = 8, L = 4096") < text.index("float64, B×H = 8, L = 4096")
     assert "102 ms (1.97×)" in text  # the measured speed-up over performer-pytorch, never typed
+
+
+def test_audit_section_is_generated_from_audit_runs(tmp_path):
+    import json
+
+    import pytest
+
+    from rfkit.validation.readme import audit_section, update
+
+    rows = [dict(property="core.orf.haar_law", verdict="refuted", tolerance="0.04",
+                 witness="d=8, m=d (max, seed 7): violation 0.46 | KS", reason="long reason"),
+            dict(property="core.favor.no_future_leak", verdict="supported", tolerance="1e-12", witness="",
+                 reason="validity: exact")]
+    docs = [dict(library="performer-pytorch", module="performer_pytorch", version="1.1.4", tier="smoke", seed=3,
+                 rows=rows),
+            dict(library="gpytorch", module="gpytorch", version="1.15.2", tier="quick", seed=0, rows=rows[1:])]
+    text = audit_section(docs)
+    performer, gpytorch = text.split("#### gpytorch 1.15.2")
+    assert performer.startswith("#### performer-pytorch 1.1.4") and "--tier smoke --seed 3`" in performer
+    assert "| `core.orf.haar_law` | refuted | d=8, m=d (max, seed 7): violation 0.46 \\| KS |" in performer
+    assert "| `core.favor.no_future_leak` | supported | validity: exact |" in performer  # no witness: the reason
+    assert "--tier quick --seed 0`" in gpytorch and "haar" not in gpytorch
+    with pytest.raises(SystemExit, match="no rows"):
+        audit_section([{k: v for k, v in docs[0].items() if k != "rows"}])
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\nkept\n"
+                      "<!-- audit:start -->\nold\n<!-- audit:end -->\n")
+    (tmp_path / "q.json").write_text(json.dumps(dict(tier="quick", seed=0, rfkit_version="0.1.0", seconds=1.0,
+                                                      created="2026-11-27T00:00:00", claims=[])))
+    paths = []
+    for doc in docs:
+        paths.append(tmp_path / f"{doc['library']}.json")
+        paths[-1].write_text(json.dumps(doc))
+    update(readme, tmp_path / "q.json", audit=paths)
+    after = readme.read_text().split("<!-- audit:start -->")[1].split("<!-- audit:end -->")[0]
+    assert after.strip() == text and "kept" in readme.read_text()
+
+
+def test_readme_audit_section_lists_each_library_with_its_registered_properties():
+    """The generated section names every audited library once, each with one row per registered property."""
+    from rfkit.validation.audit import get_library
+
+    section = README.read_text().split("<!-- audit:start -->", 1)[1].split("<!-- audit:end -->", 1)[0]
+    libraries = re.findall(r"^#### (\S+) ", section, flags=re.M)
+    assert libraries and len(libraries) == len(set(libraries))
+    for lib, table in zip(libraries, re.split(r"^#### ", section, flags=re.M)[1:], strict=True):
+        assert re.search(rf"^`rfkit audit {lib} --tier \w+ --seed \d+`$", table, flags=re.M)
+        listed = re.findall(r"^\| `([a-z0-9_.]+)` \|", table, flags=re.M)
+        assert listed == list(get_library(lib).properties), "regenerate: python -m rfkit.validation.readme ... --audit"

@@ -12,7 +12,10 @@ Replaces the text between ``<!-- verdicts:start -->`` and ``<!-- verdicts:end --
 between ``<!-- full:start -->`` and ``<!-- full:end -->``: per paper, the verdicts and the measured time. With
 ``--bench BENCH.jsonl`` (``rfkit bench --quick --json --peers-only --lengths 4096 > BENCH.jsonl``, on an otherwise
 idle machine) it replaces the section between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` with the float32
-and float64 tables of :func:`rfkit.validation.bench.performance_table`.
+and float64 tables of :func:`rfkit.validation.bench.performance_table`. With ``--audit AUDIT.json [AUDIT.json ...]``
+(the ``audit.json`` of ``rfkit audit LIB --tier smoke --seed 0 --out DIR``, one per library) it replaces the section
+between ``<!-- audit:start -->`` and ``<!-- audit:end -->``: per library, its property → verdict → witness table
+(:func:`rfkit.validation.audit.format_audit_table`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ START, END = "<!-- verdicts:start -->", "<!-- verdicts:end -->"
 PLAN_START, PLAN_END = "<!-- plan:start -->", "<!-- plan:end -->"
 FULL_START, FULL_END = "<!-- full:start -->", "<!-- full:end -->"
 BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
+AUDIT_START, AUDIT_END = "<!-- audit:start -->", "<!-- audit:end -->"
 
 
 def _fmt(x) -> str:
@@ -124,8 +128,25 @@ def bench_section(rows: list[dict]) -> str:
     return "\n\n".join(performance_table(rows, dtype=d) for d in dtypes)
 
 
+def audit_section(docs: list[dict]) -> str:
+    """Markdown: per audited library (``audit.json`` of ``rfkit audit``), a heading with its name, version, tier and
+    seed (the command that reproduces it) and its property → verdict → witness table."""
+    from rfkit.validation.audit import format_audit_table
+
+    if not docs:
+        raise SystemExit("--audit needs at least one audit.json (rfkit audit LIB --out DIR writes DIR/audit.json)")
+    parts = []
+    for doc in docs:
+        missing = sorted({"library", "version", "tier", "seed", "rows"} - set(doc))
+        if missing:
+            raise SystemExit(f"not an audit.json of `rfkit audit` (no {', '.join(missing)})")
+        parts.append(f"#### {doc['library']} {doc['version']}\n\n`rfkit audit {doc['library']} --tier {doc['tier']} "
+                     f"--seed {doc['seed']}`\n\n{format_audit_table(doc['rows'])}")
+    return "\n\n".join(parts)
+
+
 def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Path] = (),
-           bench: Path | None = None) -> None:
+           bench: Path | None = None, audit: list[Path] = ()) -> None:
     text = _replace(readme.read_text(), START, END, verdict_section(json.loads(verdicts.read_text())), readme)
     if bench is not None:
         from rfkit.validation.bench import read_json_lines
@@ -135,6 +156,9 @@ def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Pa
         text = _replace(text, PLAN_START, PLAN_END, plan_section(json.loads(plan.read_text())), readme)
     if full:
         text = _replace(text, FULL_START, FULL_END, full_section([json.loads(p.read_text()) for p in full]), readme)
+    if audit:
+        text = _replace(text, AUDIT_START, AUDIT_END, audit_section([json.loads(p.read_text()) for p in audit]),
+                        readme)
     readme.write_text(text)
 
 
@@ -151,8 +175,9 @@ if __name__ == "__main__":
     plan_paths, rest = _option(sys.argv[1:], "--plan")
     full_paths, rest = _option(rest, "--full")
     bench_paths, rest = _option(rest, "--bench")
+    audit_paths, rest = _option(rest, "--audit")
     if len(rest) != 2 or len(plan_paths) > 1 or len(bench_paths) > 1:
         raise SystemExit("usage: python -m rfkit.validation.readme VERDICTS_JSON README_MD [--plan PLAN_JSON] "
-                         "[--full FULL_VERDICTS_JSON ...] [--bench BENCH_JSONL]")
+                         "[--full FULL_VERDICTS_JSON ...] [--bench BENCH_JSONL] [--audit AUDIT_JSON ...]")
     update(Path(rest[1]), Path(rest[0]), Path(plan_paths[0]) if plan_paths else None, [Path(p) for p in full_paths],
-           Path(bench_paths[0]) if bench_paths else None)
+           Path(bench_paths[0]) if bench_paths else None, [Path(p) for p in audit_paths])
