@@ -229,3 +229,17 @@ def test_linear_axes_on_a_rate_are_caught(results, monkeypatch):
         assert not _loglog(fig)
     finally:
         plt.close(fig)
+
+
+def test_a_process_pool_draws_the_same_figures(results, tmp_path):
+    """draw_figures in 2 spawned workers writes byte-identical PNGs to the in-process drawing (SVGs carry a date)."""
+    from rfkit.validation.figures import PARALLEL_MIN_FIGURES, draw_figures
+
+    spec = figure_spec(next(iter(results.values())))
+    jobs = [(spec, tmp_path / "pool" / f"{i}.png") for i in range(PARALLEL_MIN_FIGURES)]
+    (tmp_path / "pool").mkdir()
+    done = []
+    draw_figures(jobs, workers=2, on_done=lambda: done.append(1))
+    draw_figure(spec, tmp_path / "one.png")
+    assert len(done) == len(jobs)
+    assert all(path.read_bytes() == (tmp_path / "one.png").read_bytes() for _, path in jobs)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -42,7 +42,7 @@ import numpy as np
 
 from rfkit.validation.results import ClaimResult, cell_verdict
 
-__all__ = ["FigureSpec", "figure_spec", "render_figure", "draw_figure", "claim_figure", "VERDICT_ORDER"]
+__all__ = ["FigureSpec", "figure_spec", "render_figure", "draw_figure", "draw_figures", "claim_figure", "VERDICT_ORDER"]
 
 #: Cell verdicts in legend order (:func:`rfkit.validation.results.cell_verdict`).
 VERDICT_ORDER = ("ok", "violation", "flagged", "undecided", "underpowered", "error")
@@ -530,3 +530,32 @@ def claim_figure(result: ClaimResult, path: Path) -> bool:
         return False
     draw_figure(spec, path)
     return True
+
+
+#: Fewest figures worth a process pool (below it, starting the workers costs more than it saves).
+PARALLEL_MIN_FIGURES = 16
+
+
+def draw_figures(jobs: list[tuple[FigureSpec, Path]], *, workers: int | None = None,
+                 on_done: Callable[[], None] | None = None) -> None:
+    """Draw every ``(spec, path)`` of ``jobs`` (:func:`draw_figure`), in a pool of ``workers`` processes (default:
+    the CPUs this process may use) when there are at least :data:`PARALLEL_MIN_FIGURES` of them; ``on_done`` is
+    called once per finished figure (a progress bar's update). The figures are the same either way: each is
+    drawn from its picklable spec alone."""
+    import concurrent.futures
+    import multiprocessing
+    import os
+
+    workers = len(os.sched_getaffinity(0)) if workers is None else workers
+    if workers < 2 or len(jobs) < PARALLEL_MIN_FIGURES:
+        for spec, path in jobs:
+            draw_figure(spec, path)
+            if on_done is not None:
+                on_done()
+        return
+    # spawn: a fresh interpreter per worker (forking a process that holds BLAS/Numba threads is unsafe)
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for future in concurrent.futures.as_completed([pool.submit(draw_figure, spec, path) for spec, path in jobs]):
+            future.result()
+            if on_done is not None:
+                on_done()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rfkit.validation.cite import latex_escape
 from rfkit.validation.engine import VERDICTS
-from rfkit.validation.figures import claim_figure
+from rfkit.validation.figures import draw_figures, figure_spec
 from rfkit.validation.progress import progress as show_progress
 from rfkit.validation.reasons import reason_summary
 from rfkit.validation.results import COVERAGE_HEAD, ClaimResult, RunResult, format_number
@@ -130,13 +130,14 @@ def write_reports(run: RunResult, out: Path, *, latex: bool = False, figures: bo
     fig_paths: dict[str, str] = {}
     if figures:
         (out / "figures").mkdir(parents=True, exist_ok=True)
-        bar = show_progress(len(run.claims), "figures", show=progress, unit="claim")
+        jobs = []
         for c in run.claims:
-            path = f"figures/{c.claim.id}.png"
-            if claim_figure(c, out / path):
-                fig_paths[c.claim.id] = path
-            if bar is not None:
-                bar.update(1)
+            spec = figure_spec(c)
+            if spec is not None:
+                fig_paths[c.claim.id] = f"figures/{c.claim.id}.png"
+                jobs.append((spec, out / fig_paths[c.claim.id]))
+        bar = show_progress(len(jobs), "figures", show=progress, unit="figure")
+        draw_figures(jobs, on_done=None if bar is None else lambda: bar.update(1))
         if bar is not None:
             bar.close()
     paths = {"report.md": out / "report.md", "report.html": out / "report.html"}
