@@ -15,6 +15,7 @@ from rfkit.validation.stats import (
     Evidence,
     combine,
     exact_test,
+    ks_test,
     mean_test,
     ratio_test,
     round_sizes,
@@ -79,6 +80,11 @@ def test_validity_is_stated():
     assert exact_test([1.0], [1.0], tolerance=1e-12).validity == "exact"
     parts = [mean_test(x, 0.0, sd=1.0, tolerance=0.2, alpha=5e-4), exact_test([1.0], [1.0], tolerance=1e-12)]
     assert combine(parts).validity == "non-asymptotic"
+    # two exact parts: the combined validity rests on both parts' assumptions, not on the first one's
+    ks = ks_test(np.random.default_rng(3).uniform(size=200), lambda u: u, alpha=1e-3, tolerance=0.1)
+    both = combine([exact_test([1.0], [1.0], tolerance=1e-12), ks])
+    assert both.validity == "exact" and ks.assumption in both.assumption
+    assert exact_test([1.0], [1.0], tolerance=1e-12).assumption in both.assumption
 
 
 def test_infinite_variance_is_undecidable():

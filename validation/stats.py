@@ -738,8 +738,9 @@ def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict
     The sub-tests must have been run at level ``alpha / len(evidences)``; the combined p-value is
     ``min(1, k · min p)``, the effect and resolution are the worst of the parts, flags are merged, and the
     validity is the weakest of the parts'. The part with the smallest p-value supplies estimate,
-    prediction and statistic. Sequential parts' budget bookkeeping is kept, so the engine extends a cell
-    whose sequential part spent its budget undecided.
+    prediction and statistic; the assumption lists every distinct assumption of the parts at the weakest
+    validity (a deterministic check beside a KS test rests on both). Sequential parts' budget bookkeeping is
+    kept, so the engine extends a cell whose sequential part spent its budget undecided.
     """
     if not evidences:
         raise ValueError("combine needs at least one Evidence")
@@ -749,6 +750,9 @@ def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict
     parts = dict(extra or {})
     parts.setdefault("parts", k)
     weakest = max(evidences, key=lambda e: VALIDITY.index(e.validity))
+    # what the combined validity rests on: every distinct assumption of the parts at the weakest class
+    assumption = "; ".join(dict.fromkeys(e.assumption for e in evidences
+                                         if e.validity == weakest.validity and e.assumption))
     sequential = [e for e in evidences if e.extra.get("sequential")]
     if sequential:
         # the engine's budget bookkeeping: the cell is undecided if any sequential part spent its budget
@@ -762,7 +766,7 @@ def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict
                     max((e.effect for e in evidences if not math.isnan(e.effect)), default=math.nan),
                     max(e.upper for e in evidences), sum(e.n for e in evidences),
                     method or f"{worst.method} (Bonferroni over {k})", flags, extra=parts,
-                    validity=weakest.validity, assumption=weakest.assumption)
+                    validity=weakest.validity, assumption=assumption)
 
 
 def weakest_validity(evidences) -> str:
