@@ -34,6 +34,9 @@ def test_validate_prints_the_table(tmp_path, capsys):
                  "--no-figures"]) == 0
     printed = capsys.readouterr().out
     assert all(cid in printed for cid in SMOKE_SUBSET) and "supported" in printed
+    # the per-claim timing summary at the end: total, per paper, the slowest claims
+    summary = next(line for line in printed.splitlines() if line.startswith("time: "))
+    assert f"in {len(SMOKE_SUBSET)} claims" in summary and "slowest: " in summary
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -17,7 +17,7 @@ from rfkit.validation.reasons import reason_summary
 from rfkit.validation.results import COVERAGE_HEAD, ClaimResult, RunResult, format_number
 from rfkit.validation.site import index_page, write_site
 
-__all__ = ["text_table", "markdown_report", "latex_table", "write_reports"]
+__all__ = ["text_table", "timing_summary", "markdown_report", "latex_table", "write_reports"]
 
 
 def _variants(c: ClaimResult) -> str:
@@ -37,7 +37,20 @@ def text_table(run: RunResult) -> str:
     rows.append("")
     for paper, counter in run.counts().items():
         rows.append(f"{paper:10} " + "  ".join(f"{v}: {counter.get(v, 0)}" for v in VERDICTS))
+    rows += ["", timing_summary(run)]
     return "\n".join(rows)
+
+
+def timing_summary(run: RunResult, slowest: int = 5) -> str:
+    """Where a run's time went: the claims' total (their cells' wall seconds, resumed cells included), per paper,
+    and the ``slowest`` claims."""
+    per_paper: dict[str, float] = {}
+    for c in run.claims:
+        per_paper[c.claim.paper] = per_paper.get(c.claim.paper, 0.0) + c.seconds
+    top = sorted(run.claims, key=lambda c: -c.seconds)[:slowest]
+    return (f"time: {sum(per_paper.values()):.1f} s in {len(run.claims)} claims ("
+            + ", ".join(f"{p} {t:.1f} s" for p, t in per_paper.items()) + "); slowest: "
+            + ", ".join(f"{c.claim.id} {c.seconds:.1f} s" for c in top))
 
 
 def _header(run: RunResult) -> str:
