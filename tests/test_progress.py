@@ -49,5 +49,5 @@ def test_a_non_interactive_cli_run_shows_progress(tmp_path):
                            "performer.eq11.prefix_sum_identity", "--tier", "smoke", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert "validate (smoke): 0/" in proc.stderr and "figures: 1/1 claims (100%)" in proc.stderr
+    assert "validate (smoke): 0/" in proc.stderr and "figures: 1/1 figures (100%)" in proc.stderr
     assert proc.stderr.count(", done") == 2
