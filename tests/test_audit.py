@@ -126,6 +126,55 @@ def test_planted_defects_are_refuted():
     assert set(verdicts(run).values()) == {"refuted"}
 
 
+F32 = "core.favor.float32_forward_error"
+
+
+def _float16_sums(q, k, v, *, omega, causal):
+    """Planted defect: rfkit's float32 features (key scales relative to their maximum), the sums in float16."""
+    from rfkit.estimators import positive_features
+
+    scale = q.shape[-1] ** -0.25
+    qf, kf = positive_features(q * scale, omega, dtype=np.float32), positive_features(k * scale, omega,
+                                                                                     dtype=np.float32)
+    a = qf.values.astype(np.float16) @ (kf.values * np.exp(kf.log_scale - kf.log_scale.max())[:, None]).astype(
+        np.float16).T
+    a = np.tril(a) if causal else a
+    return (a @ v.astype(np.float16)) / a.sum(axis=-1, keepdims=True)
+
+
+def _unstabilised(q, k, v, *, omega, causal):
+    """Planted defect: float32 features exp(ωᵀx - ‖x‖²/2)/√m without a stabiliser (underflow at large norms)."""
+    def features(x):
+        x = x * np.float32(x.shape[-1] ** -0.25)
+        return np.exp(x @ omega.T - 0.5 * (x * x).sum(axis=-1, keepdims=True)) / np.float32(math.sqrt(len(omega)))
+
+    a = features(q) @ features(k).T
+    a = np.tril(a) if causal else a
+    with np.errstate(all="ignore"):
+        return (a @ v) / a.sum(axis=-1, keepdims=True)
+
+
+def test_float32_forward_error_bound():
+    """rfkit's float32 FAVOR+ stays within the stated bound (at < 1% of it); float16 sums and an unstabilised exp
+    (0/0 at σ = 8 in float32 only) are refuted."""
+    from rfkit.theory.rounding import favor_float32_bound, gamma_n
+    from rfkit.validation.claims.peers import FAVOR_D, FAVOR_M
+
+    run = audit("rfkit", "smoke", 0, properties=(F32,))
+    assert verdicts(run) == {F32: "supported"}, audit_table(run)
+    assert max(o.evidence.estimate for o in run.claims[0].outcomes) < 0.05
+    for planted in (_float16_sums, _unstabilised):
+        run = audit("rfkit", "smoke", 0, properties=(F32,),
+                    implementations={"favor.fixed_projection.float32": planted})
+        assert verdicts(run) == {F32: "refuted"}, planted.__name__
+    only_sums = favor_float32_bound(np.zeros((2, FAVOR_D)), np.ones((FAVOR_M, FAVOR_D)), 1024)
+    assert only_sums == pytest.approx(gamma_n(1024 + FAVOR_M + 3) + 4 * 2.0 ** -24)
+    with pytest.raises(ValueError, match="gamma_n"):
+        gamma_n(2 ** 24)
+    with pytest.raises(ValueError, match="omega"):
+        favor_float32_bound(np.zeros((2, 3)), np.zeros((4, 5)), 8)
+
+
 # ---------------------------------------------------------------------------------------------- the libraries
 
 
@@ -143,6 +192,13 @@ def test_sklearn_rbf_sampler_is_unbiased_with_the_random_phase_variance():
 def test_gpytorch_rff_kernel_is_unbiased_with_the_paired_variance():
     run = audit("gpytorch", "smoke", 0)
     assert verdicts(run) == {"core.rff.paired.unbiased": "supported", "core.rff.paired.variance": "supported"}
+
+
+@needs("performer_pytorch")
+def test_performer_float32_is_within_the_bound():
+    """performer-pytorch in float32 (its default) against its own float64 on the same inputs: within the bound."""
+    run = audit("performer-pytorch", "smoke", 0, properties=(F32,))
+    assert verdicts(run) == {F32: "supported"}, audit_table(run)
 
 
 @needs("performer_pytorch")

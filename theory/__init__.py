@@ -8,6 +8,7 @@ Modules:
 * :mod:`~rfkit.theory.generalized` — kernels of generalized attention (ReLU arc-cosine, angular) and exact
   quadrature for ``K_f`` and its variance;
 * :mod:`~rfkit.theory.softmax` — exact moments of the softmax-kernel random-feature estimators;
+* :mod:`~rfkit.theory.rounding` — rounding-error bounds (Higham's γ_n) and FAVOR+'s float32 forward-error bound;
 * :mod:`~rfkit.theory.rff` — random Fourier features of the Gaussian kernel: moments of the random-phase
   (``RBFSampler``) and paired cos/sin maps;
 * :mod:`~rfkit.theory.importance` — importance-sampling moments for Gaussian targets and proposals;

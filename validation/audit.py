@@ -156,8 +156,19 @@ def _performer_adapters() -> dict[str, Callable]:
             out = module(*(torch.as_tensor(np.asarray(a, dtype=np.float64))[None, None] for a in (q, k, v)))
         return out[0, 0].numpy()
 
+    def fast_attention_float32(q, k, v, *, omega, causal):
+        """``favor.fixed_projection.float32`` role: the same ``FastAttention`` in float32 (torch's default dtype,
+        the library's own use): float32 projection buffer and inputs."""
+        omega = torch.as_tensor(np.asarray(omega, dtype=np.float32))
+        with _quiet(), torch.random.fork_rng(), torch.no_grad():
+            module = peer.FastAttention(dim_heads=omega.shape[1], nb_features=omega.shape[0], causal=causal)
+            module.projection_matrix = omega
+            out = module(*(torch.as_tensor(np.asarray(a, dtype=np.float32))[None, None] for a in (q, k, v)))
+        return out[0, 0].numpy()
+
     return {"linear_attention": linear_attention, "orthogonal_projection": orthogonal_projection,
-            "feature_map.positive": positive_features, "favor.fixed_projection": fast_attention}
+            "feature_map.positive": positive_features, "favor.fixed_projection": fast_attention,
+            "favor.fixed_projection.float32": fast_attention_float32}
 
 
 # ------------------------------------------------------------------------------------------------ scikit-learn
@@ -220,12 +231,13 @@ def _rfkit_adapters() -> dict[str, Callable]:
 
     return {"rff.phase": random_phase_features, "rff.paired": peers.rfkit_rff_paired,
             "poly_sketch": polynomial_maclaurin_features,
-            "favor.fixed_projection": peers.rfkit_favor_fixed, "orthogonal_projection": orthogonal_projection,
-            "feature_map.positive": positive_features}
+            "favor.fixed_projection": peers.rfkit_favor_fixed,
+            "favor.fixed_projection.float32": peers.rfkit_favor_fixed_float32,
+            "orthogonal_projection": orthogonal_projection, "feature_map.positive": positive_features}
 
 
 _FAVOR_PROPERTIES = ("core.features.positive_exact_opposite", "core.favor.exact_given_projection",
-                     "core.favor.no_future_leak", "core.orf.haar_law")
+                     "core.favor.no_future_leak", "core.orf.haar_law", "core.favor.float32_forward_error")
 _RFF_PHASE = ("core.rff.phase.unbiased", "core.rff.phase.variance")
 _RFF_PAIRED = ("core.rff.paired.unbiased", "core.rff.paired.variance")
 
@@ -234,7 +246,8 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("performer-pytorch", "performer_pytorch",
             "Performer FAVOR+ in PyTorch: softmax_kernel features, gaussian_orthogonal_random_matrix, FastAttention "
             "(bidirectional and causal), linear_attention", _performer_adapters,
-            _FAVOR_PROPERTIES[:3] + ("core.linear_attention.exact", "core.orf.haar_law")),
+            _FAVOR_PROPERTIES[:3] + ("core.linear_attention.exact", "core.orf.haar_law",
+                                     "core.favor.float32_forward_error")),
     Library("scikit-learn", "sklearn", "kernel_approximation.RBFSampler: random Fourier features with a random "
             "phase; PolynomialCountSketch: TensorSketch of the polynomial kernel", _sklearn_adapters,
             _RFF_PHASE + ("core.poly.sketch_unbiased",),

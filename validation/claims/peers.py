@@ -13,7 +13,8 @@ role                           signature
                                ``z(x)ᵀz(y)`` estimates the kernel
 ``favor.fixed_projection``     ``f(q (L, d), k (L, d), v (L, d_v), *, omega (m, d), causal) -> (L, d_v)``:
                                FAVOR+ softmax attention with the given projection (inputs scaled by ``d^{-1/4}``
-                               inside, as in Performer Algorithm 1)
+                               inside, as in Performer Algorithm 1); ``favor.fixed_projection.float32``: the
+                               same computed in float32 (inputs and ``omega`` given as float32)
 ``poly_sketch``                ``f(x (n, d), *, gamma, degree, coef0, m, rng, size) -> (size, n, m)``: ``size``
                                independent sketches of ``(γ xᵀy + c)^p`` with ``m`` components
 =============================  =====================================================================
@@ -37,6 +38,7 @@ from rfkit.estimators import (
 from rfkit.estimators.favor import favor_attention
 from rfkit.estimators.kernel_features import polynomial_maclaurin_features, random_phase_features
 from rfkit.theory.rff import RFF_MAPS, gaussian_kernel_value, rff_squared_error_sd, rff_variance
+from rfkit.theory.rounding import favor_float32_bound
 from rfkit.validation.domain import Choice
 from rfkit.validation.harness import chunks, condition_scale, controlled_pair, kernel_estimates
 from rfkit.validation.model import CellContext, Claim, tiers
@@ -227,6 +229,7 @@ FAVOR_EXACT = Claim(
     cell=_favor_exact_cell,
     grid=tiers(dict(direction=["bidirectional", "causal"], L=[1, 16, 128], sigma=[0.35, 1.0])),
     roles=("favor.fixed_projection",), plot_x="L",
+    related={"core.favor.float32_forward_error": "the same computation in float32 against this one in float64"},
     notes="The reference is rfkit's positive_features and the quadratic oracle linear_attention_quadratic; the error "
           "is scaled per entry by the condition magnitude (Σ|Â||v| + |out|Σ|Â|)/|D̂| as in "
           "core.linear_attention.exact.",
@@ -264,6 +267,67 @@ FAVOR_NO_LEAK = Claim(
     roles=("favor.fixed_projection",), plot_x="t",
     notes="The same property as core.causal.no_future_leak, here of the whole FAVOR+ pipeline (features from raw "
           "inputs): a key stabiliser taken over all keys of the sequence breaks it.",
+)
+
+# ------------------------------------------------------------------------ FAVOR+ in float32 (forward error)
+
+#: The error, in bounds, that a non-finite float32 output counts as where the float64 output is finite.
+FLOAT32_LOST_ERROR = 1e30
+
+
+def rfkit_favor_fixed_float32(q, k, v, *, omega, causal: bool) -> np.ndarray:
+    """rfkit's FAVOR+ with the projection ``omega``, computed in float32 (``favor_attention(dtype=np.float32)``)."""
+    return favor_attention(q, k, v, omega=omega, causal=causal, dtype=np.float32)
+
+
+def _favor_float32_cell(ctx: CellContext):
+    causal = ctx.params["direction"] == "causal"
+    q, k, v, omega = (a.astype(np.float32) for a in _favor_inputs(ctx, ctx.params["L"], ctx.params["sigma"]))
+    wide = [a.astype(np.float64) for a in (q, k, v, omega)]  # the same (float32-representable) values
+    attend64 = ctx.impl("favor.fixed_projection", rfkit_favor_fixed)
+    attend32 = ctx.impl("favor.fixed_projection.float32", rfkit_favor_fixed_float32)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        want = np.asarray(attend64(*wide[:3], omega=wide[3], causal=causal), dtype=np.float64)
+        got32 = np.asarray(attend32(q, k, v, omega=omega, causal=causal))
+    scale = FAVOR_D ** -0.25
+    x = np.concatenate([wide[0], wide[1]]) * scale
+    bound = favor_float32_bound(x, wide[3], ctx.params["L"])
+    qf, kf = positive_features(wide[0] * scale, wide[3]), positive_features(wide[1] * scale, wide[3])
+    allowed = bound * condition_scale(qf, kf, wide[2], want, causal)
+    got = got32.astype(np.float64)
+    lost = ~np.isfinite(got) & np.isfinite(want)  # overflow, or underflow to 0/0, that float64 does not have
+    got = np.where(lost, want + FLOAT32_LOST_ERROR * allowed, got)
+    return exact_test(got, want, tolerance=ctx.tolerance, scale=allowed,
+                      extra=dict(bound=bound, output_dtype=str(got32.dtype), n_nonfinite_float32=int(lost.sum()),
+                                 max_norm=float(np.sqrt((x * x).sum(axis=-1)).max())))
+
+
+FAVOR_FLOAT32 = Claim(
+    id="core.favor.float32_forward_error", source="Higham (2002), Accuracy and Stability of Numerical Algorithms, "
+    "§3.1-3.4 (γ_n bounds); rfkit.estimators.favor.favor_attention(dtype=np.float32)",
+    statement="FAVOR+ attention with a given projection computed in float32 agrees with the same computation in "
+              "float64 on the same inputs within the first-order worst-case forward-error bound η = γ_{L+m+3} + "
+              "2ε_φ (u = 2^-24, γ_n = nu/(1 - nu), ε_φ = 2u + γ_{d+4}(2 max|ω|ᵀ|x| + ‖x‖²/2) the features' exp "
+              "error) on the condition-scaled error, bidirectional and causal, including large norms (where exp "
+              "needs its stabiliser) and long sequences, with no overflow or underflow to 0/0.",
+    kind="identity", tolerance=1.0, units="condition-scaled error / η (the bound)",
+    domain=dict(direction=Choice("bidirectional and causal", ("bidirectional", "causal")),
+                L=Choice("L ∈ {16, 1024}", (16, 1024)),
+                sigma=Choice("q, k ~ N(0, σ²I) with σ ∈ {0.35, 1, 4, 8} (‖d^{-1/4}q‖ ≈ 0.7, 2, 8 and 16)",
+                             (0.35, 1.0, 4.0, 8.0))),
+    cell=_favor_float32_cell,
+    grid=tiers(dict(direction=["bidirectional", "causal"], L=[16, 1024], sigma=[0.35, 1.0, 4.0, 8.0])),
+    roles=("favor.fixed_projection", "favor.fixed_projection.float32"), plot_x="sigma",
+    related={"core.favor.exact_given_projection": "the float64 computation's exactness (this compares float32 "
+                                                  "with it)"},
+    notes="Inputs and projection are rounded to float32 first; the float64 reference is the same role's float64 "
+          "computation on those values (so this measures float32 behaviour, not exactness). The error is scaled per "
+          "entry by η times the condition magnitude (Σ|Â||v| + |out|Σ|Â|)/|D̂| (rfkit's positive features of the "
+          "same inputs); tolerance 1 is the worst-case bound itself (rfkit's float32 sits at ~1% of it: typical "
+          "errors grow as √n·u, not n·u, Higham & Mary 2019). A non-finite float32 output where float64 is finite "
+          "counts as an error of 10^30 bounds (FLOAT32_LOST_ERROR). At σ = 8 the unstabilised exp(ωᵀx - ‖x‖²/2) "
+          "underflows in float32.",
 )
 
 # ------------------------------------------------------------------------------ polynomial kernel sketches
