@@ -3,7 +3,10 @@
 Each paper module exports ``REPRODUCTIONS`` (a list of :class:`Reproduction`). A reproduction computes the
 figure's quantities with rfkit, writes a PNG and a netCDF file (and anything else it needs) into the
 output folder, and returns the paths. Parameters the paper leaves open are options with documented
-defaults (``rfkit reproduce ID --option name=value``).
+defaults (``rfkit reproduce ID --option name=value``). Every figure is laid out by :mod:`.layout`: the colour-blind
+palette, one legend outside the axes, log-axis tick labels that do not overlap, error bars (or bands) from the
+reproduction's own replicates where it has them, and a caption line stating the inputs and regime it ran (sizes,
+replicates, seed, options changed from the defaults, options that differ from the paper's values).
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ best-of-``repeats`` CPU times of the calling thread with single-threaded BLAS (:
 memory is the ``tracemalloc`` peak of one call. The quantities are computed by :func:`efficiency_sweep` only: the
 claims ``eva.fig1.runtime_memory`` and ``eva.appe4.short_sequences`` call it too. Long-Short (Transformer-LS) has no
 implementation in rfkit, so the figure's Long-Short curve is not reproduced. Defaults follow Table 12's MLM setting
-(window 256, C = 128, 256 Performer features) and a reduced length list so the run takes about a minute.
+(window 256, C = 128, 256 Performer features) and a reduced length list so the run takes about a minute. Time bars
+reach from the best time up to the second best (``seconds_resolution``, the resolution the complexity claims use);
+memory is one deterministic call (no bars). The caption (:func:`fig1_caption`) states the regime.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ from rfkit.estimators.eva import eva_practical
 from rfkit.theory.cost import feature_map_gemms, gemm_flops, linear_attention_gemms, softmax_attention_gemms
 from rfkit.theory.eva import eva_practical_gemms
 from rfkit.validation.netcdf import write_dataset
-from rfkit.validation.reproductions import Reproduction
+from rfkit.validation.reproductions import Reproduction, layout
 from rfkit.validation.timing import interleaved_best_times, peak_bytes
 
 __all__ = ["REPRODUCTIONS", "FIG1_OPTIONS", "MECHANISMS", "attention_call", "mechanism_flops", "efficiency_sweep",
-           "is_capped", "run_fig1"]
+           "is_capped", "fig1_caption", "run_fig1"]
 
 MECHANISMS = ("softmax", "performer", "local", "eva")
 #: What :func:`efficiency_sweep` measures (option ``measures``: a subset).
@@ -88,14 +90,15 @@ def mechanism_flops(mechanism: str, length: int, options: dict) -> int:
 
 
 def efficiency_sweep(options: dict, rng: np.random.Generator) -> xr.Dataset:
-    """``seconds`` (best CPU time), ``peak_bytes`` and ``flops`` (GEMM counts) of one forward call, each
-    ``(mechanism, length)``; ``options["measures"]`` selects a subset (default all)."""
+    """``seconds`` (best CPU time) with ``seconds_resolution`` (its gap to the second-best time,
+    :func:`rfkit.validation.timing.interleaved_best_times`), ``peak_bytes`` and ``flops`` (GEMM counts) of one forward
+    call, each ``(mechanism, length)``; ``options["measures"]`` selects a subset (default all)."""
     lengths, mechanisms = list(options["lengths"]), list(options["mechanisms"])
     measures = options.get("measures", MEASURES)
     calls = [attention_call(m, n, options, rng) for n in lengths for m in mechanisms]
     values = {}
     if "seconds" in measures:
-        values["seconds"] = interleaved_best_times(calls, repeats=options["repeats"])[0]
+        values["seconds"], values["seconds_resolution"] = interleaved_best_times(calls, repeats=options["repeats"])
     if "peak_bytes" in measures:
         calls[0]()  # warm-up outside the trace
         gc.collect()
@@ -107,26 +110,38 @@ def efficiency_sweep(options: dict, rng: np.random.Generator) -> xr.Dataset:
                       coords=dict(length=lengths, mechanism=mechanisms)).transpose("mechanism", "length")
 
 
-def _plot(ds: xr.Dataset, path: Path) -> None:
-    import matplotlib
+#: App E.4 / Table 12 (MLM) values of the options the paper states; the sequence lengths it leaves open.
+FIG1_PAPER = dict(width=192, heads=2, window=256, chunks=128, features=256, repeats=30)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, name, label in zip(axes, ("peak_bytes", "seconds"), ("peak memory (MiB)", "CPU time (ms)"),
+def fig1_caption(options: dict) -> str:
+    """Fig 1's regime line (:func:`rfkit.validation.reproductions.layout.regime_caption`)."""
+    regime = (f"one attention layer ({options['heads']} heads of dimension {options['width'] // options['heads']}), "
+              f"forward only, CPU, float64, single-threaded BLAS (paper: 8-layer Transformer, batch 64, 8 V100 GPUs), "
+              f"random inputs, lengths {options['lengths']}, mechanisms {options['mechanisms']} (Long-Short not "
+              f"implemented); time: best of {options['repeats']} interleaved repeats (paper: mean of 30), bars up to "
+              f"the second-best time; memory: tracemalloc peak of one call (deterministic, no bars); |E| = "
+              f"min({options['window']}, L/2), C = min({options['chunks']}, L/2), {options['features']} Performer "
+              f"features")
+    return layout.regime_caption("eva.fig1", regime, options, FIG1_OPTIONS, FIG1_PAPER)
+
+
+def _plot(ds: xr.Dataset, options: dict, path: Path) -> None:
+    fig, axes = layout.new_figure(1, 2, figsize=(10, 4))
+    lengths = ds.length.values
+    for ax, name, label in zip(axes[0], ("peak_bytes", "seconds"), ("peak memory (MiB)", "CPU time (ms)"),
                                strict=True):
         factor = 2.0**-20 if name == "peak_bytes" else 1e3
-        for mech in ds.mechanism.values:
-            ax.plot(ds.length, ds[name].sel(mechanism=mech) * factor, marker="o", label=str(mech))
+        for i, mech in enumerate(ds.mechanism.values):
+            values = ds[name].sel(mechanism=mech).values * factor
+            err = None
+            if name == "seconds" and "seconds_resolution" in ds:
+                err = [np.zeros_like(values), ds["seconds_resolution"].sel(mechanism=mech).values * factor]
+            ax.errorbar(lengths, values, yerr=err, marker="o", color=f"C{i}", capsize=3, label=str(mech))
         ax.set(xscale="log", yscale="log", xlabel="sequence length", ylabel=label)
-    axes[0].legend()
+        layout.log_ticks_at(ax.xaxis, lengths)
     fig.suptitle("EVA Fig 1 (one attention layer, forward, CPU): memory and running time")
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    layout.finish(fig, path, fig1_caption(options))
 
 
 def run_fig1(out, **options) -> dict[str, Path]:
@@ -138,7 +153,7 @@ def run_fig1(out, **options) -> dict[str, Path]:
     ds.attrs.update({k: str(v) for k, v in options.items()}, figure="EVA Fig 1 (left, middle)")
     paths = {"netcdf": out / "eva_fig1.nc", "png": out / "eva_fig1.png"}
     write_dataset(ds, paths["netcdf"])
-    _plot(ds, paths["png"])
+    _plot(ds, options, paths["png"])
     return paths
 
 

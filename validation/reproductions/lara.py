@@ -14,7 +14,9 @@ D = 64, the paper's first panel, 8 heads, sample counts 4-64) to run in well und
 ``size=full`` runs the three lengths with the register's sample grid. The paper does not say which LARA mode Figure 1
 ran, and the claims ``lara.fig1.*`` quantify over both: by default (``mode=both``) every length is drawn in the
 training mode (ω_c ~ q_c) and in the evaluation mode (ω_c = μ_c, G.3.3), one row of panels each, and every panel's
-title names its length and mode.
+title names its length and mode. Points are the mean per-element MSE over the heads, bars (and the band around RA)
+± 1 standard error over the heads, ``sd(ddof=1)/√heads``; the caption (:func:`fig1_caption`) states the regime and
+the options that differ from the paper's (:data:`FIG1_PAPER`).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from rfkit.estimators.lara import lara_attention
 from rfkit.estimators.ra import ra_attention
 from rfkit.estimators.rfa import rfa_attention
 from rfkit.validation.claims.lara.inputs import attention_inputs
-from rfkit.validation.reproductions import Reproduction
+from rfkit.validation.reproductions import Reproduction, layout
 
-__all__ = ["REPRODUCTIONS", "FIG1_OPTIONS", "ESTIMATORS", "fig1_heads", "fig1_sweep", "run_fig1"]
+__all__ = ["REPRODUCTIONS", "FIG1_OPTIONS", "FIG1_PAPER", "ESTIMATORS", "fig1_heads", "fig1_sweep", "fig1_caption",
+           "run_fig1"]
 
 ESTIMATORS = ("RFA", "LARA", "RA")
 MODES = ("train", "eval")
@@ -116,26 +119,48 @@ def fig1_sweep(options: dict) -> xr.Dataset:
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _plot(ds: xr.Dataset, path: Path) -> None:
-    import matplotlib
+#: Figure 1's values of the options the paper states (its three panels; the sample grid of its x axis); the
+#: rest (generator, logit scale, LARA's proposal, weights, β, mode, layout, head count) the paper leaves open.
+FIG1_PAPER = dict(lengths=[196, 576, 784], samples=list(FULL_SAMPLES), d=64)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def _standard_error(values: xr.DataArray) -> xr.DataArray | None:
+    """Per-point standard error of the mean over heads (:func:`~rfkit.validation.reproductions.layout.standard_error`;
+    None with one head)."""
+    return layout.standard_error(values, "head") if values.sizes["head"] > 1 else None
+
+
+def fig1_caption(ds: xr.Dataset, options: dict) -> str:
+    """The figure's regime line (:func:`rfkit.validation.reproductions.layout.regime_caption`)."""
+    opts = _resolved(options)
+    regime = (f"synthetic {opts['generator']} heads (no pretrained ViT activations), N in {opts['lengths']}, "
+              f"D = {opts['d']}, logit sd {opts['logit_std']:g}, S = C in {opts['samples']}, {opts['heads']} "
+              f"independent heads per (N, mode) as replicates; points: mean per-element MSE over heads, bars and "
+              f"RA band: ± 1 standard error over heads; LARA proposal {opts['proposal']}, weights {opts['weights']}, "
+              f"layout {opts['layout']}, size={opts['size']}")
+    return layout.regime_caption("lara.fig1", regime, {k: opts[k] for k in FIG1_OPTIONS}, FIG1_OPTIONS, FIG1_PAPER)
+
+
+def _plot(ds: xr.Dataset, path: Path, caption: str) -> None:
     rows, cols = ds.sizes["mode"], ds.sizes["N"]
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    fig, axes = layout.new_figure(rows, cols, figsize=(4.2 * cols, 3.2 * rows))
+    samples = ds["samples"].values
     for i, mode in enumerate(ds["mode"].values):
         for ax, n in zip(axes[i], ds["N"].values, strict=True):
             sub = ds.sel(N=n, mode=mode)
-            for name, style in (("RFA", "o-"), ("LARA", "s-")):
-                ax.plot(ds["samples"], sub[name].mean("head"), style, label=name)
-            ax.axhline(float(sub["RA"].mean()), color="k", ls="--", label="RA (S = 1)")
-            ax.set(xscale="log", yscale="log", xlabel="number of samples", ylabel="MSE",
+            for j, (name, marker) in enumerate((("RFA", "o"), ("LARA", "s"))):
+                se = _standard_error(sub[name])
+                ax.errorbar(samples, sub[name].mean("head"), yerr=None if se is None else se, marker=marker,
+                            color=f"C{j}", capsize=3, label=name)
+            ra, ra_se = float(sub["RA"].mean()), _standard_error(sub["RA"])
+            ax.axhline(ra, color="C2", ls="--", label="RA (S = 1)")
+            if ra_se is not None:
+                ax.axhspan(ra - float(ra_se), ra + float(ra_se), color="C2", alpha=0.2, lw=0)
+            ax.set(xscale="log", yscale="log", xlabel="number of samples S = C", ylabel="MSE (per element)",
                    title=f"N = {int(n)}, {MODE_TITLES.get(str(mode), str(mode))}")
-            ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+            ax.title.set_fontsize(9)
+            layout.log_ticks_at(ax.xaxis, samples)
+    layout.finish(fig, path, caption, dpi=120)
 
 
 def run_fig1(out, **options) -> dict[str, Path]:
@@ -144,7 +169,7 @@ def run_fig1(out, **options) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     ds = fig1_sweep(options)
     paths = {"png": out / "lara_fig1.png", "netcdf": out / "lara_fig1.nc"}
-    _plot(ds, paths["png"])
+    _plot(ds, paths["png"], fig1_caption(ds, options))
     ds.to_netcdf(paths["netcdf"])
     return paths
 

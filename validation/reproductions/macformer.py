@@ -11,7 +11,8 @@ data law, pre-SBN readings, draw sharing, NMSE definition, log base, averaging o
 whether sampling the RMF draw is timed. Times are CPU times of the calling thread with single-threaded BLAS
 (:mod:`rfkit.validation.timing`), on the same device and dtype for both paths; pre-SBN is common to both and not
 timed. The paper's size (16 × 8 heads, lengths 200…4000, ``D = 2^1…2^12``, 100 repeats) is an option set; the
-default is reduced to run in about a minute on 2 cores.
+default is reduced to run in about a minute on 2 cores. The panels are heat maps (no error bars; every repeat is
+in the netCDF file); the caption (:func:`fig4_caption`) states the regime.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from rfkit.estimators import softmax_attention
 from rfkit.estimators.ppsbn import presbn
 from rfkit.estimators.rmf import draw_rmf, rmfa
 from rfkit.validation.netcdf import write_dataset
-from rfkit.validation.reproductions import Reproduction
+from rfkit.validation.reproductions import Reproduction, layout
 from rfkit.validation.timing import single_threaded_blas
 
-__all__ = ["REPRODUCTIONS", "FIG4_OPTIONS", "fig4_data", "fig4_trial", "fig4_sweep", "nmse", "run_fig4"]
+__all__ = ["REPRODUCTIONS", "FIG4_OPTIONS", "fig4_data", "fig4_trial", "fig4_sweep", "nmse", "fig4_caption", "run_fig4"]
 
 DATA_LAWS = ("normal", "uniform_symmetric", "uniform_positive")
 SOFTMAX_IMPLS = {"naive": None, "blocked": 256}  # blocked: queries in blocks of 256 rows (O(block·n) memory)
@@ -106,17 +107,28 @@ def fig4_sweep(options: dict, rng: np.random.Generator) -> xr.Dataset:
                       coords=dict(length=lengths, D=features, repeat=np.arange(repeats)))
 
 
-def _plot(ds: xr.Dataset, options: dict, path: Path) -> None:
-    import matplotlib
+#: The paper's values of the options it states ("Evaluation of RMFA": 16 × 8 heads, d = 64, 100 repeats); its
+#: lengths (200 to 4000, "uniformly") are named in the caption, the D grid it leaves open.
+FIG4_PAPER = dict(batch=16, heads=8, d=64, repeats=100)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    sns.set_theme(style="white", context="paper")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+def fig4_caption(options: dict) -> str:
+    """Fig 4's regime line (:func:`rfkit.validation.reproductions.layout.regime_caption`)."""
     base = "log10" if options["log_base"] == 10 else "ln"
-    for ax, name, title in zip(axes, ("log_nmse", "log_acceleration"),
+    regime = (f"Q, K, V {options['data']} entries of shape {options['batch']} × {options['heads']} heads × length × "
+              f"{options['d']}, pre-SBN ({options['bn_stats']}, {options['norm_reading']}), lengths "
+              f"{options['lengths']} (paper: 200 to 4000), D = 2^e for e in {options['log2_D']}, draws "
+              f"{options['draw_sharing']}, softmax {options['softmax_impl']}, NMSE {options['nmse_def']}; each cell: "
+              f"{base}, {options['avg_order']} over {options['repeats']} repeats (a heat map: no error bars; the "
+              f"repeats are in the netCDF file); CPU times, single-threaded BLAS, sampling timed: "
+              f"{options['sampling_timed']}")
+    return layout.regime_caption("macformer.fig4", regime, options, FIG4_OPTIONS, FIG4_PAPER)
+
+
+def _plot(ds: xr.Dataset, options: dict, path: Path) -> None:
+    fig, axes = layout.new_figure(1, 2, figsize=(11, 4.2), style="white")
+    base = "log10" if options["log_base"] == 10 else "ln"
+    for ax, name, title in zip(axes[0], ("log_nmse", "log_acceleration"),
                                (f"(a) error: {base} NMSE", f"(b) acceleration: {base} time ratio"), strict=True):
         values = ds[name].transpose("D", "length")
         mesh = ax.pcolormesh(np.arange(values.length.size), np.arange(values.D.size), values.values,
@@ -127,9 +139,7 @@ def _plot(ds: xr.Dataset, options: dict, path: Path) -> None:
         fig.colorbar(mesh, ax=ax)
     fig.suptitle(f"Macformer Fig 4 (unsmoothed): {options['batch']}×{options['heads']} heads, d={options['d']}, "
                  f"{options['repeats']} repeats")
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    layout.finish(fig, path, fig4_caption(options))
 
 
 def run_fig4(out, **options) -> dict[str, Path]:

@@ -18,6 +18,10 @@ for ``m > d``) projections: ``Q, K, V`` with iid ``N(0, c²)`` entries, ``A = ex
 draw per input sample (option ``draws``), mean ± sd over the input samples. The paper's size is
 ``L = 4096, d = 16`` with 15 samples; the default ``L = 1024`` keeps a run under a minute on 2 cores (pass
 ``--option L=4096`` for the paper's size).
+
+Fig 2's Monte Carlo dots carry ± 1 delta-method standard error of the ratio of the two replicate means
+(:func:`ratio_standard_error`); Fig 4's bands are ± 1 sd over the input samples. Each figure's caption
+(:func:`fig2_caption`, :func:`fig4_caption`) states its regime (:mod:`rfkit.validation.reproductions.layout`).
 """
 
 from __future__ import annotations
@@ -34,10 +38,11 @@ from rfkit.estimators import FEATURE_MAPS, NonPositiveDenominatorWarning, linear
 from rfkit.theory.softmax import lemma2_mse, mse_ratio
 from rfkit.validation.harness import chunks, controlled_pair, kernel_estimates, replicate_projections
 from rfkit.validation.netcdf import write_dataset
-from rfkit.validation.reproductions import Reproduction
+from rfkit.validation.reproductions import Reproduction, layout
 
 __all__ = ["REPRODUCTIONS", "coupled_projections", "fig2_pair", "fig2_monte_carlo", "fig2_surface", "fig4_inputs",
-           "fig4_output_mse", "fig4_sweep", "run_fig2", "run_fig4"]
+           "fig4_output_mse", "fig4_sweep", "fig2_caption", "fig4_caption", "ratio_standard_error", "run_fig2",
+           "run_fig4"]
 
 #: Projection kinds of Fig 4: iid Gaussian, or R-ORF with chi norms (A.3 ``ortho_scaling = 0``) or √d norms.
 FIG4_PROJECTIONS = {"iid": "iid", "orthogonal": "orthogonal", "orthogonal_sqrt_d": "orthogonal_sqrt_d"}
@@ -85,13 +90,31 @@ def _fig2_overlays(options: dict, rng: np.random.Generator) -> xr.Dataset:
         for phi in options["mc_angles"]:
             mc = fig2_monte_carlo(length, phi, d=options["d"], m=options["m"], replicates=options["replicates"],
                                   rng=rng, budget=options["budget"])
-            rows.append((length, phi, mc["trig"].mean(), mc["positive"].mean(), mc["mse_trig"], mc["mse_positive"]))
+            rows.append((length, phi, mc["trig"].mean(), mc["positive"].mean(), mc["mse_trig"], mc["mse_positive"],
+                         _standard_error(mc["trig"]), _standard_error(mc["positive"])))
     arr = np.array(rows, dtype=np.float64)
     point = np.arange(len(rows))
     return xr.Dataset({"mc_l": ("point", arr[:, 0]), "mc_phi": ("point", arr[:, 1]),
                        "mc_mse_trig": ("point", arr[:, 2]), "mc_mse_positive": ("point", arr[:, 3]),
-                       "mse_trig": ("point", arr[:, 4]), "mse_positive": ("point", arr[:, 5])},
+                       "mse_trig": ("point", arr[:, 4]), "mse_positive": ("point", arr[:, 5]),
+                       "mc_se_trig": ("point", arr[:, 6]), "mc_se_positive": ("point", arr[:, 7])},
                       coords=dict(point=point))
+
+
+def _standard_error(values: np.ndarray) -> float:
+    """Standard error of a replicate mean (:func:`~rfkit.validation.reproductions.layout.standard_error`; nan with one
+    replicate)."""
+    return float(layout.standard_error(values)) if values.size > 1 else math.nan
+
+
+def ratio_standard_error(num: np.ndarray, num_se: np.ndarray, den: np.ndarray, den_se: np.ndarray) -> np.ndarray:
+    """Delta-method standard error of ``num/den`` for independent means: ``|r|·√((se_n/n)² + (se_d/d)²)``.
+
+    The Monte Carlo overlays of Fig 2 estimate ``MSE_trig`` and ``MSE_+`` from independent draws, so the ratio's
+    first-order standard error is this.
+    """
+    ratio = num / den
+    return np.abs(ratio) * np.sqrt((num_se / num) ** 2 + (den_se / den) ** 2)
 
 
 def _inset(options: dict) -> xr.Dataset:
@@ -106,16 +129,25 @@ def _inset(options: dict) -> xr.Dataset:
                       coords=dict(inset_phi=phis))
 
 
-def _plot_fig2(surface: xr.DataArray, overlays: xr.Dataset, inset: xr.Dataset, options: dict, path: Path) -> None:
-    import matplotlib
+#: Fig 2 is closed form over the paper's symmetrized domain; the paper states no Monte Carlo setting, so no
+#: option of this reproduction has a paper value to compare with.
+FIG2_PAPER: dict = {}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
+
+def fig2_caption(options: dict) -> str:
+    """Fig 2's regime line (:func:`rfkit.validation.reproductions.layout.regime_caption`)."""
+    regime = (f"closed-form r(φ, l) (Lemma 2) on a {options['n_phi']} × {options['n_l']} grid of [-π, π] × [-2, 2], "
+              f"budget {options['budget']}; Monte Carlo overlays at l in {options['mc_lengths']}, φ in "
+              f"{options['mc_angles']}, d = {options['d']}, m = {options['m']}, {options['replicates']} iid draws "
+              f"per point (dots: ratio of the mean squared errors, bars: ± 1 delta-method standard error); inset: "
+              f"both Lemma 2 MSEs (m = 1) at l = {options['inset_l']:g}")
+    return layout.regime_caption("performer.fig2", regime, options, FIG2_OPTIONS, FIG2_PAPER)
+
+
+def _plot_fig2(surface: xr.DataArray, overlays: xr.Dataset, inset: xr.Dataset, options: dict, path: Path) -> None:
     from matplotlib.colors import LogNorm
 
-    sns.set_theme(style="white", context="paper")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, ((left, right),) = layout.new_figure(1, 2, figsize=(11, 4.2), style="white")
     values = np.clip(surface.values, 1e-6, 1e6)
     norm = LogNorm(1e-6, 1e6) if options["color_scale"] == "log" else None
     mesh = left.pcolormesh(surface.phi, surface.l, values, shading="auto", cmap="viridis", norm=norm)
@@ -124,24 +156,21 @@ def _plot_fig2(surface: xr.DataArray, overlays: xr.Dataset, inset: xr.Dataset, o
     left.set(xlabel="angle φ (rad)", ylabel="length l", title=f"r(φ, l), budget {options['budget']}")
     phis = surface.phi.values
     one = mse_ratio(phis, 1.0, options["budget"])
-    sns.lineplot(x=phis, y=one, ax=right, label="closed form (Lemma 2)")
+    right.plot(phis, one, color="C0", label="closed form (Lemma 2)")
     mask = np.isclose(overlays.mc_l.values, 1.0)
     if mask.any():
-        ratio = overlays.mc_mse_trig.values[mask] / overlays.mc_mse_positive.values[mask]
-        right.scatter(overlays.mc_phi.values[mask], ratio, color="C3", zorder=3,
-                      label=f"Monte Carlo (d={options['d']}, m={options['m']})")
+        num, den = overlays.mc_mse_trig.values[mask], overlays.mc_mse_positive.values[mask]
+        err = ratio_standard_error(num, overlays.mc_se_trig.values[mask], den, overlays.mc_se_positive.values[mask])
+        right.errorbar(overlays.mc_phi.values[mask], num / den, yerr=err, fmt="o", color="C3", capsize=3, zorder=3,
+                       label=f"Monte Carlo (d={options['d']}, m={options['m']})")
     right.axhline(1.0, color="grey", lw=0.8, ls="--")
     right.set(yscale="log", xlabel="angle φ (rad)", ylabel="r", title="slice l = 1")
-    right.legend(loc="upper left", fontsize=7)
     box = right.inset_axes([0.58, 0.1, 0.38, 0.35])
-    box.semilogy(inset.inset_phi, inset.inset_mse_trig, label="trig")
-    box.semilogy(inset.inset_phi, inset.inset_mse_positive, label="positive")
+    box.semilogy(inset.inset_phi, inset.inset_mse_trig, color="C1", label="inset: MSE trig (m = 1)")
+    box.semilogy(inset.inset_phi, inset.inset_mse_positive, color="C2", label="inset: MSE positive (m = 1)")
     box.set_title(f"MSEs, l = {options['inset_l']:g} (m = 1)", fontsize=7)
     box.tick_params(labelsize=6)
-    box.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    layout.finish(fig, path, fig2_caption(options))
 
 
 def run_fig2(out, **options) -> dict[str, Path]:
@@ -238,27 +267,34 @@ def fig4_sweep(options: dict, rng: np.random.Generator) -> xr.DataArray:
                         attrs=dict(long_name="mean over L x d_v outputs of (Att-hat - Att)^2"))
 
 
-def _plot_fig4(mse: xr.DataArray, options: dict, path: Path) -> None:
-    import matplotlib
+#: Fig 4's values of the options the paper states (App: L = 4096, d = 16, 15 input samples).
+FIG4_PAPER = dict(L=4096, d=16, samples=15)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def fig4_caption(options: dict) -> str:
+    """Fig 4's regime line (:func:`rfkit.validation.reproductions.layout.regime_caption`)."""
+    regime = (f"Q, K with iid N(0, {options['c']:g}²) entries, V iid N(0, 1), L = {options['L']}, d = {options['d']}, "
+              f"m in {options['m']}; {options['samples']} input samples as replicates, {options['draws']} feature "
+              f"draw(s) each; lines: mean output MSE over the samples, bands: ± 1 sd over the samples")
+    return layout.regime_caption("performer.fig4", regime, options, FIG4_OPTIONS, FIG4_PAPER)
+
+
+def _plot_fig4(mse: xr.DataArray, options: dict, path: Path) -> None:
     import seaborn as sns
 
-    sns.set_theme(style="whitegrid", context="paper")
     df = mse.to_dataframe().reset_index()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    panels = ((axes[0], "projection", "feature = positive", df[df.feature == "positive"]),
-              (axes[1], "feature", f"projection = {options['orthogonal']}",
+    fig, axes = layout.new_figure(1, 2, figsize=(10, 4), sharey=True)
+    panels = ((axes[0, 0], "projection", "feature = positive", df[df.feature == "positive"]),
+              (axes[0, 1], "feature", f"projection = {options['orthogonal']}",
                df[df.projection == options["orthogonal"]]))
+    colours = dict(zip(["iid", options["orthogonal"], "trig", "positive", "hyperbolic"],
+                       sns.color_palette(layout.PALETTE, 5), strict=True))
     for ax, hue, title, part in panels:
-        sns.lineplot(part, x="m", y="output_mse", hue=hue, errorbar="sd", marker="o", ax=ax)
-        ax.set(xscale="log", yscale="log", title=f"{title} (mean ± sd over {options['samples']} inputs)",
-               ylabel="output MSE", xlabel="m (projections)")
+        sns.lineplot(part, x="m", y="output_mse", hue=hue, errorbar="sd", marker="o", ax=ax, palette=colours)
+        ax.set(xscale="log", yscale="log", title=title, ylabel="output MSE", xlabel="m (projections)")
+        layout.log_ticks_at(ax.xaxis, options["m"])
     fig.suptitle(f"Performer Fig 4: L={options['L']}, d={options['d']}, c={options['c']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    layout.finish(fig, path, fig4_caption(options))
 
 
 def run_fig4(out, **options) -> dict[str, Path]:
