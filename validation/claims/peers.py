@@ -63,6 +63,8 @@ def rfkit_rff_paired(x, *, gamma: float, m: int, rng, size: int) -> np.ndarray:
 
 
 RFF_DEFAULTS = {"phase": random_phase_features, "paired": rfkit_rff_paired}
+RFF_GRID_WORDS = (" On the audit grid γ ∈ {1/2, 2}, ‖x - y‖ ∈ {0.25, 1, 2}, m ∈ {4, 16}, d ∈ {1, 8} (an audit "
+                  "property of finitely many points, not a 'for all').")
 RFF_SOURCES = {"phase": "Rahimi & Recht (2007), random Fourier features with a random phase (scikit-learn RBFSampler)",
                "paired": "Rahimi & Recht (2007), the paired [sin, cos] map (Performer Eq 5, GPyTorch RFFKernel)"}
 #: Distances ‖x - y‖ (γ = 1/2 and γ = 2 rescale them): the kernel from 0.97 to 0.1 at γ = 1/2.
@@ -133,7 +135,7 @@ def _rff_claims(kind: str) -> list[Claim]:
     unbiased = Claim(
         id=f"core.rff.{kind}.unbiased", source=RFF_SOURCES[kind],
         statement=f"Random Fourier features with {words} give an unbiased estimate z(x)ᵀz(y) of the Gaussian "
-                  "kernel k(Δ) = exp(-γ‖x - y‖²), W ~ N(0, 2γI).",
+                  "kernel k(Δ) = exp(-γ‖x - y‖²), W ~ N(0, 2γI)." + RFF_GRID_WORDS,
         kind="expectation", tolerance=0.02, units="absolute bias (the kernel lies in [0, 1])",
         domain=dict(map=Choice(words, (kind,)), **_rff_domain()), cell=_rff_unbiased_cell, grid=grid,
         replicates={"smoke": 40_000, "quick": 100_000, "full": 400_000}, roles=(f"rff.{kind}",), plot_x="dist",
@@ -143,7 +145,8 @@ def _rff_claims(kind: str) -> list[Claim]:
     variance = Claim(
         id=f"core.rff.{kind}.variance", source=RFF_SOURCES[kind],
         statement=f"The estimate of exp(-γ‖Δ‖²) by {words} has variance ({term})/m with m frequencies "
-                  "(rfkit.theory.rff: the random phase adds exactly 1/2 per frequency to the paired map's).",
+                  "(rfkit.theory.rff: the random phase adds exactly 1/2 per frequency to the paired map's)."
+                  + RFF_GRID_WORDS,
         kind="expectation", tolerance=0.1, units="relative error of the variance",
         domain=dict(map=Choice(words, (kind,)), **_rff_domain()), cell=_rff_variance_cell, grid=grid,
         replicates={"smoke": 20_000, "quick": 100_000, "full": 400_000}, roles=(f"rff.{kind}",), plot_x="dist",
@@ -176,7 +179,8 @@ POSITIVE_OPPOSITE = Claim(
     id="core.features.positive_exact_opposite", source="rfkit.estimators.features.positive_features",
     statement="Positive random features φ(x) = m^{-1/2}exp(Wx - ‖x‖²/2) estimate SM(x, y) = exp(xᵀy) exactly, for "
               "every projection W, when y = -x: every term is exp(ωᵀ(x + y) - (‖x‖² + ‖y‖²)/2) = exp(-‖x‖²); at "
-              "every norm, including the large norms where a stabiliser or an additive eps would bias it.",
+              "‖x‖ ∈ {0.5, 1, 2, 3} and d ∈ {4, 16}, including the large norms where a stabiliser or an additive eps "
+              "would bias it.",
     kind="identity", tolerance=0.01, units="relative error",
     domain=dict(norm=Choice("‖x‖ ∈ {0.5, 1, 2, 3}", (0.5, 1.0, 2.0, 3.0)), d=Choice("d ∈ {4, 16}", (4, 16))),
     cell=_positive_opposite_cell, grid=tiers(dict(norm=[0.5, 1.0, 2.0, 3.0], d=[4, 16])),
@@ -221,7 +225,8 @@ FAVOR_EXACT = Claim(
     id="core.favor.exact_given_projection", source="rfkit.estimators.favor.favor_attention",
     statement="FAVOR+ attention with a given projection W is the plug-in ratio D̂⁻¹(Q'K'ᵀ ⊙ mask)V of the unbiased "
               "positive features Q' = φ(d^{-1/4}Q), K' = φ(d^{-1/4}K) (Performer Algorithm 1, Eq 7), "
-              "bidirectional and causal, to round-off: stabilisers may rescale features but must cancel.",
+              "bidirectional and causal, to round-off: stabilisers may rescale features but must cancel (at "
+              "L ∈ {1, 16, 128}, σ ∈ {0.35, 1}).",
     kind="identity", tolerance=1e-9, units="condition-scaled error",
     domain=dict(direction=Choice("bidirectional and causal", ("bidirectional", "causal")),
                 L=Choice("L ∈ {1, 16, 128}", (1, 16, 128)),
@@ -257,7 +262,7 @@ FAVOR_NO_LEAK = Claim(
     id="core.favor.no_future_leak", source="rfkit.estimators.favor.favor_attention",
     statement="Causal FAVOR+ outputs up to position t do not change when the tokens after t change (features, "
               "stabilisers and renormalisers use past and present tokens only), including future tokens of larger "
-              "norm.",
+              "norm (at L ∈ {2, 64}, t ∈ {0, 31}).",
     kind="identity", tolerance=1e-12, units="relative change",
     domain=dict(L=Choice("L ∈ {2, 64}", (2, 64)), t=Choice("t ∈ {0, 31}", (0, 31)),
                 future=Choice("future tokens redrawn at the same or 5x the scale", ("normal", "large"))),
@@ -309,8 +314,9 @@ FAVOR_FLOAT32 = Claim(
     statement="FAVOR+ attention with a given projection computed in float32 agrees with the same computation in "
               "float64 on the same inputs within the first-order worst-case forward-error bound η = γ_{L+m+3} + "
               "2ε_φ (u = 2^-24, γ_n = nu/(1 - nu), ε_φ = 2u + γ_{d+4}(2 max|ω|ᵀ|x| + ‖x‖²/2) the features' exp "
-              "error) on the condition-scaled error, bidirectional and causal, including large norms (where exp "
-              "needs its stabiliser) and long sequences, with no overflow or underflow to 0/0.",
+              "error) on the condition-scaled error, bidirectional and causal, at L ∈ {16, 1024} and input scales "
+              "σ ∈ {0.35, 1, 4, 8} (large norms, where exp needs its stabiliser), with no overflow or underflow to "
+              "0/0.",
     kind="identity", tolerance=1.0, units="condition-scaled error / η (the bound)",
     domain=dict(direction=Choice("bidirectional and causal", ("bidirectional", "causal")),
                 L=Choice("L ∈ {16, 1024}", (16, 1024)),
@@ -352,7 +358,8 @@ POLY_UNBIASED = Claim(
     id="core.poly.sketch_unbiased",
     source="Kar & Karnick (2012) Sec 4; scikit-learn PolynomialCountSketch (Pham & Pagh 2013)",
     statement="A random sketch of the polynomial kernel k(x, y) = (γ xᵀy + c)^p (random Maclaurin features, "
-              "TensorSketch / scikit-learn PolynomialCountSketch) is unbiased: E z(x)ᵀz(y) = k(x, y).",
+              "TensorSketch / scikit-learn PolynomialCountSketch) is unbiased: E z(x)ᵀz(y) = k(x, y), at p ∈ "
+              "{2, 3}, c ∈ {0, 1} and two angles (d = 8, γ = 1/2, m = 64).",
     kind="expectation", tolerance=0.05, units="bias relative to (γ‖x‖‖y‖ + c)^p",
     domain=dict(degree=Choice("p ∈ {2, 3}", (2, 3)), coef0=Choice("c ∈ {0, 1}", (0.0, 1.0)),
                 angle=Choice("x, y at the angles π/3 and 2π/3 (‖x‖ = 1, ‖y‖ = 1.2, d = 8, γ = 1/2, m = 64)",
