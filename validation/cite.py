@@ -173,7 +173,7 @@ def citation(claim_id: str, out: str | Path | None, *, need_run: bool = True) ->
     """
     from rfkit.validation.claims import get_claim
 
-    get_claim(claim_id)  # an unknown id raises KeyError before any file is read
+    claim = get_claim(claim_id)  # an unknown id raises KeyError before any file is read
     document = entry = None
     try:
         if out is None:
@@ -183,8 +183,7 @@ def citation(claim_id: str, out: str | Path | None, *, need_run: bool = True) ->
     except NoStoredRun:
         if need_run:
             raise
-    return from_document(get_claim(claim_id), document, entry,
-                         str(Path(out) / "verdicts.json") if document else None)
+    return from_document(claim, document, entry, str(Path(out) / "verdicts.json") if document else None)
 
 
 def from_document(claim, document: dict | None, entry: dict | None = None, run_path: str | None = None) -> Citation:
