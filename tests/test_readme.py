@@ -51,6 +51,7 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     doc = dict(tier="full", seed=0, rfkit_version="0.1.0", created="2026-11-27T00:00:00", claims=claims)
     text = full_section([doc])
     assert "| a | 2 | 1 | 0 | 1 (1 / 0 / 0) | 15 | 1.5 h |" in text and "| b | 1 | 0 | 1 | 0 (0 / 0 / 0) | 1 |" in text
+    assert "(commit abc1234)" in full_section([dict(doc, commit="abc1234")])  # a full run names its code
     readme = tmp_path / "README.md"
     readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n"
                       "<!-- full:start -->\nold\n<!-- full:end -->\n")

@@ -106,7 +106,9 @@ def full_section(docs: list[dict]) -> str:
             hours = sum(c["cpu_seconds"] for c in mine) / 3600
             lines.append(f"| {paper} | {len(mine)} | {n['supported']} | {n['refuted']} | {n['inconclusive']} "
                          f"({cause['power']} / {cause['reading']} / {other}) | {sum(c['cells'] for c in mine)} | "
-                         f"{hours:.1f} h | rfkit {doc['rfkit_version']}, seed {doc['seed']}, {doc['created'][:10]} |")
+                         f"{hours:.1f} h | rfkit {doc['rfkit_version']}"
+                         + (f" (commit {doc['commit']})" if doc.get("commit") else "")
+                         + f", seed {doc['seed']}, {doc['created'][:10]} |")
     return "\n".join(lines)
 
 
