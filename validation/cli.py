@@ -110,9 +110,13 @@ def _show_witness(claim, out: Path) -> int:
     if not witness:
         print(f"{claim.id}: {entry['verdict']} — no witness (only refuted claims store one)")
         return 0
-    outcome = run_cell(spec_from_witness(witness, claim))
-    print(f"{claim.id}: {entry['verdict']}; witness cell {json.dumps(witness['params'])} variant "
-          f"{witness['variant']} ({witness['kind']}), seed {witness['seed']}, tier {witness['tier']}")
+    return _report_rerun(f"{claim.id}: {entry['verdict']}", witness, run_cell(spec_from_witness(witness, claim)))
+
+
+def _report_rerun(head: str, witness: dict, outcome) -> int:
+    """Print a stored witness beside its re-evaluation (``rfkit show --witness``, ``rfkit audit --witness``)."""
+    print(f"{head}; witness cell {json.dumps(witness['params'])} variant {witness['variant']} ({witness['kind']}), "
+          f"seed {witness['seed']}, tier {witness['tier']}")
     if outcome.error:
         print(f"re-evaluation failed: {outcome.error}")
         return EXIT_RUN_FAILED
@@ -259,19 +263,8 @@ def _audit_witness(lib, claim_id: str, out: Path) -> int:
     if not witness:
         print(f"{claim_id}: {entry['verdict']} — no witness (only refuted claims store one)")
         return 0
-    outcome = rerun_witness(lib, claim_id, witness)
-    print(f"{claim_id} ({lib.name} {lib.version}): {entry['verdict']}; witness cell {json.dumps(witness['params'])} "
-          f"variant {witness['variant']} ({witness['kind']}), seed {witness['seed']}, tier {witness['tier']}")
-    if outcome.error:
-        print(f"re-evaluation failed: {outcome.error}")
-        return EXIT_RUN_FAILED
-    ev = outcome.evidence
-    for key in ("estimate", "prediction", "effect", "upper", "p_value", "statistic"):
-        print(f"  {key:10} stored {witness[key]!s:>24}   re-evaluated {getattr(ev, key)!s:>24}")
-    same = all(str(witness[k]) == str(getattr(ev, k)) or witness[k] == getattr(ev, k)
-               for k in ("estimate", "statistic", "p_value"))
-    print("  reproduced exactly" if same else "  differs from the stored witness")
-    return 0
+    return _report_rerun(f"{claim_id} ({lib.name} {lib.version}): {entry['verdict']}", witness,
+                         rerun_witness(lib, claim_id, witness))
 
 
 def _cmd_plan(args) -> int:
