@@ -2,6 +2,7 @@
 with the dataset's own variables are refused when the claim is declared."""
 
 import numpy as np
+import xarray as xr
 import pytest
 
 from rfkit.validation import validate
@@ -23,6 +24,19 @@ def test_axis_named_n_roundtrips_through_netcdf(tmp_path):
     assert list(ds["n"].values) == [3, 5] and (ds["n_samples"] >= 1).all()
     write_dataset(ds, tmp_path / "x.nc")
     assert list(load_dataset(tmp_path / "x.nc")["n"].values) == [3, 5]
+
+
+@pytest.mark.parametrize("where", ["dataset", "variable"])
+def test_attributes_the_netcdf3_writer_reserves_are_refused_by_name(tmp_path, where):
+    # scipy's writer keeps netCDF attributes beside its own fields: an attribute ``mode`` (or ``data`` on a variable)
+    # overwrites them and the write fails at close with an unrelated TypeError (seen in CI on lara.fig1)
+    ds = xr.Dataset({"a": ("x", np.arange(3.0))})
+    if where == "dataset":
+        ds.attrs["mode"] = "both"
+    else:
+        ds["a"].attrs["data"] = "x"
+    with pytest.raises(ValueError, match="reserves"):
+        write_dataset(ds, tmp_path / "x.nc")
 
 
 @pytest.mark.parametrize("axis", sorted(RESERVED_AXES))

@@ -16,8 +16,29 @@ __all__ = ["NETCDF_ENGINE", "write_dataset", "load_dataset"]
 NETCDF_ENGINE = "scipy"
 
 
+def _reserved_attribute_names() -> tuple[frozenset, frozenset]:
+    """Names the scipy writer keeps on its file and variable objects, where netCDF attributes live too: an attribute
+    called ``mode`` overwrites the file's mode and the write fails at close with an unrelated TypeError."""
+    import io
+
+    from scipy.io import netcdf_file
+
+    f = netcdf_file(io.BytesIO(), "w")
+    f.createDimension("x", 1)
+    return frozenset(f.__dict__), frozenset(f.createVariable("v", "d", ("x",)).__dict__)
+
+
 def write_dataset(ds: xr.Dataset, path) -> Path:
-    """Write ``ds`` to ``path`` as netCDF (:data:`NETCDF_ENGINE`); read it back with :func:`load_dataset`."""
+    """Write ``ds`` to ``path`` as netCDF (:data:`NETCDF_ENGINE`); read it back with :func:`load_dataset`.
+
+    Raises ``ValueError`` for an attribute whose name the scipy writer reserves (e.g. ``mode``, ``data``)."""
+    file_names, variable_names = _reserved_attribute_names()
+    clashes = [f"attribute {k!r} of the dataset" for k in ds.attrs if k in file_names]
+    clashes += [f"attribute {k!r} of variable {name!r}" for name, var in ds.variables.items()
+                for k in var.attrs if k in variable_names]
+    if clashes:
+        raise ValueError(f"cannot write {', '.join(clashes)} to netCDF3: scipy's writer reserves "
+                         f"{sorted(file_names | variable_names)}; rename it")
     ds.to_netcdf(path, engine=NETCDF_ENGINE)
     return Path(path)
 

@@ -32,6 +32,7 @@ from rfkit.estimators.ra import ra_attention
 from rfkit.estimators.rfa import rfa_attention
 from rfkit.validation.claims.lara.inputs import attention_inputs
 from rfkit.validation.reproductions import Reproduction, layout
+from rfkit.validation.netcdf import write_dataset
 
 __all__ = ["REPRODUCTIONS", "FIG1_OPTIONS", "FIG1_PAPER", "ESTIMATORS", "fig1_heads", "fig1_sweep", "fig1_caption",
            "run_fig1"]
@@ -112,7 +113,7 @@ def fig1_sweep(options: dict) -> xr.Dataset:
     data = {name: (("N", "mode", "head", "samples"),
                    np.stack([np.stack([r[name] for r in row]) for row in per_length])) for name in ("RFA", "LARA")}
     data["RA"] = (("N", "mode", "head"), np.stack([np.stack([r["RA"] for r in row]) for row in per_length]))
-    attrs = {k: str(v) for k, v in opts.items()}
+    attrs = {k: str(v) for k, v in opts.items() if k != "mode"}  # the coordinate ``mode`` records the modes drawn
     attrs["note"] = ("synthetic heads (no pretrained ViT activations); per-element MSE against exact softmax "
                      "attention; mode: LARA's training (ω_c ~ q_c) or evaluation (ω_c = μ_c) mode, fresh heads "
                      "for each")
@@ -170,7 +171,7 @@ def run_fig1(out, **options) -> dict[str, Path]:
     ds = fig1_sweep(options)
     paths = {"png": out / "lara_fig1.png", "netcdf": out / "lara_fig1.nc"}
     _plot(ds, paths["png"], fig1_caption(ds, options))
-    ds.to_netcdf(paths["netcdf"])
+    write_dataset(ds, paths["netcdf"])
     return paths
 
 
