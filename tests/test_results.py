@@ -2,8 +2,8 @@
 with the dataset's own variables are refused when the claim is declared."""
 
 import numpy as np
-import xarray as xr
 import pytest
+import xarray as xr
 
 from rfkit.validation import validate
 from rfkit.validation.model import RESERVED_AXES, RESULT_VARIABLES, Claim

@@ -14,13 +14,13 @@ Verdicts are computed by :mod:`rfkit.validation.engine`; nothing here states one
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from rfkit.validation.design import DESIGNED_TIERS, tier_points
 from rfkit.validation.domain import Axis, Reading, describe, narrowing
 from rfkit.validation.stats import combine, padded, sequential_mean
 
@@ -254,20 +254,30 @@ class Claim:
             untestable=self.untestable, notes=self.notes,
             tiers={t: dict(grid=self.axes(t), replicates=self.n_replicates(t), restarts=self.n_restarts(t),
                            search_params=self.search_settings(t),
-                           cells={v: len(self.cells(t, v)) for v in self.variants}) for t in TIERS})
+                           cells={v: len(self.cells(t, v)) for v in self.variants},
+                           design={v: self.design(t, v)[1] for v in self.variants}) for t in TIERS})
 
     def axes(self, tier: str) -> dict[str, list]:
         """The sweep axes and their values at ``tier``."""
         return {k: list(v) for k, v in per_tier(self.grid, tier).items()} if self.grid else {}
 
     def cells(self, tier: str, variant: str) -> list[dict]:
-        """Grid points of ``tier`` inside the hypothesis domain (``where``) for ``variant``."""
-        if self.cell is None:
-            return []
-        axes = self.axes(tier)
-        names = list(axes)
-        points = [dict(zip(names, values, strict=True)) for values in itertools.product(*axes.values())]
-        return [p for p in points if self.where is None or self.where(p, variant)]
+        """Grid points of ``tier`` inside the hypothesis domain (``where``) for ``variant``: the product of the
+        tier's axes, or at the full tier a covering design of a large one (:mod:`rfkit.validation.design`)."""
+        return self.design(tier, variant)[0]
+
+    def design(self, tier: str, variant: str) -> tuple[list[dict], str]:
+        """``(points, description)`` of the grid ``tier`` runs for ``variant`` (computed once per claim)."""
+        cache = self.__dict__.setdefault("_designs", {})
+        if (tier, variant) not in cache:
+            if self.cell is None:
+                cache[tier, variant] = [], "no grid cells"
+            else:
+                seeds = self.cells("quick", variant) if tier in DESIGNED_TIERS else ()
+                cache[tier, variant] = tier_points(self.axes(tier), lambda p: self.where is None or
+                                                   self.where(p, variant), tier=tier, seeds=seeds)
+        points, text = cache[tier, variant]
+        return [dict(p) for p in points], text
 
     def search_settings(self, tier: str) -> dict:
         """The ``ctx.params`` of every search restart at ``tier`` (empty without a search)."""

@@ -31,8 +31,8 @@ from rfkit.estimators.lara import lara_attention
 from rfkit.estimators.ra import ra_attention
 from rfkit.estimators.rfa import rfa_attention
 from rfkit.validation.claims.lara.inputs import attention_inputs
-from rfkit.validation.reproductions import Reproduction, layout
 from rfkit.validation.netcdf import write_dataset
+from rfkit.validation.reproductions import Reproduction, layout
 
 __all__ = ["REPRODUCTIONS", "FIG1_OPTIONS", "FIG1_PAPER", "ESTIMATORS", "fig1_heads", "fig1_sweep", "fig1_caption",
            "run_fig1"]
