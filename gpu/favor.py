@@ -236,10 +236,66 @@ def _causal_scan(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chunk: i
     return torch.cat(blocks, dim=-2), torch.cat(refs, dim=-1)
 
 
-def _buffers(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, causal: bool, chunk: int):
+def _chunked(x: torch.Tensor, n: int, chunk: int, fill: float) -> torch.Tensor:
+    """``x (..., n, w)`` padded with ``fill`` to whole chunks and viewed ``(..., n_chunks, chunk, w)``."""
+    pad = (-n) % chunk
+    if pad:
+        x = torch.cat([x, x.new_full(x.shape[:-2] + (pad, x.shape[-1]), fill)], dim=-2)
+    return x.reshape(x.shape[:-2] + ((n + pad) // chunk, chunk, x.shape[-1]))
+
+
+def _causal_parallel(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chunk: int):
+    r"""Chunk-parallel causal prefix sums (the chunk mode of linear-attention kernels), the same buffers as
+    :func:`_causal_scan` without its loop over chunks: a few batched products whatever the length.
+
+    With ``a_j`` the key log-scales, ``r_i = max_{j<=i} a_j`` (the rows' references, as in the scan), chunk ``b``'s
+    maximum ``c_b`` and ``U_b = Σ_{j∈b} e^{a_j - c_b} k'_j [v_j, 1]ᵀ``, row ``i`` of chunk ``k`` is
+
+        ``Σ_{j<=i, j∈k} e^{a_j - r_i} (q'_i·k'_j) [v_j, 1]  +  e^{c_0 - r_i} q'_i T_{k-1}``,
+        ``T_{k-1} = Σ_{b<k} e^{c_b - c_0} U_b`` (one cumulative sum over chunks).
+
+    Every weight inside a chunk is ``<= 1``; across chunks the first chunk's maximum ``c_0`` is the shift, which
+    is exact while ``max_b c_b - c_0`` stays within :data:`~rfkit.estimators.attention._RANK_ONE_SPREAD`
+    (``None`` is returned otherwise and the caller scans). A row reads chunks ``<= `` its own and ``c_0`` only, so
+    it is causal in exact arithmetic; its rounding may differ from the scan's."""
+    qv, kv = qf.values, kf.values
+    lead = torch.broadcast_shapes(qv.shape[:-2], kv.shape[:-2], v.shape[:-2])
+    n = qv.shape[-2]
+    kls = kf.log_scale.detach().expand(lead + (n,))
+    running = torch.cummax(kls, dim=-1).values
+    a = _chunked(kf.log_scale.expand(lead + (n,))[..., None], n, chunk, -math.inf)[..., 0]  # (..., C, chunk)
+    top = a.detach().amax(dim=-1)  # c_b
+    c0 = top[..., :1]
+    if float((top - c0).amax()) > _RANK_ONE_SPREAD[numpy_dtype(qv.dtype)]:
+        return None
+    q = _chunked(qv.expand(lead + qv.shape[-2:]), n, chunk, 0.0)
+    k = _chunked(kv.expand(lead + kv.shape[-2:]), n, chunk, 0.0)
+    vo = _chunked(_with_ones(v.expand(lead + v.shape[-2:])), n, chunk, 0.0)
+    r = _chunked(running[..., None], n, chunk, 0.0)[..., 0]
+    tri = torch.ones(chunk, chunk, dtype=torch.bool, device=qv.device).tril()
+    inside = torch.exp(torch.where(tri, a[..., None, :] - r[..., :, None], -math.inf))
+    buf = ((q @ k.mT) * inside) @ vo
+    states = (k * torch.exp(a - top[..., None])[..., None]).mT @ vo  # U_b: (..., C, r, d_v + 1)
+    shifted = torch.cumsum(states * torch.exp(top - c0)[..., None, None], dim=-3)
+    before = torch.cat([torch.zeros_like(shifted[..., :1, :, :]), shifted[..., :-1, :, :]], dim=-3)
+    buf = buf + (q @ before) * torch.exp((c0[..., None] - r).clamp(max=0.0))[..., None]  # <= 0 past chunk 0
+    return buf.reshape(lead + (-1, buf.shape[-1]))[..., :n, :], running
+
+
+#: Causal algorithms of :func:`linear_attention`: ``"scan"`` (a loop over chunks carrying the state; rows are
+#: bit-for-bit independent of later tokens), ``"parallel"`` (:func:`_causal_parallel`: all chunks at once, one
+#: cumulative sum of states; falls back to the scan when the keys' scales spread too far) and ``"auto"`` (parallel
+#: on CUDA, where the scan's per-chunk kernel launches and host syncs dominate; the scan elsewhere).
+CAUSAL_ALGORITHMS = ("auto", "scan", "parallel")
+
+
+def _buffers(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, causal: bool, chunk: int,
+             algorithm: str = "auto"):
     """``[numerator | denominator]`` on a stabilised scale and ``log_ref`` (true = stabilised·e^{log_ref})."""
     if causal:
-        buf, key_ref = _causal_scan(qf, kf, v, chunk)
+        parallel = algorithm == "parallel" or (algorithm == "auto" and qf.values.is_cuda)
+        done = _causal_parallel(qf, kf, v, chunk) if parallel else None
+        buf, key_ref = done if done is not None else _causal_scan(qf, kf, v, chunk)
     else:
         key_ref = kf.log_scale.detach().amax(dim=-1, keepdim=True)
         weights = torch.exp(kf.log_scale - key_ref)
@@ -285,7 +341,7 @@ def _check_attention_shapes(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tenso
 
 
 def linear_attention(q_features, k_features, v, *, causal: bool = False, chunk_size: int | None = None,
-                     return_stats: bool = False, dtype=None):
+                     causal_algorithm: str = "auto", return_stats: bool = False, dtype=None):
     r"""Linear attention ``D̂⁻¹Q'((K')ᵀV)``, ``D̂ = diag(Q'((K')ᵀ1))`` (Performer Eq 4, Algorithm 1; Eq 11
     causally): torch version of :func:`rfkit.estimators.linear_attention`.
 
@@ -295,6 +351,8 @@ def linear_attention(q_features, k_features, v, *, causal: bool = False, chunk_s
     v : array or tensor ``(..., M, d_v)``
     causal : bool
         Chunked prefix sums (``chunk_size``, default :data:`~rfkit.estimators.attention.DEFAULT_CHUNK_SIZE`).
+    causal_algorithm : {"auto", "scan", "parallel"}
+        How the chunks are combined (:data:`CAUSAL_ALGORITHMS`): equal in exact arithmetic.
     return_stats : bool
         Also return :class:`~rfkit.estimators.attention.AttentionStats`.
     dtype : float64 or float32, optional
@@ -309,7 +367,8 @@ def linear_attention(q_features, k_features, v, *, causal: bool = False, chunk_s
     v = as_tensor(v, "v", dtype=qf.dtype, device=qf.values.device, min_ndim=2, allow_nonfinite=True)
     _check_attention_shapes(qf, kf, v, causal)
     chunk = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
-    buf, log_ref = _buffers(qf, kf, v, causal, chunk)
+    algorithm = check_choice(causal_algorithm, "causal_algorithm", CAUSAL_ALGORITHMS)
+    buf, log_ref = _buffers(qf, kf, v, causal, chunk, algorithm)
     inputs = {"q_features": qf.values, "q_features.log_scale": qf.log_scale, "k_features": kf.values,
               "k_features.log_scale": kf.log_scale, "v": v}
     out, stats = _normalize(buf, log_ref, inputs)
@@ -338,7 +397,8 @@ def softmax_attention(q, k, v, *, scale: float | None = None, causal: bool = Fal
 
 def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "orthogonal", m: int = 256,
                     omega=None, rng=None, scale_inputs: bool = True,
-                    causal: bool = False, chunk_size: int | None = None, return_stats: bool = False, dtype=None):
+                    causal: bool = False, chunk_size: int | None = None, causal_algorithm: str = "auto",
+                    return_stats: bool = False, dtype=None):
     r"""FAVOR+ attention (Performer Algorithm 1): torch version of :func:`rfkit.estimators.favor.favor_attention`
     for dense projections.
 
@@ -356,7 +416,7 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
         Randomness of the projection; required when it is drawn.
     scale_inputs : bool
         Use ``q/d^{1/4}``, ``k/d^{1/4}`` (Performer's ``A = exp(QKᵀ/√d)``).
-    causal, chunk_size, return_stats
+    causal, chunk_size, causal_algorithm, return_stats
         As in :func:`linear_attention`.
 
     Notes
@@ -377,4 +437,5 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
     scale = d ** -0.25 if scale_inputs else 1.0
     fmap = FEATURE_MAPS[kind]
     qf, kf = fmap(q * scale, omega), fmap(k * scale, omega)
-    return linear_attention(qf, kf, v, causal=causal, chunk_size=chunk_size, return_stats=return_stats)
+    return linear_attention(qf, kf, v, causal=causal, chunk_size=chunk_size, causal_algorithm=causal_algorithm,
+                            return_stats=return_stats)

@@ -78,32 +78,70 @@ def test_features_kernel_is_unbiased_for_softmax_kernel():
 # ------------------------------------------------------------------------------------- attention
 
 
+ALGORITHMS = ("scan", "parallel")
+
+
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("causal, algorithm", [(False, "auto"), (True, "scan"), (True, "parallel")])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_linear_attention_matches_numpy(rng, kind, causal, dtype):
+def test_linear_attention_matches_numpy(rng, kind, causal, algorithm, dtype):
     q, k, v, w = _inputs(rng, length=203, scale=0.3)
     fmap = est.FEATURE_MAPS[kind]
     want = est.linear_attention(fmap(q, w), fmap(k, w), v, causal=causal, chunk_size=32)
     tfmap = gpu.FEATURE_MAPS[kind]
     got = gpu.linear_attention(tfmap(_t(q, dtype), _t(w, dtype)), tfmap(_t(k, dtype), _t(w, dtype)), _t(v, dtype),
-                               causal=causal, chunk_size=32)
+                               causal=causal, chunk_size=32, causal_algorithm=algorithm)
     assert got.dtype == dtype
     assert _rel(got, want) < TOL[dtype]
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("step", [25.0, 400.0])
 @pytest.mark.parametrize("chunk", [1, 7, 64])
-def test_causal_scan_with_key_scale_outliers_matches_numpy(rng, chunk):
-    # key log-scales rising by hundreds inside a chunk exercise the exact-weight outlier path
+def test_causal_scan_with_key_scale_outliers_matches_numpy(rng, chunk, step, algorithm):
+    # key log-scales rising by 25 (the parallel path's in-chunk weights; its shift stays within the spread
+    # limit for most chunkings) or by hundreds (the scan's exact-weight outlier path; the parallel path falls back)
     length, r = 50, 6
     qv, kv = rng.random((length, r)) + 0.1, rng.random((length, r)) + 0.1
-    kls = np.cumsum(rng.choice([0.0, 400.0], size=length, p=[0.8, 0.2]))
+    kls = np.cumsum(rng.choice([0.0, step], size=length, p=[0.8, 0.2]))
     qls = rng.normal(size=length)
     v = rng.normal(size=(length, 2))
     want = est.linear_attention(est.Features(qv, qls), est.Features(kv, kls), v, causal=True, chunk_size=chunk)
     got = gpu.linear_attention(gpu.TorchFeatures(_t(qv), _t(qls)), gpu.TorchFeatures(_t(kv), _t(kls)), _t(v),
-                               causal=True, chunk_size=chunk)
+                               causal=True, chunk_size=chunk, causal_algorithm=algorithm)
     assert _rel(got, want) < 1e-10
+
+
+def test_parallel_causal_path_runs_in_chunks_within_its_spread_and_falls_back_beyond(rng, monkeypatch):
+    from rfkit.gpu import favor as gf
+
+    length, r = 96, 5
+    qv, kv, v = (_t(rng.random((length, r)) + 0.1), _t(rng.random((length, r)) + 0.1), _t(rng.normal(size=(length, 2))))
+    near, far = _t(np.linspace(0.0, 250.0, length)), _t(np.linspace(0.0, 500.0, length))  # float64 limit: 300
+    assert gf._causal_parallel(gpu.TorchFeatures(qv, _t(np.zeros(length))), gpu.TorchFeatures(kv, near), v, 16)
+    assert gf._causal_parallel(gpu.TorchFeatures(qv, _t(np.zeros(length))), gpu.TorchFeatures(kv, far), v, 16) is None
+    # planted: without the guard, the shift overflows beyond the limit (the fallback is what keeps it finite)
+    monkeypatch.setitem(gf._RANK_ONE_SPREAD, np.dtype(np.float32), 1e9)
+    far32 = gpu.TorchFeatures(qv.float(), _t(np.linspace(0.0, 200.0, length)).float())
+    out = gf._causal_parallel(gpu.TorchFeatures(qv.float(), torch.zeros(length)), far32, v.float(), 16)
+    assert not bool(torch.isfinite(out[0]).all())
+
+
+def test_parallel_causal_rows_do_not_read_later_tokens(rng):
+    q, k, v, w = _inputs(rng, length=70)
+    changed = (k.copy(), v.copy())
+    changed[0][50:] *= 3.0
+    changed[1][50:] = rng.normal(size=changed[1][50:].shape)
+    outs = [gpu.linear_attention(gpu.positive_features(_t(q), _t(w)), gpu.positive_features(_t(kk), _t(w)), _t(vv),
+                                 causal=True, chunk_size=16, causal_algorithm="parallel")
+            for kk, vv in ((k, v), changed)]
+    assert _rel(outs[1][:50], outs[0][:50].numpy()) < 1e-13
+    assert _rel(outs[1][50:], outs[0][50:].numpy()) > 1e-3
+
+
+def test_causal_algorithm_is_checked():
+    with pytest.raises(ValueError, match="causal_algorithm"):
+        gpu.linear_attention(np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 1)), causal=True, causal_algorithm="fast")
 
 
 def test_linear_attention_accepts_numpy_features_plain_arrays_and_batches(rng):
@@ -195,8 +233,8 @@ def test_projection_dtypes_and_reproducibility():
 
 @pytest.mark.filterwarnings("ignore::rfkit.estimators.NonPositiveDenominatorWarning")  # signed trig features
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("causal", [False, True])
-def test_gradcheck_through_features_and_linear_attention(kind, causal):
+@pytest.mark.parametrize("causal, algorithm", [(False, "auto"), (True, "scan"), (True, "parallel")])
+def test_gradcheck_through_features_and_linear_attention(kind, causal, algorithm):
     gen = gpu.make_generator(1, "cpu")
     q = torch.randn(5, 3, generator=gen, dtype=torch.float64).mul(0.5).requires_grad_()
     k = torch.randn(5, 3, generator=gen, dtype=torch.float64).mul(0.5).requires_grad_()
@@ -205,7 +243,7 @@ def test_gradcheck_through_features_and_linear_attention(kind, causal):
     fmap = gpu.FEATURE_MAPS[kind]
 
     def attend(q, k, v):
-        return gpu.linear_attention(fmap(q, w), fmap(k, w), v, causal=causal, chunk_size=2)
+        return gpu.linear_attention(fmap(q, w), fmap(k, w), v, causal=causal, chunk_size=2, causal_algorithm=algorithm)
 
     assert torch.autograd.gradcheck(attend, (q, k, v))
 
