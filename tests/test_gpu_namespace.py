@@ -12,8 +12,9 @@ torch = pytest.importorskip("torch")
 import rfkit.gpu  # noqa: E402
 
 #: Execution-only keywords of the torch functions: the computation dtype (numpy's float64 reference takes it on
-#: some functions only) and nothing else.
-BACKEND_KEYWORDS = {"dtype"}
+#: some functions only) and how causal chunks are combined (a scan or chunk-parallel: the same buffers in exact
+#: arithmetic), nothing else.
+BACKEND_KEYWORDS = {"dtype", "causal_algorithm"}
 
 
 def _public_gpu_functions():
