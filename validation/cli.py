@@ -310,6 +310,8 @@ def _cmd_reproduce(args) -> int:
 def _cmd_bench(args) -> int:
     from rfkit.validation import bench
 
+    if args.device:
+        return _bench_device(args)
     dtypes = list(dict.fromkeys(args.dtype or bench.DTYPES))
     if not set(dtypes) <= set(bench.DTYPES):
         raise UsageError(f"--dtype must be among {', '.join(bench.DTYPES)}, got {' '.join(args.dtype)}")
@@ -317,6 +319,28 @@ def _cmd_bench(args) -> int:
                                                peers_only=args.peers_only),
                            quick=args.quick, progress=not args.json and sys.stderr.isatty())
     print(bench.to_json_lines(rows) if args.json else bench.format_table(rows))
+    return 0
+
+
+def _bench_device(args) -> int:
+    try:
+        import torch
+    except ImportError as exc:
+        raise UsageError("--device needs torch (pip install 'rfkit[torch]')") from exc
+    from rfkit.validation import devicebench
+
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as exc:
+        raise UsageError(f"--device: {exc}") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is visible to torch here")
+    if args.dtype or args.peers_only:
+        raise UsageError("--device runs the device peer rows in float32 (and bf16 SDPA): drop --dtype/--peers-only")
+    cases = devicebench.device_cases(str(device), args.lengths or devicebench.DEVICE_LENGTHS)
+    rows = devicebench.run_device_cases(cases, str(device), repeats=3 if args.quick else 10,
+                                        progress=not args.json and sys.stderr.isatty())
+    print("\n".join(json.dumps(r) for r in rows) if args.json else devicebench.device_table(rows))
     return 0
 
 
@@ -425,6 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="float32 and/or float64: the dtypes every row runs in (default both; users run float32)")
     p.add_argument("--peers-only", action="store_true",
                    help="only the side-by-side peer rows (rfkit numpy and torch, torch SDPA, performer-pytorch)")
+    p.add_argument("--device", metavar="DEV",
+                   help="a torch device (cuda, cuda:1, cpu): FAVOR+ through rfkit's torch backend against "
+                        "performer-pytorch and torch SDPA (f32, bf16) on it, lengths 4096 to 65536 by default")
     p.set_defaults(func=_cmd_bench)
     return parser
 
