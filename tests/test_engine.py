@@ -344,3 +344,15 @@ def test_a_grid_value_none_renders_in_the_figures(tmp_path):
     run = validate([claim], tier="smoke", progress=False)
     write_reports(run, tmp_path)
     assert any(tmp_path.rglob("*.png"))
+
+
+def test_dask_batches_keep_order_and_give_every_worker_several():
+    from rfkit.validation.engine import MAX_BATCH, batches
+
+    specs = list(range(1000))
+    for workers in (1, 2, 16, 1000):
+        parts = batches(specs, workers)
+        assert [s for part in parts for s in part] == specs
+        assert max(map(len, parts)) <= MAX_BATCH
+        assert len(parts) >= min(len(specs), 8 * workers) or max(map(len, parts)) == 1
+    assert batches([], 2) == []

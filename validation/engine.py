@@ -324,6 +324,23 @@ def _where(spec: CellSpec) -> str:
     return ", ".join(f"{k}={v}" for k, v in spec.params.items()) or "the single cell"
 
 
+#: Most cells in one dask task: a task costs the scheduler and the transfer a few milliseconds, as much as many a
+#: cheap cell, so cells travel in batches (measured in docs/distributed.md).
+MAX_BATCH = 32
+
+
+def batches(specs: list[CellSpec], workers: int) -> list[list[CellSpec]]:
+    """Consecutive cells in batches of at most :data:`MAX_BATCH`, at least 8 batches per worker where there are
+    cells enough (so that the last ones do not leave workers idle)."""
+    size = max(1, min(MAX_BATCH, len(specs) // (8 * max(1, workers))))
+    return [specs[i:i + size] for i in range(0, len(specs), size)]
+
+
+def run_cells(specs: list[CellSpec]) -> list[CellOutcome]:
+    """:func:`~rfkit.validation.cells.run_cell` over a batch (the unit of work on dask workers)."""
+    return [run_cell(spec) for spec in specs]
+
+
 class _Executor:
     """Runs cells in-process, or on a dask cluster kept for the whole run (both phases)."""
 
@@ -335,8 +352,16 @@ class _Executor:
             if scheduler:
                 self.client = Client(scheduler)
             else:
-                self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                            dashboard_address=None)
+                import dask
+
+                # dask's workers trim freed memory back to the OS past 64 KiB (MALLOC_TRIM_THRESHOLD_), which also
+                # fixes glibc's mmap threshold: every cell's arrays are then mapped and faulted in afresh, a third
+                # of a worker's time in the kernel (measured); a worker keeps glibc's adaptive defaults instead
+                environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}))
+                environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+                with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+                    self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                dashboard_address=None)
                 self.client = Client(self.cluster)
 
     def map(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
@@ -363,8 +388,9 @@ class _Executor:
             return
         from dask.distributed import as_completed
 
-        for future in as_completed(self.client.map(run_cell, specs, pure=False)):
-            yield future.result()
+        workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+        for future in as_completed(self.client.map(run_cells, batches(specs, workers), pure=False)):
+            yield from future.result()
 
     def close(self):
         if self.client is not None:

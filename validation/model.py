@@ -211,6 +211,10 @@ class Claim:
         if clashes:
             raise ValueError(f"claim {self.id}: grid axes {sorted(clashes)} clash with results variables")
 
+    def __getstate__(self):
+        """Pickled without the cache of :meth:`design` (cells travel to dask workers with their claim)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_designs"}
+
     def reading_domain(self, variant: str) -> dict[str, Axis] | None:
         """The domain ``variant`` tests (the claim's, with a narrowing reading's axes swapped in)."""
         if self.domain is None:
