@@ -103,17 +103,20 @@ def draw_projection(kind: str, m: int, d: int, *, rng, dtype=torch.float64) -> t
 # --------------------------------------------------------------------------------------- features
 
 
-def _project(x, omega, dtype) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """``(x, x Wᵀ, m)`` (a 1-D ``x`` becomes one row); ``omega`` must be a dense ``(m, d)`` matrix."""
+def _project(x, omega, dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(x, x Wᵀ, W)`` (a 1-D ``x`` becomes one row; ``W`` as a tensor, ``(m, d)`` or a stack ``(..., m, d)``
+    broadcast against ``x``'s leading axes). An operator (an H/G-ORF projection, or any object with ``apply`` and
+    ``dense()``) is used as its dense matrix: the same ``W``, applied by one matrix product instead of the numpy
+    reference's fast transforms."""
     if hasattr(omega, "apply"):
-        raise TypeError("structured (H/G-ORF) projections are numpy-only; pass a dense (m, d) omega")
+        omega = omega.dense()
     x = as_tensor(x, "x", dtype=dtype, min_ndim=1)
     if x.ndim == 1:
         x = x[None, :]
-    omega = as_tensor(omega, "omega", dtype=x.dtype, device=x.device, ndim=2)
+    omega = as_tensor(omega, "omega", dtype=x.dtype, device=x.device, min_ndim=2)  # (m, d) or stacked (..., m, d)
     if x.shape[-1] != omega.shape[-1]:
         raise ValueError(f"x and omega must share their last dimension, got {x.shape[-1]} and {omega.shape[-1]}")
-    return x, x @ omega.mT, omega.shape[0]
+    return x, x @ omega.mT, omega
 
 
 def _half_sq_norm(x: torch.Tensor) -> torch.Tensor:
@@ -123,7 +126,6 @@ def _half_sq_norm(x: torch.Tensor) -> torch.Tensor:
 def _projection_bound(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
     """Cauchy-Schwarz bound ``‖x_i‖·max_j ‖ω_j‖`` of ``max_j |ω_jᵀx_i|`` (the numpy reference's bound)."""
     with torch.no_grad():
-        omega = torch.as_tensor(omega, dtype=x.dtype, device=x.device)
         return torch.sqrt(4.0 * _half_sq_norm(x) * _half_sq_norm(omega).max())
 
 
@@ -156,9 +158,9 @@ def trig_features(x, omega, *, stabilize: bool = True, dtype=None) -> TorchFeatu
     Torch version of :func:`rfkit.estimators.trig_features`: ``x`` ``(..., L, d)`` (or ``(d,)``), ``omega``
     ``(m, d)``; ``dtype=None`` keeps a float32/float64 tensor's dtype. Cost ``O(Lmd)``; no randomness.
     """
-    x, proj, m = _project(x, omega, dtype)
+    x, proj, omega = _project(x, omega, dtype)
     values = torch.cat([torch.sin(proj), torch.cos(proj)], dim=-1)
-    log_scale = _half_sq_norm(x) - 0.5 * math.log(m)
+    log_scale = _half_sq_norm(x) - 0.5 * math.log(omega.shape[-2])
     if stabilize:
         return TorchFeatures(values, log_scale)
     return _unstabilized(values * torch.exp(log_scale)[..., None])
@@ -169,8 +171,8 @@ def positive_features(x, omega, *, stabilize: bool = True, dtype=None) -> TorchF
 
     Torch version of :func:`rfkit.estimators.positive_features`; cost ``O(Lmd)``; no randomness.
     """
-    x, proj, m = _project(x, omega, dtype)
-    return _exp_rows(proj, _half_sq_norm(x) + 0.5 * math.log(m), stabilize, _projection_bound(x, omega))
+    x, proj, omega = _project(x, omega, dtype)
+    return _exp_rows(proj, _half_sq_norm(x) + 0.5 * math.log(omega.shape[-2]), stabilize, _projection_bound(x, omega))
 
 
 def hyperbolic_features(x, omega, *, stabilize: bool = True, dtype=None) -> TorchFeatures:
@@ -178,9 +180,10 @@ def hyperbolic_features(x, omega, *, stabilize: bool = True, dtype=None) -> Torc
 
     Torch version of :func:`rfkit.estimators.hyperbolic_features`; cost ``O(Lmd)``; no randomness.
     """
-    x, proj, m = _project(x, omega, dtype)
+    x, proj, omega = _project(x, omega, dtype)
     log_phi = torch.cat([proj, -proj], dim=-1)
-    return _exp_rows(log_phi, _half_sq_norm(x) + 0.5 * math.log(2 * m), stabilize, _projection_bound(x, omega))
+    return _exp_rows(log_phi, _half_sq_norm(x) + 0.5 * math.log(2 * omega.shape[-2]), stabilize,
+                     _projection_bound(x, omega))
 
 
 #: Named softmax-kernel feature maps (the keys of :data:`rfkit.estimators.FEATURE_MAPS`).
@@ -433,7 +436,8 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
         if rng is None:
             raise ValueError("favor_attention needs rng= to draw the projection (or an explicit omega)")
         omega = draw_projection(projection, m, d, rng=as_generator(rng, q.device), dtype=q.dtype)
-    omega = as_tensor(omega, "omega", dtype=q.dtype, device=q.device, ndim=2)
+    omega = as_tensor(omega.dense() if hasattr(omega, "apply") else omega, "omega", dtype=q.dtype, device=q.device,
+                      ndim=2)
     scale = d ** -0.25 if scale_inputs else 1.0
     fmap = FEATURE_MAPS[kind]
     qf, kf = fmap(q * scale, omega), fmap(k * scale, omega)

@@ -9,6 +9,7 @@ import torch
 
 from rfkit.base.checks import check_positive_int
 from rfkit.estimators.ra import RADraws
+from rfkit.estimators.rfa import record_gemm
 
 from ._core import as_generator, as_tensor, check_qkv
 from .rfa import _key_statistics
@@ -27,13 +28,15 @@ def _draw_ra(q: torch.Tensor, k: torch.Tensor, num_samples: int, generator: torc
 
 def ra_attention(q, k, v, *, num_samples: int = 1, rng=None, draws: RADraws | None = None,
                  feature_map: str = "positive", eval_mode: str = "sample", f_form: str = "simplified",
-                 return_samples: bool = False, dtype=None) -> torch.Tensor:
+                 return_samples: bool = False, gemms: list | None = None, dtype=None) -> torch.Tensor:
     r"""Randomized attention ``RA(q_n) = (1/S) Σ_s f_n(ω_ns)``, ``ω_ns = q_n + k_{z_ns} + ε_ns ~ p_n``.
 
     Randomness: the given :class:`~rfkit.estimators.ra.RADraws` (``z (N, S)``, ``eps (N, S, D)``) or
     ``num_samples`` draws per query from ``rng`` (a ``torch.Generator`` or a numpy seed/generator). Other feature
     maps, evaluation modes, the literal integrand and ``return_samples`` raise ``NotImplementedError``.
-    Cost ``O(NMD + S·N·M·(D + D_v))``: quadratic, like the reference.
+    Cost ``O(NMD + S·N·M·(D + D_v))``: quadratic, like the reference. ``gemms`` records the matrix products this
+    implementation performs, under the reference's names (``pi_logits`` only when it draws: given ``draws`` it
+    forms no ``QKᵀ``).
     """
     options = dict(feature_map=(feature_map, "positive"), eval_mode=(eval_mode, "sample"),
                    f_form=(f_form, "simplified"), return_samples=(return_samples, False))
@@ -51,8 +54,11 @@ def ra_attention(q, k, v, *, num_samples: int = 1, rng=None, draws: RADraws | No
             raise ValueError(f"draws.eps must have shape {tuple(z.shape) + (q.shape[1],)}, got {tuple(eps.shape)}")
     elif rng is not None:
         z, eps = _draw_ra(q, k, num_samples, as_generator(rng, q.device))
+        record_gemm(gemms, "pi_logits", q.shape[0], q.shape[1], k.shape[0])
     else:
         raise TypeError("give draws= (RADraws) or rng= (a torch.Generator or a numpy seed/generator)")
     omega = q[:, None, :] + k[z] + eps
+    record_gemm(gemms, "key_logits", omega.shape[0] * omega.shape[1], k.shape[1], k.shape[0])
+    record_gemm(gemms, "key_values", omega.shape[0] * omega.shape[1], k.shape[0], v.shape[1])
     _, f = _key_statistics(k, v, omega)
     return f.mean(dim=1)

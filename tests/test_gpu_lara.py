@@ -42,6 +42,14 @@ def test_ra_matches_numpy_given_draws(rng, qkv):
     assert _rel(gpu.ra_attention(_t(q), _t(k), _t(v), draws=draws), ra.ra_attention(q, k, v, draws=draws)) < 1e-10
 
 
+def test_ra_gemms_records_the_products_under_the_reference_names():
+    q, k, v = (np.random.default_rng(0).normal(size=shape) for shape in ((5, 3), (7, 3), (7, 2)))
+    mine, reference = [], []
+    gpu.ra_attention(q, k, v, num_samples=2, rng=0, gemms=mine)
+    ra.ra_attention(q, k, v, num_samples=2, rng=0, gemms=reference)
+    assert sorted(mine) == sorted(reference) and {g.name for g in mine} == {"pi_logits", "key_logits", "key_values"}
+
+
 def test_ra_with_a_generator_is_unbiased(qkv):
     # Seeded MC: 4000 samples per query; each output's sd is < 0.03, the bound 0.15 is > 5 sd per entry (false-failure
     # rate < 1e-5 over the 72 entries); deterministic for this seed.
