@@ -22,6 +22,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from rfkit.validation.cells import plan, run_cell
+from rfkit.validation.engine import source_commit
 from rfkit.validation.model import Claim
 from rfkit.validation.timing import single_threaded_blas
 
@@ -53,14 +54,14 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
     if sample < 0 or not cap > 0:
         raise ValueError(f"sample must be >= 0 and cap > 0, got sample={sample}, cap={cap}")
     timed = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    rows = []
+    rows, commit = [], source_commit()
     for claim in claims:
         specs = plan(claim, tier=tier, seed=seed)
         grid = [s for s in specs if s.kind == "grid"]
         search = [s for s in specs if s.kind == "search"]
         row = dict(id=claim.id, paper=claim.paper, tier=tier, cells=len(grid), restarts=len(search),
                    replicates=claim.n_replicates(tier), seconds=None, lower_bound=False, sampled=0,
-                   min=None, max=None, errors=[])
+                   min=None, max=None, errors=[], commit=commit)
         if sample and specs:
             rng = random.Random(f"{claim.id}/{seed}")
             start, seconds, times = time.perf_counter(), 0.0, []
