@@ -106,7 +106,7 @@ class CellSpec:
         impls = {**backend_implementations(self.backend, self.device), **self.implementations}
         return CellContext(self.claim.id, self.variant, dict(self.params), self.tier, self.replicates, self.alpha,
                            self.power, self.claim.tolerance, rng, impls, self.backend, self.device, self.restart,
-                           self.claim.n_replicates(self.tier))
+                           self.claim.n_replicates(self.tier), self.seed)
 
     def describe(self) -> dict:
         """JSON-able coordinates of this cell (enough to re-run it: see :func:`spec_from_witness`)."""
@@ -148,7 +148,13 @@ def plan(claim: Claim, *, tier: str, seed: int, alpha: float = 1e-3, power: floa
     """All cells of one claim at ``tier``; the Bonferroni level ``alpha / n_cells`` goes to each."""
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
-    points = [(v, "grid", None, p) for v in claim.variants for p in claim.cells(tier, v)]
+    # grouped by grid point, readings in their order within a point: checks that share work across the readings of
+    # a point (CellContext.shared_rng) find it still cached, in-process and in a dask batch alike
+    by_point: dict[str, list] = {}
+    for v in claim.variants:
+        for p in claim.cells(tier, v):
+            by_point.setdefault(json.dumps(p, sort_keys=True, default=str), []).append((v, "grid", None, p))
+    points = [cell for cells in by_point.values() for cell in cells]
     points += [(v, "search", r, claim.search_settings(tier)) for v in claim.variants
                for r in range(claim.n_restarts(tier))]
     alpha_cell = alpha / max(len(points), 1)

@@ -17,10 +17,29 @@ from rfkit.estimators import Features, gaussian_projection, orthogonal_projectio
 from rfkit.validation.timing import single_threaded_blas
 
 __all__ = ["controlled_pair", "replicate_projections", "kernel_estimates", "gram_estimates", "as_features", "chunks",
-           "condition_scale", "quiet", "single_threaded"]
+           "condition_scale", "quiet", "single_threaded", "shared"]
 
 #: Replicates drawn per batch inside a cell (bounds memory at about chunk · m · d doubles).
 CHUNK = 20_000
+
+
+#: Results :func:`shared` keeps (the engine runs a grid point's readings one after another).
+SHARED_SLOTS = 4
+_SHARED: dict = {}
+
+
+def shared(key, compute: Callable[[], object]):
+    """``compute()``, computed once for the readings of a grid point that share it: ``key`` must name everything the
+    result depends on (the cell's point and the :meth:`~rfkit.validation.model.CellContext.shared_rng` labels it
+    draws from, the implementation and the budget). Keeps the last :data:`SHARED_SLOTS` results of this process."""
+    if key in _SHARED:
+        _SHARED[key] = _SHARED.pop(key)  # most recent last
+        return _SHARED[key]
+    value = compute()
+    _SHARED[key] = value
+    while len(_SHARED) > SHARED_SLOTS:
+        _SHARED.pop(next(iter(_SHARED)))
+    return value
 
 
 def quiet(fn: Callable, *args, **kwargs):

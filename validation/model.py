@@ -14,6 +14,8 @@ Verdicts are computed by :mod:`rfkit.validation.engine`; nothing here states one
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +79,18 @@ class CellContext:
     device: str = "cpu"
     restart: int | None = None
     planned: int | None = None
+    #: Root seed of the run (:meth:`shared_rng`; the cell's own ``rng`` is seeded by the engine).
+    seed: int = 0
+
+    def shared_rng(self, label: str = "") -> np.random.Generator:
+        """A generator that every reading of this grid point gets alike (one stream per ``label``): common random
+        numbers across readings, so that a check can draw the inputs and estimates the readings share once
+        (:func:`rfkit.validation.harness.shared`). The readings' tests then depend on each other, which Holm's
+        procedure allows."""
+        blob = json.dumps([self.claim_id, self.restart, self.params, label], sort_keys=True, default=str).encode()
+        digest = hashlib.sha256(blob).digest()
+        key = tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
+        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=key))
 
     @property
     def test(self) -> dict:
