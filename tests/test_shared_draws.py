@@ -2,6 +2,7 @@
 grouping of a point's readings (so the shared work is still cached when the next reading runs)."""
 
 import numpy as np
+
 from rfkit.validation import harness
 from rfkit.validation.cells import plan, run_cell
 from rfkit.validation.claims.macformer import ppsbn
