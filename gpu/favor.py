@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
 
 from rfkit.base.checks import (
@@ -103,13 +104,20 @@ def draw_projection(kind: str, m: int, d: int, *, rng, dtype=torch.float64) -> t
 # --------------------------------------------------------------------------------------- features
 
 
+def _operator_matrix(omega):
+    """A projection operator (``apply(x) = x Wᵀ``: H/G-ORF, or a claim's stacked per-replicate rows) as its dense
+    matrix ``W = apply(I_d)ᵀ``; arrays and tensors pass unchanged."""
+    if not hasattr(omega, "apply"):
+        return omega
+    return np.swapaxes(omega.apply(np.eye(omega.d)), -1, -2)
+
+
 def _project(x, omega, dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(x, x Wᵀ, W)`` (a 1-D ``x`` becomes one row; ``W`` as a tensor, ``(m, d)`` or a stack ``(..., m, d)``
-    broadcast against ``x``'s leading axes). An operator (an H/G-ORF projection, or any object with ``apply`` and
-    ``dense()``) is used as its dense matrix: the same ``W``, applied by one matrix product instead of the numpy
-    reference's fast transforms."""
-    if hasattr(omega, "apply"):
-        omega = omega.dense()
+    broadcast against ``x``'s leading axes). An operator (an H/G-ORF projection, or any object with ``apply``) is
+    used as its dense matrix (:func:`_operator_matrix`): the same ``W``, applied by one matrix product instead of
+    the numpy reference's fast transforms."""
+    omega = _operator_matrix(omega)
     x = as_tensor(x, "x", dtype=dtype, min_ndim=1)
     if x.ndim == 1:
         x = x[None, :]
@@ -436,8 +444,7 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
         if rng is None:
             raise ValueError("favor_attention needs rng= to draw the projection (or an explicit omega)")
         omega = draw_projection(projection, m, d, rng=as_generator(rng, q.device), dtype=q.dtype)
-    omega = as_tensor(omega.dense() if hasattr(omega, "apply") else omega, "omega", dtype=q.dtype, device=q.device,
-                      ndim=2)
+    omega = as_tensor(_operator_matrix(omega), "omega", dtype=q.dtype, device=q.device, ndim=2)
     scale = d ** -0.25 if scale_inputs else 1.0
     fmap = FEATURE_MAPS[kind]
     qf, kf = fmap(q * scale, omega), fmap(k * scale, omega)

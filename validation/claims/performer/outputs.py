@@ -408,10 +408,6 @@ class _BatchedRows:
     def apply(self, x, *, dtype=np.float64) -> np.ndarray:
         return np.matmul(np.asarray(x, dtype=dtype), np.swapaxes(self.omega, -1, -2).astype(dtype, copy=False))
 
-    def dense(self) -> np.ndarray:
-        """The stacked matrices (how the torch backend applies an operator)."""
-        return self.omega
-
 
 def _coupled_batch(n: int, m: int, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """``n`` pairs of :func:`coupled_projections` at once, ``(n, m, d)`` each: per block of ``d`` rows,
