@@ -848,8 +848,12 @@ def _prop32_cell(ctx: CellContext) -> Evidence:
     centers = q[0] + k                                                            # (M, D)
     if p["d"] <= 2:
         nodes, weights = gauss_hermite_rule(GH_F_NODES, p["d"])
-        f = rfa_est.key_statistics(k, v, centers[:, None, :] + nodes[None]).F       # (M, G, D_v)
-        expectation = np.einsum("m,g,mgd->d", pi, weights, f)
+        expectation = np.zeros(v.shape[1])
+        # components in blocks: f's logits are (components, G, M), 17 GB at once for D = 2, M = 784
+        step = max(1, PROP32_LOGITS_BLOCK // (len(weights) * p["M"]))
+        for a in range(0, p["M"], step):
+            f = rfa_est.key_statistics(k, v, centers[a:a + step, None, :] + nodes[None]).F   # (block, G, D_v)
+            expectation += np.einsum("m,g,mgd->d", pi[a:a + step], weights, f)
         return exact_test(expectation / QUADRATURE_THRESHOLD, mu / QUADRATURE_THRESHOLD, tolerance=ctx.tolerance,
                           scale=scale, extra=dict(method="Gauss-Hermite per component"))
     u = _direction(ctx, v.shape[1])
@@ -870,6 +874,9 @@ def _prop32_cell(ctx: CellContext) -> Evidence:
     return _sequential(ctx, draw, float(mu @ u), scale=PROP32_BIAS_THRESHOLD * scale,
                        extra=dict(method="stratified Monte Carlo"), **law)
 
+
+#: Logits evaluated at once by the quadrature route (components × nodes × keys; ~0.3 GB of float64).
+PROP32_LOGITS_BLOCK = 40_000_000
 
 #: Bias of the stratified Monte Carlo estimate of E_{p_n}[f_n] that matters, in units of max|v|.
 PROP32_BIAS_THRESHOLD = 0.02

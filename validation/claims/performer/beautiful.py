@@ -1916,12 +1916,17 @@ def _beta_on_interval(a: float, b: float):
     return lambda t: law.cdf((np.asarray(t) + 1) / 2)
 
 
+#: Frame entries drawn at once by the projection-law cell (~0.5 GB of float64 with QR's workspace): the full tier's
+#: 200,000 frames of 63 × 64 drawn together took over 24 GB.
+PROJECTION_LAW_BLOCK = 4_000_000
+
+
 def _projection_law_cell(ctx: CellContext) -> Evidence:
     d = ctx.params["d"]
     m = _m(ctx.params["m"], d)
-    frames = beautiful_projections(IsotropicLaw(d, "fixed", 1.0), m, rng=ctx.rng, orthogonal=True,
-                                   size=ctx.replicates)
-    t = frames @ _unit(d, ctx.rng)
+    z, law = _unit(d, ctx.rng), IsotropicLaw(d, "fixed", 1.0)
+    t = np.concatenate([beautiful_projections(law, m, rng=ctx.rng, orthogonal=True, size=n) @ z
+                        for n in chunks(ctx.replicates, max(1, PROJECTION_LAW_BLOCK // (m * d)))])
     if d == 1:
         return _two_point_law(ctx, t[:, 0])
     coordinate = _beta_on_interval((d - 1) / 2, (d - 1) / 2)
