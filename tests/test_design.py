@@ -82,3 +82,11 @@ def test_a_claims_full_cells_are_its_design_and_its_declaration_says_so():
     design = claim.declaration()["tiers"]["full"]["design"]["default"]
     assert design.startswith("pairwise covering design")
     assert claim.declaration()["tiers"]["quick"]["design"]["default"] == "product of 2 points"
+
+
+def test_rfkit_show_states_a_covering_design(capsys):
+    from rfkit.validation.cli import main
+
+    assert main(["show", "performer.eq43.mgf_ordering"]) == 0
+    full = capsys.readouterr().out.split("tier full", 1)[1].splitlines()
+    assert full[1].strip().startswith("pairwise covering design:") and "product points" in full[1]

@@ -78,6 +78,9 @@ def _cmd_show(args) -> int:
         cells = sum(len(claim.cells(tier, v)) for v in claim.variants)
         search = claim.n_restarts(tier) * len(claim.variants)
         print(f"tier {tier:6} {cells} grid cells, {search} search restarts, {claim.n_replicates(tier)} replicates")
+        for design in dict.fromkeys(claim.design(tier, v)[1] for v in claim.variants):
+            if not design.startswith(("product", "no grid")):
+                print(f"            {design}")
     if claim.domain is not None:
         from rfkit.validation.engine import coverage_table
 
