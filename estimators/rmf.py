@@ -479,6 +479,11 @@ def _first(draw) -> RMFDraw:
     return draw if isinstance(draw, RMFDraw) else next(iter(draw))
 
 
+#: Feature entries :func:`rmfa_replicates` evaluates at once (``(n_q + n_k)·replicates·D``, ~0.4 GB of float64):
+#: more replicates are drawn and evaluated in blocks (400 replicates of D = 4096 at n = 512 took ~27 GB at once).
+RMFA_FEATURE_BLOCK = 50_000_000
+
+
 def rmfa_replicates(q, k, v, kernel="exp", *, replicates: int, num_features: int, rng, p: float = 2.0,
                     coeffs="derived", n_law: str = "geom", weight: str = "importance", mask=None,
                     key_padding=None, causal: bool = False, scale_inputs: bool = True,
@@ -487,7 +492,8 @@ def rmfa_replicates(q, k, v, kernel="exp", *, replicates: int, num_features: int
 
     Vectorised: one draw of ``replicates·D`` features, whose blocks of ``D`` are the replicates' draws (iid, so
     the same law as separate calls), one projection of the inputs, and the RMFA buffers with the replicate as
-    a leading axis. Inputs ``(n_q, d)``, ``(n_k, d)``, ``(n_k, d_v)``; results ``(replicates, n_q, d_v)``.
+    a leading axis; beyond :data:`RMFA_FEATURE_BLOCK` feature entries, the same in blocks of replicates (memory
+    bounded). Inputs ``(n_q, d)``, ``(n_k, d)``, ``(n_k, d_v)``; results ``(replicates, n_q, d_v)``.
     """
     replicates = check_positive_int(replicates, "replicates")
     num_features = check_positive_int(num_features, "num_features")
@@ -495,9 +501,16 @@ def rmfa_replicates(q, k, v, kernel="exp", *, replicates: int, num_features: int
     if q.ndim != 2 or k.ndim != 2 or v.ndim != 2:
         raise ValueError("rmfa_replicates takes one (n, d) query, key and value matrix")
     route, keep = _mask_route(q.shape[0], k.shape[0], (), mask, key_padding, causal)
-    big = draw_rmf(replicates * num_features, q.shape[-1], rng=rng, p=p, n_law=n_law)
-    feats = rmf_features(np.concatenate([q, k]), big, kernel, coeffs=coeffs, weight=weight)
-    feats = feats.reshape(-1, replicates, num_features).transpose(1, 0, 2) * math.sqrt(replicates)
-    phi_q, phi_k = feats[:, : q.shape[0]], feats[:, q.shape[0]:]
-    buf, gemms = _buffers(phi_q, phi_k, v, route, keep, chunk_size)
-    return _result(buf, big.width, tuple(gemms), (big,))
+    rng = check_rng(rng)
+    block = max(1, RMFA_FEATURE_BLOCK // ((q.shape[0] + k.shape[0]) * num_features))
+    bufs, gemms, draws = [], [], []
+    for start in range(0, replicates, block):
+        n = min(block, replicates - start)
+        big = draw_rmf(n * num_features, q.shape[-1], rng=rng, p=p, n_law=n_law)
+        feats = rmf_features(np.concatenate([q, k]), big, kernel, coeffs=coeffs, weight=weight)
+        feats = feats.reshape(-1, n, num_features).transpose(1, 0, 2) * math.sqrt(n)
+        buf, block_gemms = _buffers(feats[:, : q.shape[0]], feats[:, q.shape[0]:], v, route, keep, chunk_size)
+        bufs.append(buf)
+        gemms += block_gemms
+        draws.append(big)
+    return _result(np.concatenate(bufs), big.width, tuple(gemms), tuple(draws))

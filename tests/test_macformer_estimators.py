@@ -482,3 +482,17 @@ def _ok():
 def test_bad_inputs_raise_naming_the_argument(call, error, name):
     with pytest.raises(error, match=name):
         call()
+
+
+def test_rmfa_replicates_in_blocks_are_the_blocks_calls_one_after_another(monkeypatch):
+    from rfkit.estimators import rmf
+
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(5, 3)), rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+    whole = rmf.rmfa_replicates(q, k, v, replicates=5, num_features=4, rng=np.random.default_rng(1))
+    monkeypatch.setattr(rmf, "RMFA_FEATURE_BLOCK", 2 * 11 * 4)  # two replicates a block: blocks of 2, 2, 1
+    blocked = rmf.rmfa_replicates(q, k, v, replicates=5, num_features=4, rng=np.random.default_rng(1))
+    g = np.random.default_rng(1)
+    parts = [rmf.rmfa_replicates(q, k, v, replicates=n, num_features=4, rng=g).out for n in (2, 2, 1)]
+    assert blocked.out.shape == whole.out.shape == (5, 5, 2) and len(blocked.draws) == 3
+    np.testing.assert_allclose(blocked.out, np.concatenate(parts), rtol=1e-12)
