@@ -267,28 +267,39 @@ def _orthogonality_error(directions: np.ndarray, d: int) -> float:
     return worst
 
 
+#: Frame entries the Haar-law cell draws at once (~0.4 GB with its Gram matrices).
+HAAR_BLOCK = 5_000_000
+
+
 def _haar_law_cell(ctx: CellContext):
     d = ctx.params["d"]
     m = HAAR_ROWS[ctx.params["m"]](d)
     sampler = ctx.impl("orthogonal_projection", orthogonal_projection)
-    frames = np.asarray(sampler(m, d, rng=ctx.rng, size=ctx.replicates), dtype=np.float64)
-    norms = np.linalg.norm(frames, axis=-1)
-    directions = frames / norms[..., None]
+    u = ctx.rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    # frames drawn in blocks (the full tier's 100,000 frames of 64 x 64 with their Gram matrices: ~13 GB at once);
+    # what the tests read is kept: each block's orthogonality error, first coordinates, coordinates along u, norms
+    error, first, coords, norms = 0.0, [], [], []
+    for n in chunks(ctx.replicates, max(1, HAAR_BLOCK // (m * d))):
+        frames = np.asarray(sampler(m, d, rng=ctx.rng, size=n), dtype=np.float64)
+        block_norms = np.linalg.norm(frames, axis=-1)
+        directions = frames / block_norms[..., None]
+        error = max(error, _orthogonality_error(directions, d))
+        first.append(directions[:, :, 0])
+        coords.append(directions @ u)
+        norms.append(block_norms)
+    first, coords, norms = np.concatenate(first), np.concatenate(coords), np.concatenate(norms)
     pairs = [(i, j) for rows in _blocks(m, d) for i in rows for j in rows if i < j] if d > 2 else []
     test = ctx.sub_test(2 + bool(pairs))
     # 1. exact: rows of one block are orthonormal to round-off (64·d ulps); the effect is in units of that
     #    round-off times the tolerance, so it exceeds the tolerance exactly when the error exceeds the round-off
     roundoff = 64 * d * np.finfo(float).eps
-    error = _orthogonality_error(directions, d)
     parts = [exact_test(error, 0.0, tolerance=ctx.tolerance, scale=roundoff / ctx.tolerance,
                         extra=dict(max_gram_error=error, roundoff=roundoff))]
     # 2. every row: its direction's coordinate along e_1 and along a random u (law c_d (1-t²)^{(d-3)/2}, i.e.
     #    (t + 1)/2 ~ Beta((d-1)/2, (d-1)/2)) and its norm (chi(d)), as one Kolmogorov-Smirnov family
-    u = ctx.rng.normal(size=d)
-    u /= np.linalg.norm(u)
-    coords = directions @ u
     half = (d - 1) / 2.0
-    rows = np.concatenate([(directions[:, :, 0] + 1) / 2, (coords + 1) / 2, norms], axis=1)
+    rows = np.concatenate([(first + 1) / 2, (coords + 1) / 2, norms], axis=1)
 
     def rows_cdf(v):  # columns: 2m sphere coordinates, then m chi norms
         out = np.empty_like(v)
