@@ -267,7 +267,7 @@ def _causal_parallel(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chun
 
     Every weight inside a chunk is ``<= 1``; across chunks the first chunk's maximum ``c_0`` is the shift, which
     is exact while ``max_b c_b - c_0`` stays within :data:`~rfkit.estimators.attention._RANK_ONE_SPREAD`
-    (``None`` is returned otherwise and the caller scans). A row reads chunks ``<= `` its own and ``c_0`` only, so
+    (``None`` is returned otherwise and the caller scans). A row reads its own and earlier chunks and ``c_0`` only, so
     it is causal in exact arithmetic; its rounding may differ from the scan's."""
     qv, kv = qf.values, kf.values
     lead = torch.broadcast_shapes(qv.shape[:-2], kv.shape[:-2], v.shape[:-2])

@@ -498,7 +498,9 @@ def _peer_case(name: str, length: int, d: int, m: int | None, causal: bool, dtyp
                 dict(L=length, d=d, m=m, dtype=np.dtype(dtype).name, causal=causal), setup, gemms, extra=extra)
 
 
-def _favor_peer_gemms(length: int, d: int, m: int, causal: bool) -> tuple:
+def favor_peer_gemms(length: int, d: int, m: int, causal: bool) -> tuple:
+    """FAVOR+'s matrix products for the peer rows: features of queries and keys, then linear attention, on
+    :data:`PEER_HEADS` heads (the roofline of every FAVOR+ peer row, on the CPU and on a device)."""
     return (linear_attention_gemms(length, m, d, causal=causal, chunk=DEFAULT_CHUNK_SIZE, batch=PEER_HEADS)
             + feature_map_gemms(length, d, m, batch=2 * PEER_HEADS))
 
@@ -509,7 +511,7 @@ def _rfkit_peer_case(length: int, d: int, m: int, causal: bool, dtype) -> Case:
         rng = np.random.default_rng(2)
         return lambda: favor_attention(q, k, v, m=m, rng=rng, causal=causal, dtype=dtype)
 
-    return _peer_case("rfkit numpy favor+", length, d, m, causal, dtype, setup, _favor_peer_gemms(length, d, m, causal),
+    return _peer_case("rfkit numpy favor+", length, d, m, causal, dtype, setup, favor_peer_gemms(length, d, m, causal),
                       torch_row=False)
 
 
@@ -528,7 +530,7 @@ def _rfkit_torch_peer_case(length: int, d: int, m: int, causal: bool, dtype) -> 
 
         return call
 
-    return _peer_case("rfkit torch favor+", length, d, m, causal, dtype, setup, _favor_peer_gemms(length, d, m, causal),
+    return _peer_case("rfkit torch favor+", length, d, m, causal, dtype, setup, favor_peer_gemms(length, d, m, causal),
                       torch_row=True)
 
 
@@ -583,7 +585,7 @@ def _performer_peer_case(length: int, d: int, m: int, causal: bool, dtype) -> Ca
 
     impl = "causal_linear_attention_noncuda (CPU; no CUDA extension)" if causal else "linear_attention"
     return _peer_case("performer FastAttention", length, d, m, causal, dtype, setup,
-                      _favor_peer_gemms(length, d, m, causal), torch_row=True, performer_impl=impl)
+                      favor_peer_gemms(length, d, m, causal), torch_row=True, performer_impl=impl)
 
 
 def peer_cases(lengths: Iterable[int], *, d: int = 64, m: int = 256, dtype=np.float64) -> list[Case]:

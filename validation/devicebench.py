@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from rfkit.estimators.favor import favor_attention as numpy_favor_attention
-from rfkit.theory.cost import feature_map_gemms, gemm_flops, linear_attention_gemms, softmax_attention_gemms
-from rfkit.validation.bench import PEER_HEADS, missing_peers, performer_fast_attention
+from rfkit.theory.cost import gemm_flops, softmax_attention_gemms
+from rfkit.validation.bench import PEER_HEADS, favor_peer_gemms, missing_peers, performer_fast_attention
 
 __all__ = ["DEVICE_LENGTHS", "IMPLEMENTATIONS", "device_cases", "run_device_cases", "device_table"]
 
@@ -108,13 +108,6 @@ def _roofline(gemms, device, dtype, repeats: int) -> float:
     return _timed(products, device, repeats)
 
 
-def _favor_gemms(length: int, d: int, m: int, causal: bool) -> tuple:
-    from rfkit.estimators.attention import DEFAULT_CHUNK_SIZE
-
-    return (linear_attention_gemms(length, m, d, causal=causal, chunk=DEFAULT_CHUNK_SIZE, batch=PEER_HEADS)
-            + feature_map_gemms(length, d, m, batch=2 * PEER_HEADS))
-
-
 def device_cases(device: str, lengths: Iterable[int] = DEVICE_LENGTHS, *, d: int = 64, m: int = 256) -> list[dict]:
     """The rows to run: ``{impl, L, causal, dtype, setup, gemms}`` (``setup(device)`` returns the call)."""
     import torch
@@ -128,7 +121,7 @@ def device_cases(device: str, lengths: Iterable[int] = DEVICE_LENGTHS, *, d: int
             for impl in impls:
                 bf16 = impl.endswith("bf16")
                 gemms = (softmax_attention_gemms(length, length, d, d, batch=PEER_HEADS) if impl.startswith("torch")
-                         else _favor_gemms(length, d, m, causal))
+                         else favor_peer_gemms(length, d, m, causal))
                 out.append(dict(impl=impl, L=length, d=d, m=None if impl.startswith("torch") else m, causal=causal,
                                 dtype="bfloat16" if bf16 else "float32", gemms=gemms, peers_skipped=skipped))
     return out

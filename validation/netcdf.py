@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import xarray as xr
@@ -16,6 +17,7 @@ __all__ = ["NETCDF_ENGINE", "write_dataset", "load_dataset"]
 NETCDF_ENGINE = "scipy"
 
 
+@cache
 def _reserved_attribute_names() -> tuple[frozenset, frozenset]:
     """Names the scipy writer keeps on its file and variable objects, where netCDF attributes live too: an attribute
     called ``mode`` overwrites the file's mode and the write fails at close with an unrelated TypeError."""
@@ -25,7 +27,9 @@ def _reserved_attribute_names() -> tuple[frozenset, frozenset]:
 
     f = netcdf_file(io.BytesIO(), "w")
     f.createDimension("x", 1)
-    return frozenset(f.__dict__), frozenset(f.createVariable("v", "d", ("x",)).__dict__)
+    names = frozenset(f.__dict__), frozenset(f.createVariable("v", "d", ("x",)).__dict__)
+    f.close()
+    return names
 
 
 def write_dataset(ds: xr.Dataset, path) -> Path:
