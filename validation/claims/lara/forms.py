@@ -372,7 +372,8 @@ def _rfa_special_cell(ctx: CellContext) -> Evidence:
     p = ctx.params
     C, n = p["C"], p["N"]
     q, k, v = _inputs(ctx, n, n, p["d"])
-    lp = lara_est.lara_proposals(q, k, C, proposal="standard")
+    # constant α need no query landmarks: "adaptive" only lets C not divide N (N = 196, C = 16 at the full tier)
+    lp = lara_est.lara_proposals(q, k, C, proposal="standard", uneven="adaptive")
     omega = lp.proposals.sample(ctx.rng, 1)                                       # ω_1..ω_C ~ N(0, I)
     kappa = None if ctx.variant == "K1" else ctx.rng.dirichlet(np.ones(C), size=n)
     lara = np.asarray(ctx.impl("lara_attention", lara_est.lara_attention)(q, k, v, proposals=lp, omega=omega,
