@@ -79,7 +79,9 @@ def test_every_kind_draws_png_and_svg_without_warnings(results, kind, tmp_path):
     result = results[kind]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        backend = matplotlib.get_backend()
         assert claim_figure(result, tmp_path / "f.png")
+    assert plt.get_fignums() == [] and matplotlib.get_backend() == backend  # drawn outside pyplot
     assert (tmp_path / "f.png").stat().st_size > 5000
     svg = (tmp_path / "f.svg").read_text()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg

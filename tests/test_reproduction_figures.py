@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import xarray as xr
@@ -81,7 +83,11 @@ def test_every_reproduction_has_a_tiny_size():
 
 @pytest.mark.parametrize("rep_id", sorted(TINY))
 def test_figure_states_its_regime_and_has_readable_log_ticks(drawn, rep_id):
+    rc = dict(matplotlib.rcParams)
     fig, _ = drawn(rep_id)
+    # the seaborn look is applied for the one figure: the user's settings, backend and pyplot figures stay as they were
+    assert dict(matplotlib.rcParams) == rc and plt.get_fignums() == []
+    assert fig.get_axes()[0].xaxis.label.get_fontsize() == layout.theme()["axes.labelsize"]
     caption = caption_of(fig)
     assert caption is not None, f"{rep_id}: no regime caption"
     assert caption.startswith(f"{rep_id}: ") and f"seed={get_reproduction(rep_id).options['seed']}" in caption

@@ -165,6 +165,17 @@ def figure_spec(result: ClaimResult) -> FigureSpec | None:
 # --------------------------------------------------------------------------------------------- drawing helpers
 
 
+def canvas_figure(figsize: tuple[float, float]):
+    """A constrained-layout matplotlib ``Figure`` on its own Agg canvas, outside pyplot: no backend is selected,
+    no figure is registered (nothing to close), and the user's interactive session is left alone."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
 def _colours():
     import seaborn as sns
 
@@ -441,20 +452,15 @@ _MARGIN_KINDS = ("inequality", "optimality")
 
 
 def render_figure(spec: FigureSpec):
-    """The matplotlib ``Figure`` of ``spec`` (see the module docstring for what each kind shows); the caller
-    closes it (``matplotlib.pyplot.close``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The matplotlib ``Figure`` of ``spec`` (see the module docstring for what each kind shows), on its own Agg
+    canvas (:func:`canvas_figure`)."""
     colours, palette = _colours()
     df = spec.frame
     grid, search = df[df["_source"] == "grid"], df[df["_source"] != "grid"]
     kind = spec.kind
     binomial = grid["method"].astype(str).str.startswith("exact binomial")
     panels = max(len(_panel_axes(spec)) + (not search.empty), 2)
-    fig = plt.figure(figsize=(min(3.2 * panels, 13), 3.4), layout="constrained")
+    fig = canvas_figure(figsize=(min(3.2 * panels, 13), 3.4))
     caption = ""
     if kind == "tail-bound" and binomial.any():
         rest = replace(spec, frame=df[~df.index.isin(grid.index[binomial])])
@@ -513,13 +519,10 @@ def render_figure(spec: FigureSpec):
 def draw_figure(spec: FigureSpec, path: Path) -> Path:
     """Draw ``spec`` (:func:`render_figure`) into ``path`` (PNG, dpi 100) and beside it ``path`` with suffix
     ``.svg`` (vector); return ``path``."""
-    import matplotlib.pyplot as plt
-
     path = Path(path)
     fig = render_figure(spec)
     fig.savefig(path, dpi=_DPI, bbox_inches="tight")
     fig.savefig(path.with_suffix(".svg"), bbox_inches="tight")
-    plt.close(fig)
     return path
 
 

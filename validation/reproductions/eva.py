@@ -126,6 +126,7 @@ def fig1_caption(options: dict) -> str:
     return layout.regime_caption("eva.fig1", regime, options, FIG1_OPTIONS, FIG1_PAPER)
 
 
+@layout.themed()
 def _plot(ds: xr.Dataset, options: dict, path: Path) -> None:
     fig, axes = layout.new_figure(1, 2, figsize=(10, 4))
     lengths = ds.length.values

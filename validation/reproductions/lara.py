@@ -142,6 +142,7 @@ def fig1_caption(ds: xr.Dataset, options: dict) -> str:
     return layout.regime_caption("lara.fig1", regime, {k: opts[k] for k in FIG1_OPTIONS}, FIG1_OPTIONS, FIG1_PAPER)
 
 
+@layout.themed()
 def _plot(ds: xr.Dataset, path: Path, caption: str) -> None:
     rows, cols = ds.sizes["mode"], ds.sizes["N"]
     fig, axes = layout.new_figure(rows, cols, figsize=(4.2 * cols, 3.2 * rows))

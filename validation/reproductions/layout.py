@@ -1,7 +1,9 @@
 """The layout every reproduction figure shares: colour-blind palette, legend outside the data, readable log ticks,
 and a caption line stating the inputs and the regime the reproduction ran (issue 17).
 
-* :func:`new_figure` — a constrained-layout figure with seaborn's ``"colorblind"`` palette;
+* :func:`themed` — decorates a plotting function so that it draws under seaborn's ``"paper"`` look and
+  ``"colorblind"`` palette (``matplotlib.rc_context``: the user's settings and backend are left alone);
+* :func:`new_figure` — a constrained-layout figure on its own Agg canvas, outside pyplot;
 * :func:`regime_caption` — the caption line: the regime (sizes, replicates, what the points and bars are), the seed,
   the options changed from their defaults, and every option whose value differs from the paper's (``paper``: the
   values the paper states; an option the paper leaves open is not compared);
@@ -13,29 +15,51 @@ The caption text carries the gid :data:`CAPTION_GID` so a test can find it in th
 
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CAPTION_GID", "PALETTE", "new_figure", "regime_caption", "log_ticks_at", "readable_log_ticks", "finish",
-           "LOG_SUBS", "standard_error"]
+from rfkit.validation.figures import canvas_figure
+
+__all__ = ["CAPTION_GID", "PALETTE", "theme", "themed", "new_figure", "regime_caption", "log_ticks_at",
+           "readable_log_ticks", "finish", "LOG_SUBS", "standard_error"]
 
 CAPTION_GID = "regime-caption"
 PALETTE = "colorblind"
 
 
-def new_figure(nrows: int, ncols: int, figsize: tuple[float, float], *, style: str = "whitegrid", **kwargs):
-    """``(fig, axes)`` (``axes`` a 2-d array) with constrained layout and the colour-blind palette."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def theme(style: str = "whitegrid") -> dict:
+    """The matplotlib rc of the reproductions' look: seaborn's ``style``, its ``"paper"`` context and the
+    colour-blind palette, as a dict (nothing global is changed; :func:`themed` applies it for one call)."""
     import seaborn as sns
+    from cycler import cycler
 
-    sns.set_theme(style=style, context="paper", palette=PALETTE)
-    return plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, layout="constrained", **kwargs)
+    return {**sns.axes_style(style), **sns.plotting_context("paper"),
+            "axes.prop_cycle": cycler(color=sns.color_palette(PALETTE))}
+
+
+def themed(style: str = "whitegrid"):
+    """Decorator: run a plotting function under :func:`theme` (``matplotlib.rc_context``), so a figure gets the
+    reproductions' look while the user's rcParams, and their backend, stay as they were."""
+    def decorate(plot):
+        @functools.wraps(plot)
+        def wrapper(*args, **kwargs):
+            import matplotlib
+
+            with matplotlib.rc_context(theme(style)):
+                return plot(*args, **kwargs)
+        return wrapper
+    return decorate
+
+
+def new_figure(nrows: int, ncols: int, figsize: tuple[float, float], **kwargs):
+    """``(fig, axes)`` (``axes`` a 2-d array) on :func:`~rfkit.validation.figures.canvas_figure`: constrained
+    layout, its own Agg canvas, outside pyplot (:func:`finish` writes it)."""
+    fig = canvas_figure(figsize)
+    return fig, fig.subplots(nrows, ncols, squeeze=False, **kwargs)
 
 
 def _fmt(value) -> str:
@@ -169,9 +193,7 @@ def readable_log_ticks(fig, pad: float = 2.0) -> None:
 
 def finish(fig, path: Path, caption: str, *, dpi: int = 130, legend_title: str | None = None) -> Path:
     """One de-duplicated legend outside the axes (right), ``caption`` under the figure, readable log ticks; write
-    ``path`` (PNG, tight bounding box) and close the figure."""
-    import matplotlib.pyplot as plt
-
+    ``path`` (PNG, tight bounding box)."""
     handles: dict[str, object] = {}
     for ax in _all_axes(fig):
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -188,5 +210,4 @@ def finish(fig, path: Path, caption: str, *, dpi: int = 130, legend_title: str |
     readable_log_ticks(fig)
     path = Path(path)
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
     return path

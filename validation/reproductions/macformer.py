@@ -125,8 +125,9 @@ def fig4_caption(options: dict) -> str:
     return layout.regime_caption("macformer.fig4", regime, options, FIG4_OPTIONS, FIG4_PAPER)
 
 
+@layout.themed("white")
 def _plot(ds: xr.Dataset, options: dict, path: Path) -> None:
-    fig, axes = layout.new_figure(1, 2, figsize=(11, 4.2), style="white")
+    fig, axes = layout.new_figure(1, 2, figsize=(11, 4.2))
     base = "log10" if options["log_base"] == 10 else "ln"
     for ax, name, title in zip(axes[0], ("log_nmse", "log_acceleration"),
                                (f"(a) error: {base} NMSE", f"(b) acceleration: {base} time ratio"), strict=True):

@@ -144,10 +144,11 @@ def fig2_caption(options: dict) -> str:
     return layout.regime_caption("performer.fig2", regime, options, FIG2_OPTIONS, FIG2_PAPER)
 
 
+@layout.themed("white")
 def _plot_fig2(surface: xr.DataArray, overlays: xr.Dataset, inset: xr.Dataset, options: dict, path: Path) -> None:
     from matplotlib.colors import LogNorm
 
-    fig, ((left, right),) = layout.new_figure(1, 2, figsize=(11, 4.2), style="white")
+    fig, ((left, right),) = layout.new_figure(1, 2, figsize=(11, 4.2))
     values = np.clip(surface.values, 1e-6, 1e6)
     norm = LogNorm(1e-6, 1e6) if options["color_scale"] == "log" else None
     mesh = left.pcolormesh(surface.phi, surface.l, values, shading="auto", cmap="viridis", norm=norm)
@@ -279,6 +280,7 @@ def fig4_caption(options: dict) -> str:
     return layout.regime_caption("performer.fig4", regime, options, FIG4_OPTIONS, FIG4_PAPER)
 
 
+@layout.themed()
 def _plot_fig4(mse: xr.DataArray, options: dict, path: Path) -> None:
     import seaborn as sns
 
