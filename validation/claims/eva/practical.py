@@ -482,10 +482,14 @@ def _gap_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> Evi
                                scale=max(float(curve[0]), problem.round_off), extra=dict(gap_at_singletons=curve[-1]))
         return combine([increase, zero], extra=increase.extra)
     if variant == "R3_eva13":
-        omega, log_ratio = _draw(ctx, np.zeros(p["d"]), (ctx.replicates, p["S"]))
-        errors = np.stack([problem.squared_error(eva_ideal(problem.q, problem.k, problem.v,
-                                                           _nested_labels(p["M"], p["E"], c), omega=omega,
-                                                           log_ratio=log_ratio)) for c in counts])
+        def batch(size):  # (size, len(counts)): every C on the same samples
+            omega, log_ratio = _draw(ctx, np.zeros(p["d"]), (size, p["S"]))
+            return (np.stack([problem.squared_error(eva_ideal(problem.q, problem.k, problem.v,
+                                                              _nested_labels(p["M"], p["E"], c), omega=omega,
+                                                              log_ratio=log_ratio)) for c in counts], axis=1),)
+
+        # batches of replicates: one draw of all of them held (R, N, S, M) weights at once (~21 GB at the full tier)
+        errors = _in_batches(batch, ctx.replicates, p["N"] * p["M"] * p["S"])[0].T
         return _paired_increases(ctx, counts, errors, problem.round_off)
     mode, setting = _practical_reading(variant)
     if mode == "eval":
