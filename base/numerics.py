@@ -7,6 +7,8 @@ r"""Stable log-space arithmetic and small numeric helpers shared by the estimato
 * :func:`signed_power` — ``x^e`` entrywise under a reading for negative bases (Macformer's post-SBN power).
 * :func:`next_power_of_two` — the padded length of a Walsh–Hadamard transform.
 * :func:`gauss_hermite_rule` — tensor Gauss–Hermite nodes and weights for Gaussian expectations.
+* :func:`sin_cos` — compiled float64 ``sin`` and ``cos`` of one array (trigonometric features).
+* :func:`exp_shifted_rows` — compiled float32 ``exp(x - shift)`` per row, in place (positive features).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from .checks import NumericalError, as_float_array, check_choice
 
-__all__ = ["LOG_2PI", "POWER_SIGNS", "SIN_COS_MAX", "exp_or_raise", "gauss_hermite_rule", "half_sq_norm", "log_normal",
-           "logsumexp", "next_power_of_two", "signed_power", "sin_cos"]
+__all__ = ["EXP_ARG_MAX", "LOG_2PI", "POWER_SIGNS", "SIN_COS_MAX", "exp_or_raise", "exp_shifted_rows",
+           "gauss_hermite_rule", "half_sq_norm", "log_normal", "logsumexp", "next_power_of_two", "signed_power",
+           "sin_cos"]
 
 LOG_2PI = math.log(2 * math.pi)
 #: Readings of ``x^e`` for a negative base (Macformer register ``power_sign``).
@@ -205,3 +208,65 @@ def _sin_cos_kernel(x: np.ndarray, out: np.ndarray) -> float:
     """Fill ``out`` ``(R, 2m)`` from ``x`` ``(R, m)``; return ``max |x|`` (values valid where it is <= SIN_COS_MAX;
     NaN propagates into both)."""
     return _compiled_sin_cos()(x, out)
+
+
+#: Largest argument :func:`exp_shifted_rows` takes (2^127 is the largest power of two its scaling forms).
+EXP_ARG_MAX = 88.0
+#: Below this argument float32's ``exp`` is subnormal; :func:`exp_shifted_rows` returns 0 there.
+_EXP_ARG_MIN = -87.33654
+
+
+def exp_shifted_rows(x: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``x[i] = exp(x[i] - shift[i])`` in place, for a C-contiguous float32 ``x`` ``(R, m)`` and ``shift`` ``(R,)``.
+
+    numpy's float32 ``exp`` is not vectorised on every CPU (~3.5 ns a value on an AVX2 EPYC, against ~0.3 here),
+    and the positive features of FAVOR+ take one ``exp`` per feature. This compiled kernel forms the float32
+    argument ``t = x - shift`` as numpy would, reduces ``t = n·ln 2 + r`` (Cody–Waite, two parts), evaluates
+    Cephes' degree-7 ``expf`` polynomial and scales by ``2^n`` built from its exponent bits: within 1 ulp of the
+    correctly rounded ``exp(t)``. Contract: ``t <= EXP_ARG_MAX`` (callers pass shifted rows, ``t <= 0``, or rows
+    bounded by a small exponent); results below float32's smallest normal (``t < -87.34``) are 0 (numpy gives a
+    subnormal, < 1.2e-38); NaN propagates. Raises ``ValueError`` on another dtype or layout.
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 1.0, -200.0]], np.float32)
+    >>> exp_shifted_rows(x, np.array([1.0], np.float32)).tolist() == [[np.float32(np.exp(-1.0)), 1.0, 0.0]]
+    True
+    """
+    if x.dtype != np.float32 or x.ndim != 2 or not x.flags.c_contiguous:
+        raise ValueError(f"x must be a C-contiguous 2-d float32 array, got {x.dtype} with shape {x.shape}")
+    shift = np.ascontiguousarray(shift, dtype=np.float32)
+    if shift.shape != x.shape[:1]:
+        raise ValueError(f"shift must have shape ({x.shape[0]},), got {shift.shape}")
+    if x.size:
+        _compiled_exp_rows()(x, shift, np.empty(x.shape[1], np.int32))
+    return x
+
+
+@functools.cache
+def _compiled_exp_rows():
+    import numba
+
+    lo, hi = np.float32(_EXP_ARG_MIN), np.float32(EXP_ARG_MAX)
+    log2e, ln2_hi, ln2_lo = np.float32(1.44269504088896341), np.float32(0.693359375), np.float32(-2.12194440e-4)
+    p0, p1, p2 = np.float32(1.9875691500e-4), np.float32(1.3981999507e-3), np.float32(8.3334519073e-3)
+    p3, p4, p5 = np.float32(4.1665795894e-2), np.float32(1.6666665459e-1), np.float32(5.0000001201e-1)
+    zero, one, half = np.float32(0.0), np.float32(1.0), np.float32(0.5)
+
+    @numba.njit(cache=True)
+    def kernel(x, shift, bits):  # pragma: no cover - compiled
+        rows, m = x.shape
+        scale = bits.view(np.float32)  # 2^n per column of the current row, from its exponent bits
+        for i in range(rows):
+            s = shift[i]
+            for j in range(m):  # branch-free, so that LLVM vectorises it
+                t = x[i, j] - s
+                c = min(max(t, lo), hi)
+                n = np.floor(c * log2e + half)
+                r = c - n * ln2_hi - n * ln2_lo
+                y = (((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5) * (r * r) + r + one
+                bits[j] = (np.int32(n) + np.int32(127)) << 23
+                x[i, j] = zero if t < lo else y
+            for j in range(m):
+                x[i, j] = x[i, j] * scale[j]
+    return kernel

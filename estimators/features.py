@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfkit.base.checks import NumericalError, as_float_array, check_choice, check_same_last_dim
-from rfkit.base.numerics import sin_cos
+from rfkit.base.numerics import exp_shifted_rows, sin_cos
 
 __all__ = [
     "Features",
@@ -123,7 +123,7 @@ def _half_sq_norm(x):
 
 #: Largest |ω_jᵀx| for which exp() is taken without a per-row shift: values then lie in
 #: [e^-B, e^B], so products of two stay well inside the dtype's range (float64: e^±709, float32: e^±88).
-_SAFE_EXPONENT = {np.dtype(np.float64): 150.0, np.dtype(np.float32): 20.0}
+_SAFE_EXPONENT = {np.dtype(np.float64): 150.0, np.dtype(np.float32): 20.0}  # float32: < numerics.EXP_ARG_MAX
 
 
 #: Bytes of projection output per block of the fused stabiliser-and-exponent pass: a block stays in a
@@ -140,10 +140,13 @@ def _exp_rows(log_phi: np.ndarray, row_offset: np.ndarray, stabilize: bool, row_
     is per row, so one token's features never depend on another token (causal attention needs this).
     Stabilised, the row maximum, the shift and the exponent are fused over cache-sized row blocks
     (:data:`_ROW_BLOCK_BYTES`); each element sees the same operations as unfused, so values are identical.
+    float32 takes its shift and exponent in one compiled pass (:func:`~rfkit.base.numerics.exp_shifted_rows`:
+    within 1 ulp of the correctly rounded exp, subnormal features flushed to 0).
     """
     if stabilize:
         unsafe = row_bound > _SAFE_EXPONENT[log_phi.dtype]
-        if not unsafe.any():
+        compiled = log_phi.dtype == np.float32  # exp_shifted_rows: shifted rows are <= 0, safe ones <= 20
+        if not unsafe.any() and not compiled:
             np.exp(log_phi, out=log_phi)
             return Features(log_phi, -row_offset)
         log_phi = np.ascontiguousarray(log_phi)  # fresh, so already contiguous unless an operator's layout
@@ -153,10 +156,14 @@ def _exp_rows(log_phi: np.ndarray, row_offset: np.ndarray, stabilize: bool, row_
         step = max(1, _ROW_BLOCK_BYTES // max(1, rows.shape[1] * rows.itemsize))
         for s in range(0, rows.shape[0], step):
             block, block_shift = rows[s:s + step], shift[s:s + step]
-            np.max(block, axis=-1, out=block_shift)
-            np.copyto(block_shift, 0.0, where=~flags[s:s + step])  # a safe row keeps shift 0: x - 0 == x
-            np.subtract(block, block_shift[:, None], out=block)
-            np.exp(block, out=block)
+            if flags[s:s + step].any():
+                np.max(block, axis=-1, out=block_shift)
+                np.copyto(block_shift, 0.0, where=~flags[s:s + step])  # a safe row keeps shift 0: x - 0 == x
+            if compiled:
+                exp_shifted_rows(block, block_shift)
+            else:
+                np.subtract(block, block_shift[:, None], out=block)
+                np.exp(block, out=block)
         return Features(log_phi, -(row_offset - shift.reshape(log_phi.shape[:-1])))
     log_phi -= row_offset[..., None]
     with np.errstate(over="ignore", under="ignore"):
