@@ -35,7 +35,7 @@ def theme(style: str = "whitegrid") -> dict:
     """The matplotlib rc of the reproductions' look: seaborn's ``style``, its ``"paper"`` context and the
     colour-blind palette, as a dict (nothing global is changed; :func:`themed` applies it for one call)."""
     import seaborn as sns
-    from cycler import cycler
+    from matplotlib import cycler
 
     return {**sns.axes_style(style), **sns.plotting_context("paper"),
             "axes.prop_cycle": cycler(color=sns.color_palette(PALETTE))}
