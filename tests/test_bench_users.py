@@ -143,6 +143,10 @@ def test_performance_table_from_bench_json():
     assert "| rfkit numpy | 300 ms (2.00×) | 480 ms (12.50×) |" in table64 and "float64 GEMMs" in table64
     with pytest.raises(ValueError, match="no peer rows"):
         bench.performance_table(rows, length=1024)
+    for r in rows:  # rows of a run name its CPU (the same code runs at very different speeds elsewhere)
+        r["cpu"] = "Some CPU 9000"
+    assert ", 2 thread(s) on Some CPU 9000; brackets" in bench.performance_table(rows).splitlines()[0]
+    assert isinstance(bench.cpu_model(), str) and bench.cpu_model()
 
 
 def test_performance_table_names_skipped_peers():

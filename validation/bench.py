@@ -421,6 +421,21 @@ def blas_threads() -> int:
     return max((pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"), default=1)
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; else :func:`platform.processor`, else ``"unknown CPU"``): bench
+    rows carry it, since the same code runs at very different speeds on different machines."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def _status_bytes(key: str) -> int:
     with open("/proc/self/status") as status:
         for line in status:
@@ -492,7 +507,7 @@ def missing_peers() -> dict[str, str]:
 
 def _peer_case(name: str, length: int, d: int, m: int | None, causal: bool, dtype, setup, gemms, *,
                torch_row: bool, **extra) -> Case:
-    extra = dict(impl=name, batch_heads=PEER_HEADS, threads=blas_threads(), torch_row=torch_row,
+    extra = dict(impl=name, batch_heads=PEER_HEADS, threads=blas_threads(), cpu=cpu_model(), torch_row=torch_row,
                  reference=_peer_reference(causal), peers_skipped=missing_peers(), **extra)
     return Case(f"peer {name} ({_direction(causal)}, bh={PEER_HEADS})",
                 dict(L=length, d=d, m=m, dtype=np.dtype(dtype).name, causal=causal), setup, gemms, extra=extra)
@@ -719,7 +734,8 @@ def performance_table(rows: Iterable[dict], *, dtype: str = "float32", length: i
     first = peers[0]
     m = next((r["m"] for r in peers if r["m"]), None)
     lines = [f"{dtype}, B×H = {first['batch_heads']}, L = {length}, d = {first['d']}, m = {m}, projection drawn "
-             f"inside each call, {first['threads']} thread(s); brackets: speed-up over performer-pytorch",
+             f"inside each call, {first['threads']} thread(s)" + (f" on {first['cpu']}" if first.get("cpu") else "")
+             + "; brackets: speed-up over performer-pytorch",
              "", "| method | bidirectional | causal |", "|---|---|---|"]
     for impl, label in PEER_LABELS.items():
         if not any((impl, c) in cell for c in (False, True)):
