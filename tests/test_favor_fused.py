@@ -38,7 +38,7 @@ def test_fused_exp_rows_matches_unfused(monkeypatch, dtype, block_bytes):
     got = fe._exp_rows(log_phi.copy(), row_offset, True, row_bound)
     np.testing.assert_array_equal(got.log_scale, want_log_scale)
     if dtype == np.float64:
-        np.testing.assert_array_equal(got.values, np.exp(log_phi - (want_log_scale + row_offset)[..., None]))
+        np.testing.assert_array_equal(got.values, want_values)
     else:
         normal = want_values >= np.finfo(dtype).tiny
         assert np.max(np.abs(got.values - want_values)[normal] / np.spacing(want_values[normal])) <= 1.0

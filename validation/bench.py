@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import importlib.util
 import io
@@ -421,6 +422,7 @@ def blas_threads() -> int:
     return max((pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"), default=1)
 
 
+@functools.cache
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``; else :func:`platform.processor`, else ``"unknown CPU"``): bench
     rows carry it, since the same code runs at very different speeds on different machines."""
