@@ -133,8 +133,8 @@ def test_the_l_axis_of_thm4_e_runs_with_common_numbers_and_r_without():
     calls = []
     original = conv._measure_axes  # (the per-level form of _measure_axis, which the cells call)
 
-    def spy(ctx, axis, base, values, setup, common=False):
-        calls.append(common)
+    def spy(ctx, axis, base, values, setup, common=False, share=None):
+        calls.append((common, share))
         raise RuntimeError("stop")
 
     claim = get_claim(THM4)
@@ -147,7 +147,27 @@ def test_the_l_axis_of_thm4_e_runs_with_common_numbers_and_r_without():
                 conv._thm4_cell(ctx)
         finally:
             conv._measure_axes = original
-        assert calls[-1] is want, variant
+        assert calls[-1] == (want, variant.split("/")[0]), variant
+
+
+def test_the_e_readings_of_a_thm4_point_measure_once_and_alike(monkeypatch):
+    # E/s and E/t read the same curves two ways: the second reading of a point is served the first's measurement
+    # (drawn from the point's common stream), R/s measures its own problem.
+    passes = []
+    original = conv._error_curves
+    monkeypatch.setattr(conv, "_error_curves", lambda *a, **k: passes.append(1) or original(*a, **k))
+    claim = get_claim(THM4)
+    cells = {}
+    for variant in ("E/s", "E/t", "R/s"):
+        p = next(p for p in claim.cells("smoke", variant) if p["axis"] == "delta")
+        ctx = CellContext(THM4, variant, dict(p), "smoke", 20, 1e-3, 0.8, 0.25,
+                          np.random.default_rng(len(cells)))
+        before = len(passes)
+        cells[variant] = (p, conv._thm4_cell(ctx), len(passes) - before)
+    assert cells["E/s"][0] == cells["E/t"][0]
+    assert cells["E/s"][2] >= 1 and cells["E/t"][2] == 0 and cells["R/s"][2] >= 1
+    m_star = [ev.extra.get("m_star") for ev in (cells["E/s"][1], cells["E/t"][1])]
+    assert m_star[0] is not None and m_star[0] == m_star[1]
 
 
 def test_the_length_axis_of_thm4_is_nested_with_common_numbers():

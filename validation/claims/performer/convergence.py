@@ -91,9 +91,10 @@ depend on p), each level tested at a Bonferroni share of the cell's level.
 from __future__ import annotations
 
 import gc
+import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -112,7 +113,7 @@ from rfkit.estimators.attention import DEFAULT_CHUNK_SIZE
 from rfkit.theory import convergence as theory
 from rfkit.theory.cost import feature_map_gemms, gemm_flops, linear_attention_gemms, softmax_attention_gemms
 from rfkit.validation.domain import Choice, Integers, Range, Reading
-from rfkit.validation.harness import as_features, chunks, controlled_pair, single_threaded
+from rfkit.validation.harness import as_features, chunks, controlled_pair, shared, single_threaded
 from rfkit.validation.model import CellContext, Claim, tiers
 from rfkit.validation.search import margin_evidence
 from rfkit.validation.stats import (
@@ -565,9 +566,21 @@ def _measure_axis(ctx: CellContext, axis: str, base: dict, values: list,
 
 
 def _measure_axes(ctx: CellContext, axis: str, base: dict, values: list,
-                  setup: Callable[[CellContext, dict], _Setup], common: bool = False) -> list[_AxisData]:
+                  setup: Callable[[CellContext, dict], _Setup], common: bool = False,
+                  share: str | None = None) -> list[_AxisData]:
     """:func:`_measure_axis` at each success probability of ``base["p"]`` (:func:`_levels`), every level read from
-    the same passes (one :class:`_AxisData` per level)."""
+    the same passes (one :class:`_AxisData` per level).
+
+    ``share`` names a measurement that several readings of a grid point take alike (``setup`` depends on nothing
+    else of the reading, e.g. Theorem 4's (E) readings differ only in how the trend is read): it is then drawn
+    once, from the point's common stream ``ctx.shared_rng(share)``, and served to each reading
+    (:func:`~rfkit.validation.harness.shared`; common random numbers across readings, which Holm's procedure
+    allows). The full tier's (E) δ cells took ~75 s each, twice per point before."""
+    if share is not None:
+        key = json.dumps([ctx.claim_id, ctx.params.get("m_cap"), ctx.seed, ctx.restart, ctx.replicates, share, axis,
+                          base, values, common], sort_keys=True, default=str)
+        view = replace(ctx, rng=ctx.shared_rng(share))
+        return shared(key, lambda: _measure_axes(view, axis, base, values, setup, common))
     p, levels = base["p"], _levels(base["p"])
     if common and axis == "L":
         return _nested_length_axes(ctx, base, list(values), setup)
@@ -756,10 +769,11 @@ def _with_convergence(ctx: CellContext, data: _AxisData, trends: Callable[[int],
 
 
 def _ratio_evidence(ctx: CellContext, point: dict, axis: str, values: list, reading: str,
-                    setup: Callable[[CellContext, dict], _Setup], common: bool = False) -> Evidence:
+                    setup: Callable[[CellContext, dict], _Setup], common: bool = False,
+                    share: str | None = None) -> Evidence:
     """One axis of the m*/m_pred test through ``point`` (the axis taking ``values``), with the convergence of its
-    last curve (``common``: see :func:`_measure_axis`)."""
-    datas = _measure_axes(ctx, axis, point, values, setup, common)
+    last curve (``common``: see :func:`_measure_axis`; ``share``: see :func:`_measure_axes`)."""
+    datas = _measure_axes(ctx, axis, point, values, setup, common, share)
     decides = _THM4_DECIDES if common else None
 
     def evidence(data: _AxisData) -> Evidence:
@@ -879,7 +893,7 @@ def _thm4_cell(ctx: CellContext) -> Evidence:
     norm, reading = ctx.variant.split("/")
     axis = ctx.params["axis"]
     return _ratio_evidence(ctx, ctx.params, axis, list(ctx.params[axis]), reading, _thm4_setup(norm),
-                           common=norm == "E")
+                           common=norm == "E", share=norm)
 
 
 def _thm4_search(ctx: CellContext) -> Evidence:
@@ -1272,7 +1286,7 @@ def _any_precision_cell(ctx: CellContext) -> Evidence:
         return _dlogd_evidence(ctx, point, "a" if part == "d_hold_R" else "b", norm, list(point["d"]),
                                point["d_ref"])
     axis = "delta" if part == "epsilon" else "L"
-    datas = _measure_axes(ctx, axis, point, list(point[axis]), _thm4_setup(norm))
+    datas = _measure_axes(ctx, axis, point, list(point[axis]), _thm4_setup(norm), share=norm)
     label = "m* against 1/ε" if axis == "delta" else "m* against L"
     return _over_levels([_growth_evidence(ctx, data, x=data.x, predicted=0.0, label=label, share=len(datas))
                          for data in datas], point["p"])
