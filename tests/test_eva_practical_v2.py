@@ -77,6 +77,17 @@ def test_paper_definitions_decide_the_former_splits():
         assert claim.variants == ("default",) and axis in claim.domain, claim_id
 
 
+def test_partitioning_full_tier_bounds_the_beside_monte_carlo_only():
+    # the deciding closed form (R1_J) keeps every M of the full grid; the beside Monte Carlo readings stop at
+    # M = 64 (at M = 256 and 20,000 replicates they alone took more than 19 h)
+    claim = get_claim("eva.sec1.partitioning_reduces_error")
+    assert max(p["M"] for p in claim.cells("full", "R1_J")) == 256
+    for variant in ("R2_shared", "R2_per_chunk", "R3_shared", "R3_per_chunk"):
+        cells = claim.cells("full", variant)
+        assert cells and max(p["M"] for p in cells) == practical.BESIDE_MC["M_max"] == 64, variant
+    assert claim.n_replicates("full") == 5000
+
+
 def test_quick_coverage():
     from rfkit.validation.domain import domain_coverage
 

@@ -311,15 +311,19 @@ def _partition_search(ctx: CellContext) -> Evidence:
     return _paired_excess(ctx, eva, rfa, problem.round_off, extra=extra)
 
 
-#: The Monte Carlo readings reported beside (R2, R3) run on this sub-grid (their cost; they never decide).
-BESIDE_MC = dict(layout="contiguous", C=4, gen=("iid", "peaked", "outlier"))
+#: The Monte Carlo readings reported beside (R2, R3) run on this sub-grid (their cost; they never decide): M up to
+#: 64, since a paired cell costs ~R·N·M·S (measured: ~20 s at M = S = 64 and 20,000 replicates on one core), and with
+#: the full grid's M = 256 and its 20,000 replicates the beside cells alone took more than 19 h, undecided at
+#: M = S = 256 for heavy tails, for readings that fail already at the quick tier.
+BESIDE_MC = dict(layout="contiguous", C=4, gen=("iid", "peaked", "outlier"), M_max=64)
 
 
 def _partitioning_where(p: dict, variant: str) -> bool:
     if variant == "R1_J":
         return p["C"] <= p["M"] and p["E"] == PARTITION_E_R1
     return (p["layout"] == BESIDE_MC["layout"] and p["C"] == BESIDE_MC["C"] and p["gen"] in BESIDE_MC["gen"]
-            and p["E"] > 0 and p["C"] < p["M"] - p["E"] and (not variant.endswith("per_chunk") or p["S"] % p["C"] == 0))
+            and p["M"] <= BESIDE_MC["M_max"] and p["E"] > 0 and p["C"] < p["M"] - p["E"]
+            and (not variant.endswith("per_chunk") or p["S"] % p["C"] == 0))
 
 
 #: R1 takes U = [M] (E = ∅): its cells are the grid's ``E = PARTITION_E_R1`` ones.
@@ -352,15 +356,16 @@ PARTITIONING_REDUCES_ERROR = Claim(
                smoke=dict(gen=["iid", "clustered"], S=[8], C=[1, 2, 4, 16], layout=["contiguous", "dyadic"]),
                full=dict(M=[16, 64, 256], d=[4, 16], N=[8], C=[1, 2, 4, 16, 64, 256], S=[2, 4, 16, 64, 256],
                          E=[0, 4, 16], mu=["zero", "q+mean_k", "far"])),
-    replicates=tiers(1000, smoke=600, full=20_000),
+    replicates=tiers(1000, smoke=600, full=5000),
     where=_partitioning_where,
     search=_partition_search, restarts=tiers(1, full=20), universal=True,
     search_params=tiers(dict(maxiter=SEARCH_ITERATIONS["quick"]), smoke=dict(maxiter=SEARCH_ITERATIONS["smoke"]),
                         full=dict(maxiter=SEARCH_ITERATIONS["full"])),
     plot_x="S",
     notes="R1 is a closed form (exact margin), over every layout, C and generator of the grid. R2/R3 (beside) are "
-          "paired Monte Carlo on common samples, on the sub-grid BESIDE_MC (contiguous, C = 4; R2 reads E as empty, "
-          "R3 uses it); the searches minimise the large-S surrogate over one query, "
+          "paired Monte Carlo on common samples, on the sub-grid BESIDE_MC (contiguous, C = 4, M <= 64, 5,000 "
+          "replicates at the full tier; R2 reads E as empty, R3 uses it); the searches minimise the large-S "
+          "surrogate over one query, "
           f"{SEARCH_M} keys (d = {SEARCH_D}), scalar values and μ, with {SEARCH_C} contiguous subsets, and confirm at "
           f"S = {CONFIRM_S}.",
 )
