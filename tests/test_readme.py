@@ -60,6 +60,13 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     (tmp_path / "f.json").write_text(json.dumps(doc))
     update(readme, tmp_path / "q.json", full=[tmp_path / "f.json"])
     assert "1.5 h" in readme.read_text() and "old" not in readme.read_text()
+    # the full tier's open questions and changes are listed: inconclusive claims with their cause, and any verdict
+    # that differs from the quick run's
+    quick = dict(doc, tier="quick", claims=[dict(c, verdict="inconclusive") if c["id"] == "a.x" else c
+                                            for c in claims])
+    listed = full_section([doc], quick)
+    assert "| `a.y` | inconclusive | inconclusive (power) | r. |" in listed
+    assert "| `a.x` | inconclusive | supported | r. |" in listed and "`b.z`" not in listed
 
 
 def test_bench_section_is_generated_from_a_bench_run(tmp_path):

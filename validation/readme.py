@@ -90,10 +90,11 @@ def plan_section(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def full_section(docs: list[dict]) -> str:
+def full_section(docs: list[dict], quick: dict | None = None) -> str:
     """Markdown: per paper, the measured full tier of ``verdicts.json`` documents: verdict counts and the claims'
     summed cell CPU time (single-process seconds, whatever the workers or the load; a resumed run counts each cell
-    once)."""
+    once); then one row per claim that is inconclusive at the full tier or whose verdict differs from the ``quick``
+    run's (summarised reason, as in the verdict table)."""
     lines = ["Measured by `rfkit validate --paper P --tier full` (the CPU seconds of every cell, summed: the "
              "single-process time on one core of this machine, whatever else ran beside it; `--workers 2` about "
              "halves the wall time).", "",
@@ -113,6 +114,16 @@ def full_section(docs: list[dict]) -> str:
                          f"{hours:.1f} h | rfkit {doc['rfkit_version']}"
                          + (f" (commit {doc['commit']})" if doc.get("commit") else "")
                          + f", seed {doc['seed']}, {doc['created'][:10]} |")
+    before = {c["id"]: c["verdict"] for c in (quick or {}).get("claims", ())}
+    rows = [(c, before.get(c["id"])) for doc in docs for c in doc["claims"]
+            if c["verdict"] == "inconclusive" or before.get(c["id"], c["verdict"]) != c["verdict"]]
+    if rows:
+        lines += ["", "At the full tier, the claims still inconclusive and those whose verdict differs from the quick "
+                  "tier's:", "", "| claim | quick | full | reason at the full tier |", "|---|---|---|---|"]
+        for c, was in rows:
+            reason = reason_summary(c["reason"], list(c.get("variants") or ())).replace("|", "\\|")
+            cause = f" ({c['cause']})" if c["verdict"] == "inconclusive" and c.get("cause") else ""
+            lines.append(f"| `{c['id']}` | {was or '—'} | {c['verdict']}{cause} | {reason} |")
     return "\n".join(lines)
 
 
@@ -153,7 +164,8 @@ def audit_section(docs: list[dict]) -> str:
 
 def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Path] = (),
            bench: Path | None = None, audit: list[Path] = ()) -> None:
-    text = _replace(readme.read_text(), START, END, verdict_section(json.loads(verdicts.read_text())), readme)
+    quick = json.loads(verdicts.read_text())
+    text = _replace(readme.read_text(), START, END, verdict_section(quick), readme)
     if bench is not None:
         from rfkit.validation.bench import read_json_lines
 
@@ -161,7 +173,8 @@ def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Pa
     if plan is not None:
         text = _replace(text, PLAN_START, PLAN_END, plan_section(json.loads(plan.read_text())), readme)
     if full:
-        text = _replace(text, FULL_START, FULL_END, full_section([json.loads(p.read_text()) for p in full]), readme)
+        text = _replace(text, FULL_START, FULL_END, full_section([json.loads(p.read_text()) for p in full], quick),
+                        readme)
     if audit:
         text = _replace(text, AUDIT_START, AUDIT_END, audit_section([json.loads(p.read_text()) for p in audit]),
                         readme)
