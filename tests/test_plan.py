@@ -22,7 +22,7 @@ def _sleepy(seconds):
         return exact_test(np.zeros(1), 0.0, tolerance=ctx.tolerance)
 
     return Claim(id="core.toy.sleepy", source="test", statement="0 = 0", kind="identity", tolerance=0.1,
-                 cell=cell, grid={"smoke": dict(z=[1.0]), "quick": dict(z=[1.0] * 4)})
+                 cell=cell, grid={"smoke": dict(z=[1.0]), "quick": dict(z=[1.0, 1.01, 1.02, 1.03])})
 
 
 def test_the_estimate_extrapolates_the_sampled_cells_to_the_plan():
@@ -30,6 +30,30 @@ def test_the_estimate_extrapolates_the_sampled_cells_to_the_plan():
     assert row["cells"] == 4 and row["sampled"] == 2 and not row["lower_bound"]
     assert 0.08 <= row["seconds"] < 0.5  # 4 cells of ~0.02 s CPU (the busy loop is a floor)
     assert "core: 4 cells, 0 restarts" in plan_table([row])
+
+
+def test_readings_sharing_a_point_are_timed_together_as_a_run_pays_them():
+    # two readings of each point share one measurement (harness.shared): a run pays it once a point, and so does
+    # the estimate (timing single cells charged each reading the whole measurement)
+    from rfkit.validation.domain import Choice, Reading
+    from rfkit.validation.harness import shared
+
+    def cell(ctx):
+        def measure():
+            start = time.process_time()
+            while time.process_time() - start < 0.05:
+                pass
+            return 0.0
+
+        shared(("core.toy.shared", ctx.seed, ctx.params["z"]), measure)
+        return exact_test(np.zeros(1), 0.0, tolerance=ctx.tolerance)
+
+    claim = Claim(id="core.toy.shared", source="test", statement="0 = 0", kind="identity", tolerance=0.1, cell=cell,
+                  readings={"a": Reading("a"), "b": Reading("b")}, domain=dict(z=Choice("z", (1.0, 2.0, 3.0, 4.0))),
+                  grid={"smoke": dict(z=[1.0]), "quick": dict(z=[1.0, 2.0, 3.0, 4.0])})
+    [row] = estimate([claim], tier="quick", sample=2)
+    assert row["cells"] == 8 and row["points"] == 4 and row["sampled"] == 4
+    assert 0.2 <= row["seconds"] < 0.35  # 4 points of one 0.05 s measurement each, not 8 cells of 0.05 s
 
 
 def test_a_cell_past_the_cap_is_stopped_and_the_estimate_is_a_lower_bound():

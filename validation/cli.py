@@ -431,7 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tier", choices=TIERS, default="full", help="tier to plan (default full)")
     p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     p.add_argument("--sample", type=int, default=0, metavar="K",
-                   help="time K grid cells (and up to 2 search restarts) per claim and extrapolate (default 0)")
+                   help="time K grid points, each with all its readings (and up to 2 search restarts) per claim, "
+                        "and extrapolate (default 0)")
     p.add_argument("--cap", type=float, default=60.0, metavar="S",
                    help="seconds of sampling per claim; a cell past it makes the estimate a lower bound")
     p.add_argument("--json", action="store_true", help="one JSON list of rows")

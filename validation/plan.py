@@ -1,9 +1,14 @@
 """How big a tier is, and how long it will take: the plan of each claim and a sampled estimate of its time.
 
 ``rfkit plan --tier full --paper performer --sample 4`` builds every cell of the tier (as
-:func:`~rfkit.validation.engine.validate` would), runs ``sample`` grid cells per claim spread over its plan
+:func:`~rfkit.validation.engine.validate` would), runs ``sample`` grid points per claim spread over its plan
 (one at random from each of ``sample`` equal strata of the plan's order) and up to two search restarts, and
-extrapolates: ``seconds = mean(sampled grid cells) × grid cells + mean(sampled restarts) × restarts``. A cell
+extrapolates: ``seconds = mean(sampled grid points) × grid points + mean(sampled restarts) × restarts``. A grid
+point is timed with all its readings, one after another as a run does, so that readings sharing a point's
+measurement (:func:`~rfkit.validation.harness.shared`) are counted once, as they cost (timing single cells charged
+each reading the whole measurement: 72 readings of one macformer point sharing four RMFA runs came out 18x too
+slow). Not counted: the engine's second round for undecided sequential cells (at most the claim's planned
+sequential budget again times the tier's reserve, :data:`~rfkit.validation.cells.RESERVE`). A cell
 is timed in CPU seconds of this process with BLAS on one thread (as on a ``--workers`` cluster), so estimates are
 the single-process time on one core of this machine, whatever else runs beside (wall time under load measured
 the load). A cell that runs past the claim's ``cap`` (wall seconds) is stopped and counted with the CPU time it
@@ -13,6 +18,7 @@ ran, so that claim's estimate is a lower bound (``lower_bound``). The spread of 
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import threading
@@ -37,11 +43,20 @@ def _alarm(*_):
     raise _PastCap()
 
 
-def _sampled(specs: list, k: int, rng: random.Random) -> list:
-    """One spec at random from each of ``k`` equal strata of ``specs`` (all of them when fewer)."""
-    n = len(specs)
+def _sampled(units: list, k: int, rng: random.Random) -> list:
+    """One unit at random from each of ``k`` equal strata of ``units`` (all of them when fewer)."""
+    n = len(units)
     k = min(k, n)
-    return [specs[rng.randrange(j * n // k, (j + 1) * n // k)] for j in range(k)]
+    return [units[rng.randrange(j * n // k, (j + 1) * n // k)] for j in range(k)]
+
+
+def _points(grid: list) -> list[list]:
+    """The grid cells grouped by point (their readings, in plan order: :func:`~rfkit.validation.cells.plan` puts
+    a point's readings next to each other)."""
+    by_point: dict[str, list] = {}
+    for spec in grid:
+        by_point.setdefault(json.dumps(spec.params, sort_keys=True, default=str), []).append(spec)
+    return list(by_point.values())
 
 
 def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int = 0, cap: float = 60.0,
@@ -59,15 +74,16 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
         specs = plan(claim, tier=tier, seed=seed)
         grid = [s for s in specs if s.kind == "grid"]
         search = [s for s in specs if s.kind == "search"]
-        row = dict(id=claim.id, paper=claim.paper, tier=tier, cells=len(grid), restarts=len(search),
-                   replicates=claim.n_replicates(tier), seconds=None, lower_bound=False, sampled=0,
-                   min=None, max=None, errors=[], commit=commit)
+        points = _points(grid)
+        row = dict(id=claim.id, paper=claim.paper, tier=tier, cells=len(grid), points=len(points),
+                   restarts=len(search), replicates=claim.n_replicates(tier), seconds=None, lower_bound=False,
+                   sampled=0, min=None, max=None, errors=[], commit=commit)
         if sample and specs:
             rng = random.Random(f"{claim.id}/{seed}")
-            start, seconds, times = time.perf_counter(), 0.0, []
-            for group, k in ((grid, sample), (search, min(2, sample))):
+            start, seconds, times, cells = time.perf_counter(), 0.0, [], 0
+            for units, k in ((points, sample), ([[s] for s in search], min(2, sample))):
                 took = []
-                for spec in _sampled(group, k, rng):
+                for unit in _sampled(units, k, rng):
                     left = cap - (time.perf_counter() - start)
                     if left <= 0 and (took or times):
                         break
@@ -77,9 +93,11 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
                     c0 = time.process_time()
                     try:
                         with single_threaded_blas():
-                            outcome = run_cell(spec)
-                        if outcome.error:
-                            row["errors"].append(outcome.error)
+                            for spec in unit:
+                                cells += 1
+                                outcome = run_cell(spec)
+                                if outcome.error:
+                                    row["errors"].append(outcome.error)
                     except _PastCap:
                         row["lower_bound"] = True
                     finally:
@@ -90,13 +108,13 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
                     if row["lower_bound"]:
                         break
                 if took:
-                    seconds += float(np.mean(took)) * len(group)
-                elif group:
+                    seconds += float(np.mean(took)) * len(units)
+                elif units:
                     row["lower_bound"] = True  # no time left to sample this group: it counts as 0 s
                 times += took
                 if row["lower_bound"]:
                     break
-            row.update(seconds=seconds, sampled=len(times), min=min(times), max=max(times))
+            row.update(seconds=seconds, sampled=cells, min=min(times), max=max(times))
         rows.append(row)
         if progress is not None:
             progress(row)
@@ -113,8 +131,8 @@ def plan_table(rows: list[dict]) -> str:
     """A text table of :func:`estimate`'s rows (longest first when timed) and the total per paper."""
     timed = any(r["seconds"] is not None for r in rows)
     order = sorted(rows, key=lambda r: -(r["seconds"] or 0)) if timed else rows
-    lines = [f"{'claim':50} {'cells':>8} {'restarts':>8}" + (f" {'estimate':>12}  sampled [min, max] s" if timed
-                                                             else "")]
+    head = f" {'estimate':>12}  cells run [min, max] s a point" if timed else ""
+    lines = [f"{'claim':50} {'cells':>8} {'restarts':>8}{head}"]
     for r in order:
         line = f"{r['id']:50} {r['cells']:8d} {r['restarts']:8d}"
         if r["seconds"] is not None:
