@@ -56,6 +56,36 @@ def test_readings_sharing_a_point_are_timed_together_as_a_run_pays_them():
     assert 0.2 <= row["seconds"] < 0.35  # 4 points of one 0.05 s measurement each, not 8 cells of 0.05 s
 
 
+def test_measured_cells_come_from_a_run_checkpoint_and_the_rest_is_extrapolated(tmp_path):
+    import pickle
+
+    from rfkit.validation import validate
+    from rfkit.validation.checkpoint import read_records
+
+    claim = _sleepy(0.02)
+    path = tmp_path / "cells.ckpt"
+    validate([claim], tier="quick", seed=0, checkpoint=path, progress=False)
+    header, records = read_records(path)
+    spent = sum(r[-1] for r in records)
+    [row] = estimate([claim], tier="quick", measured=[path])
+    assert row["measured"] == 4 and row["sampled"] == 0 and not row["lower_bound"]
+    assert row["seconds"] == pytest.approx(spent)  # read, not run
+    # half the cells stored: the other half at their mean
+    with path.open("wb") as f:
+        for item in (header, *records[:2]):
+            pickle.dump(item, f)
+    [row] = estimate([claim], tier="quick", measured=[path])
+    assert row["measured"] == 2 and row["seconds"] == pytest.approx(2 * sum(r[-1] for r in records[:2]))
+    # another tier, or the claim's code changed since (its digest): refused, or not read
+    with pytest.raises(ValueError, match="tier"):
+        estimate([claim], tier="full", measured=[path])
+    with path.open("wb") as f:
+        for item in (header, *[(r[0], r[1], "other code", *r[3:]) for r in records]):
+            pickle.dump(item, f)
+    [row] = estimate([claim], tier="quick", measured=[path])
+    assert row["measured"] == 0 and row["lower_bound"] and "0 cell(s) measured" in plan_table([row])
+
+
 def test_a_cell_past_the_cap_is_stopped_and_the_estimate_is_a_lower_bound():
     t0 = time.perf_counter()
     [row] = estimate([_sleepy(30.0)], tier="quick", sample=3, cap=1.0)

@@ -35,7 +35,7 @@ def test_plan_section_sums_each_paper_and_marks_lower_bounds():
 
     rows = [dict(id="a.x", paper="a", tier="full", cells=10, restarts=2, seconds=3600.0, lower_bound=False),
             dict(id="a.y", paper="a", tier="full", cells=5, restarts=0, seconds=1800.0, lower_bound=True)]
-    assert "| a | 15 | 2 | ≥ 1.5 h | 1 | `a.x` 1.0 h |" in plan_section(rows)
+    assert "| a | 15 | 2 | 0 | ≥ 1.5 h | 1 | `a.x` 1.0 h |" in plan_section(rows)
     assert "at commit abc1234" in plan_section([dict(rows[0], commit="abc1234")])
 
 

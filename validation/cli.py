@@ -283,7 +283,14 @@ def _cmd_plan(args) -> int:
         if args.sample and not args.json:
             print(f"  {row['id']}: {row['sampled']} cell(s) timed", file=sys.stderr, flush=True)
 
-    rows = estimate(claims, tier=args.tier, seed=args.seed, sample=args.sample, cap=args.cap, progress=progress)
+    for path in args.measured:
+        if not Path(path).is_file():
+            raise UsageError(f"--measured: no checkpoint file {path} (a run writes OUT/cells.ckpt)")
+    try:
+        rows = estimate(claims, tier=args.tier, seed=args.seed, sample=args.sample, cap=args.cap,
+                        measured=args.measured, progress=progress)
+    except ValueError as exc:  # a checkpoint of another tier or seed, or not a checkpoint
+        raise UsageError(f"--measured: {exc}") from None
     print(json.dumps(rows, indent=1) if args.json else plan_table(rows))
     return 0
 
@@ -435,6 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "and extrapolate (default 0)")
     p.add_argument("--cap", type=float, default=60.0, metavar="S",
                    help="seconds of sampling per claim; a cell past it makes the estimate a lower bound")
+    p.add_argument("--measured", nargs="+", default=[], metavar="CKPT",
+                   help="checkpoints of runs of the tier (OUT/cells.ckpt): their cells count with their measured "
+                        "CPU time and the rest of a claim is extrapolated from them")
     p.add_argument("--json", action="store_true", help="one JSON list of rows")
     p.set_defaults(func=_cmd_plan)
 

@@ -24,10 +24,12 @@ import signal
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
 from rfkit.validation.cells import plan, run_cell
+from rfkit.validation.checkpoint import claim_digest, read_records
 from rfkit.validation.engine import source_commit
 from rfkit.validation.model import Claim
 from rfkit.validation.timing import single_threaded_blas
@@ -60,14 +62,21 @@ def _points(grid: list) -> list[list]:
 
 
 def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int = 0, cap: float = 60.0,
-             progress=None) -> list[dict]:
-    """One row per claim: its cells and restarts at ``tier`` and, with ``sample > 0``, the estimated seconds.
+             measured: Iterable[str | Path] = (), progress=None) -> list[dict]:
+    """One row per claim: its cells and restarts at ``tier`` and, with ``sample > 0`` or ``measured``, the estimated
+    seconds.
 
-    ``cap`` bounds the seconds spent sampling one claim (enforced with ``SIGALRM`` in the main thread of a
-    POSIX process; elsewhere cells run to their end). ``progress(row)`` is called after each claim.
+    ``measured``: checkpoints of runs of the tier (``OUT/cells.ckpt``; the seed must match). The cells they hold,
+    run by the claim's current code (:func:`~rfkit.validation.checkpoint.claim_digest`), count with their
+    measured CPU seconds (the engine's extensions of them included); the claim's other grid points (restarts) are
+    then extrapolated from the mean of its measured ones, and sampled only where none is measured. ``measured`` in
+    a row is how many of its cells were read, not run. ``cap`` bounds the seconds spent sampling one claim
+    (enforced with ``SIGALRM`` in the main thread of a POSIX process; elsewhere cells run to their end).
+    ``progress(row)`` is called after each claim.
     """
     if sample < 0 or not cap > 0:
         raise ValueError(f"sample must be >= 0 and cap > 0, got sample={sample}, cap={cap}")
+    stored = _stored(measured, tier, seed)
     timed = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     rows, commit = [], source_commit()
     for claim in claims:
@@ -77,11 +86,19 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
         points = _points(grid)
         row = dict(id=claim.id, paper=claim.paper, tier=tier, cells=len(grid), points=len(points),
                    restarts=len(search), replicates=claim.n_replicates(tier), seconds=None, lower_bound=False,
-                   sampled=0, min=None, max=None, errors=[], commit=commit)
-        if sample and specs:
+                   sampled=0, measured=0, min=None, max=None, errors=[], commit=commit)
+        digest = claim_digest(claim) if stored else None
+        if (sample or stored) and specs:
             rng = random.Random(f"{claim.id}/{seed}")
-            start, seconds, times, cells = time.perf_counter(), 0.0, [], 0
+            start, seconds, times, cells, known = time.perf_counter(), 0.0, [], 0, 0
             for units, k in ((points, sample), ([[s] for s in search], min(2, sample))):
+                read = [t for t in (_unit_seconds(unit, stored, digest) for unit in units) if t is not None]
+                known += len(read)
+                row["measured"] += sum(len(u) for u in units if _unit_seconds(u, stored, digest) is not None)
+                if read:  # measured: the rest of the group at the mean of its measured units
+                    seconds += float(np.sum(read)) + float(np.mean(read)) * (len(units) - len(read))
+                    times += read
+                    continue
                 took = []
                 for unit in _sampled(units, k, rng):
                     left = cap - (time.perf_counter() - start)
@@ -110,15 +127,42 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
                 if took:
                     seconds += float(np.mean(took)) * len(units)
                 elif units:
-                    row["lower_bound"] = True  # no time left to sample this group: it counts as 0 s
+                    row["lower_bound"] = True  # neither measured nor sampled: this group counts as 0 s
                 times += took
                 if row["lower_bound"]:
                     break
-            row.update(seconds=seconds, sampled=cells, min=min(times), max=max(times))
+            row.update(seconds=seconds, sampled=cells, min=min(times, default=None), max=max(times, default=None))
         rows.append(row)
         if progress is not None:
             progress(row)
     return rows
+
+
+def _stored(paths: Iterable[str | Path], tier: str, seed: int) -> dict[str, list[tuple]]:
+    """``{cell key: [(budget, digest, cpu seconds), ...]}`` of the checkpoints ``paths`` (a run of ``tier`` and
+    ``seed``; another is refused)."""
+    out: dict[str, list[tuple]] = {}
+    for path in paths:
+        header, records = read_records(path)
+        if header.get("tier") != tier or header.get("seed") != seed:
+            raise ValueError(f"{path}: a checkpoint of tier {header.get('tier')!r}, seed {header.get('seed')!r}; "
+                             f"the plan is of tier {tier!r}, seed {seed}")
+        for key, budget, digest, _evidence, _seconds, _error, cpu in records:
+            out.setdefault(key, []).append((budget, digest, cpu))
+    return out
+
+
+def _unit_seconds(unit: list, stored: dict, digest: str | None) -> float | None:
+    """CPU seconds of a unit (a grid point's cells, or a restart) from the checkpoints, every round of each cell
+    (the first round and the engine's extensions); ``None`` unless each cell's first round is stored, run by the
+    claim's current code."""
+    total = 0.0
+    for spec in unit:
+        rounds = [(budget, cpu) for budget, code, cpu in stored.get(spec.key, ()) if code == digest]
+        if not any(budget is None for budget, _ in rounds):
+            return None
+        total += sum(cpu for _, cpu in rounds)
+    return total
 
 
 def _duration(seconds: float) -> str:
@@ -131,13 +175,14 @@ def plan_table(rows: list[dict]) -> str:
     """A text table of :func:`estimate`'s rows (longest first when timed) and the total per paper."""
     timed = any(r["seconds"] is not None for r in rows)
     order = sorted(rows, key=lambda r: -(r["seconds"] or 0)) if timed else rows
-    head = f" {'estimate':>12}  cells run [min, max] s a point" if timed else ""
+    head = f" {'estimate':>12} {'measured':>9}  cells run [min, max] s a unit" if timed else ""
     lines = [f"{'claim':50} {'cells':>8} {'restarts':>8}{head}"]
     for r in order:
         line = f"{r['id']:50} {r['cells']:8d} {r['restarts']:8d}"
         if r["seconds"] is not None:
-            line += (f" {'≥' if r['lower_bound'] else ' '}{_duration(r['seconds']):>11}  {r['sampled']} "
-                     f"[{r['min']:.3g}, {r['max']:.3g}]")
+            spread = f"[{r['min']:.3g}, {r['max']:.3g}]" if r["min"] is not None else ""
+            line += (f" {'≥' if r['lower_bound'] else ' '}{_duration(r['seconds']):>11} {r.get('measured', 0):9d}  "
+                     f"{r['sampled']} {spread}")
         lines.append(line)
     lines.append("")
     for paper in dict.fromkeys(r["paper"] for r in rows):
@@ -146,6 +191,7 @@ def plan_table(rows: list[dict]) -> str:
         if timed:
             bound = sum(r["lower_bound"] for r in mine)
             total += (f", {'≥ ' if bound else ''}{_duration(sum(r['seconds'] or 0 for r in mine))} single-process"
-                      + (f" ({bound} claim(s) a lower bound)" if bound else ""))
+                      + (f" ({bound} claim(s) a lower bound)" if bound else "")
+                      + f", {sum(r.get('measured', 0) for r in mine)} cell(s) measured by a run")
         lines.append(total)
     return "\n".join(lines)
