@@ -69,9 +69,10 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
     ``measured``: checkpoints of runs of the tier (``OUT/cells.ckpt``; the seed must match). The cells they hold,
     run by the claim's current code (:func:`~rfkit.validation.checkpoint.claim_digest`), count with their
     measured CPU seconds (the engine's extensions of them included); the claim's other grid points (restarts) are
-    then extrapolated from the mean of its measured ones, and sampled only where none is measured. ``measured`` in
-    a row is how many of its cells were read, not run. ``cap`` bounds the seconds spent sampling one claim
-    (enforced with ``SIGALRM`` in the main thread of a POSIX process; elsewhere cells run to their end).
+    then extrapolated from the mean of its measured ones (a run measures a claim's points in plan order, so where
+    later points are larger the rest of a partly run claim costs more), and sampled only where none is measured.
+    ``measured`` in a row is how many of its cells were read, not run. ``cap`` bounds the seconds spent sampling
+    one claim (enforced with ``SIGALRM`` in the main thread of a POSIX process; elsewhere cells run to their end).
     ``progress(row)`` is called after each claim.
     """
     if sample < 0 or not cap > 0:
@@ -90,11 +91,11 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
         digest = claim_digest(claim) if stored else None
         if (sample or stored) and specs:
             rng = random.Random(f"{claim.id}/{seed}")
-            start, seconds, times, cells, known = time.perf_counter(), 0.0, [], 0, 0
+            start, seconds, times, cells = time.perf_counter(), 0.0, [], 0
             for units, k in ((points, sample), ([[s] for s in search], min(2, sample))):
-                read = [t for t in (_unit_seconds(unit, stored, digest) for unit in units) if t is not None]
-                known += len(read)
-                row["measured"] += sum(len(u) for u in units if _unit_seconds(u, stored, digest) is not None)
+                per_unit = [_unit_seconds(unit, stored, digest) for unit in units]
+                read = [t for t in per_unit if t is not None]
+                row["measured"] += sum(len(u) for u, t in zip(units, per_unit, strict=True) if t is not None)
                 if read:  # measured: the rest of the group at the mean of its measured units
                     seconds += float(np.sum(read)) + float(np.mean(read)) * (len(units) - len(read))
                     times += read
