@@ -60,7 +60,7 @@ def test_measured_cells_come_from_a_run_checkpoint_and_the_rest_is_extrapolated(
     import pickle
 
     from rfkit.validation import validate
-    from rfkit.validation.checkpoint import read_records
+    from rfkit.validation.plan import read_records
 
     claim = _sleepy(0.02)
     path = tmp_path / "cells.ckpt"

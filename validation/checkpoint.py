@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["claim_digest", "Checkpoint", "CheckpointMismatch", "read_records"]
+__all__ = ["claim_digest", "Checkpoint", "CheckpointMismatch"]
 
 #: Packages whose modules declare claims.
 CLAIM_PACKAGES = ("rfkit.validation.claims", "rfkit.validation.reproductions")
@@ -107,31 +107,6 @@ def _is_module(name: str) -> bool:
 FORMAT = 2
 
 
-def read_records(path: str | Path) -> tuple[dict, list[tuple]]:
-    """The header and the whole records of a checkpoint file: ``(key, budget, claim digest, evidence, seconds,
-    error, cpu seconds)`` each, in the order written (a truncated tail is left out)."""
-    with Path(path).open("rb") as f:
-        try:
-            header = pickle.load(f)
-        except (EOFError, pickle.UnpicklingError) as exc:
-            raise CheckpointMismatch(f"{path} is not an rfkit checkpoint ({exc})") from None
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise CheckpointMismatch(f"{path} is not an rfkit checkpoint of format {FORMAT}")
-        records, _ = _whole_records(f)
-    return header, records
-
-
-def _whole_records(f) -> tuple[list[tuple], int]:
-    """The records from ``f``'s position on, and the offset just after the last whole one."""
-    records, end = [], f.tell()
-    while True:
-        try:
-            records.append(tuple(pickle.load(f)))
-        except Exception:  # noqa: BLE001 -- the end, or a record cut short by a kill
-            return records, end
-        end = f.tell()
-
-
 class Checkpoint:
     """Append-only record of finished cells for one run's settings (see the module docstring)."""
 
@@ -158,8 +133,12 @@ class Checkpoint:
                               self.header[k])
                 raise CheckpointMismatch(f"{self.path} was written by a run with other {', '.join(diff)}; "
                                          "start afresh (without resume) or choose another output folder")
-            records, end = _whole_records(f)
-            for key, budget, claim_code, evidence, seconds, error, cpu in records:
+            while True:
+                end = f.tell()
+                try:
+                    key, budget, claim_code, evidence, seconds, error, cpu = pickle.load(f)
+                except Exception:  # noqa: BLE001 -- the end, or a record cut short by a kill
+                    break
                 self.done[key, budget] = (claim_code, evidence, seconds, error, cpu)
         with self.path.open("r+b") as f:  # drop a truncated tail so that new records follow whole ones
             f.truncate(end)

@@ -19,6 +19,7 @@ ran, so that claim's estimate is a lower bound (``lower_bound``). The spread of 
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import signal
 import threading
@@ -29,12 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from rfkit.validation.cells import plan, run_cell
-from rfkit.validation.checkpoint import claim_digest, read_records
+from rfkit.validation.checkpoint import FORMAT, CheckpointMismatch, claim_digest
 from rfkit.validation.engine import source_commit
 from rfkit.validation.model import Claim
 from rfkit.validation.timing import single_threaded_blas
 
-__all__ = ["estimate", "plan_table"]
+__all__ = ["estimate", "plan_table", "read_records"]
 
 
 class _PastCap(BaseException):
@@ -137,6 +138,25 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
         if progress is not None:
             progress(row)
     return rows
+
+
+def read_records(path: str | Path) -> tuple[dict, list[tuple]]:
+    """The header and the whole records of a checkpoint file (:class:`~rfkit.validation.checkpoint.Checkpoint`'s
+    layout): ``(key, budget, claim digest, evidence, seconds, error, cpu seconds)`` each, in the order written (a
+    truncated tail left out). Read-only, so safe beside the run still writing it."""
+    records = []
+    with Path(path).open("rb") as f:
+        try:
+            header = pickle.load(f)
+        except (EOFError, pickle.UnpicklingError) as exc:
+            raise CheckpointMismatch(f"{path} is not an rfkit checkpoint ({exc})") from None
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise CheckpointMismatch(f"{path} is not an rfkit checkpoint of format {FORMAT}")
+        while True:
+            try:
+                records.append(tuple(pickle.load(f)))
+            except Exception:  # noqa: BLE001 -- the end, or a record cut short by a kill
+                return header, records
 
 
 def _stored(paths: Iterable[str | Path], tier: str, seed: int) -> dict[str, list[tuple]]:
