@@ -106,3 +106,16 @@ def test_cli_plan_lists_cells_and_rejects_bad_options():
     assert "core.ess.range" in out and "core:" in out
     bad = subprocess.run(run + ["--sample", "-1"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--sample" in bad.stderr
+    missing = subprocess.run(run + ["--measured", "no/such/cells.ckpt"], capture_output=True, text=True)
+    assert missing.returncode == 2 and "no checkpoint file" in missing.stderr
+
+
+def test_cli_plan_refuses_a_checkpoint_of_another_tier(tmp_path):
+    from rfkit.validation import validate
+
+    path = tmp_path / "cells.ckpt"
+    validate([_sleepy(0.0)], tier="smoke", seed=0, checkpoint=path, progress=False)
+    run = [sys.executable, "-m", "rfkit.validation", "plan", "--tier", "quick", "--claim", "core.ess.range",
+           "--measured", str(path)]
+    out = subprocess.run(run, capture_output=True, text=True)
+    assert out.returncode == 2 and "tier 'smoke'" in out.stderr
