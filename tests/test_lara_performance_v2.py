@@ -41,9 +41,18 @@ def test_proposal_costs_test_every_named_equation_and_decide_by_counts():
 
 
 def test_fig1_claims_run_both_modes_at_the_papers_first_panel():
+    # LARA's mode is a reading (the text does not say it), both deciding on ViT-like heads (G-smooth); the other
+    # generators, outside the register's hypothesis, are reported beside and never decide
     for claim in (perf.MSE_ORDERING, perf.LARA_DECREASING):
-        assert claim.domain["mode"].values == ("train", "eval")
-        assert set(claim.axes("quick")["mode"]) == {"train", "eval"}
+        assert "mode" not in claim.domain and claim.deciding() == ["train", "eval"] and claim.beside("other_inputs")
+        assert all(claim.readings[r].words for r in ("train", "eval"))
+        for tier in ("quick", "full"):
+            for mode in ("train", "eval"):
+                cells = claim.cells(tier, mode)
+                assert cells and all(p["mode"] == mode and p["generator"] == "smooth" for p in cells), (tier, mode)
+        assert {p["generator"] for p in claim.cells("full", "other_inputs")} == {"gauss", "peaked"}
+    assert perf.RFA_PLATEAU.deciding() == ["vit_like"]
+    assert {p["generator"] for p in perf.RFA_PLATEAU.cells("full", "vit_like")} == {"smooth"}
     for claim in (perf.MSE_ORDERING, perf.RFA_PLATEAU, perf.LARA_DECREASING):
         assert claim.axes("quick")["N"] == [196] and claim.domain["N"].values == (196, 576, 784)
         assert not _covered(claim, "quick") and _covered(claim, "full")

@@ -622,9 +622,29 @@ def _fig1_samples(words: str) -> Integers:
     return Integers(f"{words} (the register's sample grid 4..196; C <= N)", 4, 196)
 
 
-def _fig1_mode(words: str) -> Choice:
-    return Choice(f"{words}: Figure 1 does not say which LARA mode it ran, so both: training (ω_c ~ q_c) and "
-                  "evaluation (ω_c = μ_c, G.3.3)", FIG1_MODES)
+#: Figure 1's LARA curve in either mode: the words do not say which (both readings decide, "depends on the
+#: reading" where they disagree); and the heads of the register's other generators, outside its hypothesis of
+#: ViT-like inputs (G-smooth), reported beside ("for which generator settings the ordering holds").
+FIG1_MODE_WORDS = ("'LARA' of Figure 1 and §5.1, whose text does not say which mode: 'the number of random samples' "
+                   "(LARA draws ω_c ~ q_c in training mode) against pretrained ViTs run on the validation set (LARA's "
+                   "evaluation mode ω_c = μ_c, G.3.3, draws none)")
+FIG1_OTHER_INPUTS = ("heads of the register's G-gauss and G-peaked generators, outside its hypothesis of ViT-like "
+                     "inputs (G-smooth): where the statement holds beyond it")
+
+
+def _fig1_readings(subject: str) -> dict[str, Reading]:
+    return {"train": Reading(f"{subject}: LARA in training mode (ω_c ~ q_c, C random samples), on ViT-like heads "
+                             "(G-smooth)", words=FIG1_MODE_WORDS),
+            "eval": Reading(f"{subject}: LARA in evaluation mode (ω_c = μ_c, G.3.3), on ViT-like heads (G-smooth)",
+                            words=FIG1_MODE_WORDS),
+            "other_inputs": Reading(f"{subject}: {FIG1_OTHER_INPUTS} (LARA in both modes)", beside=True)}
+
+
+def _fig1_where(p: dict, variant: str) -> bool:
+    """The deciding readings take ViT-like heads (G-smooth) in their mode; ``other_inputs`` the other generators."""
+    if variant == "other_inputs":
+        return p["generator"] != "smooth"
+    return p["generator"] == "smooth" and p.get("mode", variant) == variant
 
 
 @functools.lru_cache(maxsize=16)
@@ -641,7 +661,7 @@ def _fig1_heads(n: int, samples: tuple[int, ...], heads: int, generator: str, mo
 def _fig1(ctx: CellContext) -> tuple[list[int], dict]:
     samples = tuple(int(c) for c in ctx.params["samples"] if c <= ctx.params["N"])
     heads = _fig1_heads(ctx.params["N"], samples, ctx.replicates, ctx.params["generator"],
-                        ctx.params.get("mode", "train"))
+                        ctx.params.get("mode", "train"))  # RFA and RA do not depend on LARA's mode
     return list(samples), heads
 
 
@@ -667,22 +687,23 @@ MSE_ORDERING = Claim(
     domain=dict(pair=Choice("MSE(RA, S = 1) < MSE(LARA, C) < MSE(RFA, S = C): both inequalities of the chain",
                             ("ra_below_lara", "lara_below_rfa")),
                 N=_fig1_lengths("results evaluated on ViTs"),
-                samples=_fig1_samples("at every number of samples"),
-                mode=_fig1_mode("LARA")),
+                samples=_fig1_samples("at every number of samples")),
+    readings=_fig1_readings("the chain of MSEs"),
     related={"lara.fig1.rfa_plateau": "the same Figure 1 heads",
              "lara.fig1.lara_decreasing": "the same Figure 1 heads"},
-    cell=_ordering_cell,
+    cell=_ordering_cell, where=_fig1_where,
     grid=tiers(dict(pair=["ra_below_lara", "lara_below_rfa"], N=[196], samples=[FIG1_SAMPLES],
                     mode=list(FIG1_MODES), generator=["smooth"]),
-               smoke=dict(N=[49], samples=[FIG1_SMOKE_SAMPLES], mode=["train"]),
+               smoke=dict(N=[49], samples=[FIG1_SMOKE_SAMPLES], mode=list(FIG1_MODES)),
                full=dict(N=list(FIG1_LENGTHS), samples=[(4, 9, 16, 25, 36, 49, 64, 100, 144, 196)],
                          generator=["smooth", "gauss", "peaked"])),
     replicates=FIG1_HEADS, plot_x="N",
-    notes=FIG1_WHERE + ". Paired differences over heads (same Q, K, V for all estimators); one test per sample "
-          "count, Bonferroni. LARA's per-head MSE in training mode is heavy-tailed on these synthetic heads (median "
-          "about 0.2, but single heads reach 10 to 1000 times that and carry most of the across-head variance), so "
-          "a mean over heads is flagged unless a tail bound on LARA's per-head MSE (theory) or a bounded reading of "
-          "the figure decides it.",
+    notes=FIG1_WHERE + ". LARA's mode is a reading (the text does not say it); G-gauss and G-peaked heads (full "
+          "tier) are reported beside. Paired differences over heads (same Q, K, V for all estimators); one test per "
+          "sample count, Bonferroni. LARA's per-head MSE in training mode is heavy-tailed on these synthetic heads "
+          "(median about 0.2, but single heads reach 10 to 1000 times that and carry most of the across-head "
+          "variance), so a mean over heads is flagged unless a tail bound on LARA's per-head MSE (theory) or a "
+          "bounded reading of the figure decides it.",
 )
 
 
@@ -711,10 +732,13 @@ RFA_PLATEAU = Claim(
     kind="reproduction",
     tolerance=0.25, units="log-log slope of MSE_RFA below 0 (a decay faster than S^-0.25 violates)",
     domain=dict(N=_fig1_lengths("RFA's curves"), samples=_fig1_samples("even with more samples")),
+    readings={"vit_like": Reading("RFA on ViT-like heads (G-smooth), the register's hypothesis"),
+              "other_inputs": Reading(f"RFA on the {FIG1_OTHER_INPUTS}", beside=True)},
     related={"lara.fig1.mse_ordering": "the same Figure 1 heads", "lara.fig1.lara_decreasing": "the same heads"},
     cell=_plateau_cell, grid=FIG1_TREND_GRID, replicates=FIG1_HEADS, plot_x="N",
+    where=lambda p, v: (p["generator"] == "smooth") == (v == "vit_like"),
     notes=FIG1_WHERE + "; 'plateau' read as a log-log slope of MSE in S of about 0 (RFA does not depend on LARA's "
-          "mode).",
+          "mode); G-gauss and G-peaked heads (full tier) are reported beside.",
 )
 
 #: "Keeps decreasing": a log-log slope of at most -TREND, with TREND_TOLERANCE tolerated.
@@ -731,11 +755,11 @@ LARA_DECREASING = Claim(
     statement="LARA's MSE keeps decreasing as the number of samples increases.",
     kind="reproduction",
     tolerance=TREND_TOLERANCE, units="log-log slope of MSE_LARA above -0.1",
-    domain=dict(N=_fig1_lengths("LARA's curves"), samples=_fig1_samples("as the number of samples increases"),
-                mode=_fig1_mode("LARA's MSE")),
+    domain=dict(N=_fig1_lengths("LARA's curves"), samples=_fig1_samples("as the number of samples increases")),
+    readings=_fig1_readings("LARA's MSE decreasing in C"), where=_fig1_where,
     related={"lara.fig1.mse_ordering": "the same Figure 1 heads", "lara.fig1.rfa_plateau": "the same heads"},
     cell=_decreasing_cell, grid=tiers(dict(per_tier(FIG1_TREND_GRID, "quick"), mode=list(FIG1_MODES)),
-                                      smoke={**per_tier(FIG1_TREND_GRID, "smoke"), "mode": ["train"]},
+                                      smoke={**per_tier(FIG1_TREND_GRID, "smoke"), "mode": list(FIG1_MODES)},
                                       full={**per_tier(FIG1_TREND_GRID, "full"), "mode": list(FIG1_MODES)}),
     replicates=FIG1_HEADS, plot_x="N",
     notes=FIG1_WHERE + "; 'decreasing' read as a log-log slope of MSE in C <= -0.1, fitted to the mean MSE over "
