@@ -70,6 +70,9 @@ def test_measured_cells_come_from_a_run_checkpoint_and_the_rest_is_extrapolated(
     [row] = estimate([claim], tier="quick", measured=[path])
     assert row["measured"] == 4 and row["sampled"] == 0 and not row["lower_bound"]
     assert row["seconds"] == pytest.approx(spent)  # read, not run
+    # a checkpoint given twice (e.g. one copied to resume from, beside its copy) counts each round once
+    [twice] = estimate([claim], tier="quick", measured=[path, path])
+    assert twice["measured"] == 4 and twice["seconds"] == pytest.approx(spent)
     # half the cells stored: the other half at their mean
     with path.open("wb") as f:
         for item in (header, *records[:2]):

@@ -159,17 +159,18 @@ def read_records(path: str | Path) -> tuple[dict, list[tuple]]:
                 return header, records
 
 
-def _stored(paths: Iterable[str | Path], tier: str, seed: int) -> dict[str, list[tuple]]:
-    """``{cell key: [(budget, digest, cpu seconds), ...]}`` of the checkpoints ``paths`` (a run of ``tier`` and
-    ``seed``; another is refused)."""
-    out: dict[str, list[tuple]] = {}
+def _stored(paths: Iterable[str | Path], tier: str, seed: int) -> dict[str, dict]:
+    """``{cell key: {budget: (digest, cpu seconds)}}`` of the checkpoints ``paths`` (a run of ``tier`` and ``seed``;
+    another is refused). A round stored twice (a checkpoint copied to resume from, then given beside its copy)
+    counts once: its first record."""
+    out: dict[str, dict] = {}
     for path in paths:
         header, records = read_records(path)
         if header.get("tier") != tier or header.get("seed") != seed:
             raise ValueError(f"{path}: a checkpoint of tier {header.get('tier')!r}, seed {header.get('seed')!r}; "
                              f"the plan is of tier {tier!r}, seed {seed}")
         for key, budget, digest, _evidence, _seconds, _error, cpu in records:
-            out.setdefault(key, []).append((budget, digest, cpu))
+            out.setdefault(key, {}).setdefault(budget, (digest, cpu))
     return out
 
 
@@ -179,7 +180,7 @@ def _unit_seconds(unit: list, stored: dict, digest: str | None) -> float | None:
     claim's current code."""
     total = 0.0
     for spec in unit:
-        rounds = [(budget, cpu) for budget, code, cpu in stored.get(spec.key, ()) if code == digest]
+        rounds = [(budget, cpu) for budget, (code, cpu) in stored.get(spec.key, {}).items() if code == digest]
         if not any(budget is None for budget, _ in rounds):
             return None
         total += sum(cpu for _, cpu in rounds)

@@ -38,6 +38,11 @@ def _fmt(x) -> str:
     return x if isinstance(x, str) else f"{x:.3g}"
 
 
+def _reason(claim: dict) -> str:
+    """A claim's reason as one table cell: its summary (:func:`reason_summary`), pipes escaped."""
+    return reason_summary(claim["reason"], list(claim.get("variants") or ())).replace("|", "\\|")
+
+
 def verdict_section(doc: dict) -> str:
     """Markdown for the README: provenance line, counts per paper (supported by validity class,
     inconclusive by cause), one row per claim."""
@@ -63,9 +68,8 @@ def verdict_section(doc: dict) -> str:
               "`rfkit cite ID --format text`.", "",
               "| claim | kind | verdict | resolution / tolerance | reason |", "|---|---|---|---|---|"]
     for c in doc["claims"]:
-        reason = reason_summary(c["reason"], list(c.get("variants") or ())).replace("|", "\\|")
         lines.append(f"| `{c['id']}` | {c['kind']} | {c['verdict']} | {_fmt(c['resolution'])} / {_fmt(c['tolerance'])} "
-                     f"| {reason} |")
+                     f"| {_reason(c)} |")
     return "\n".join(lines)
 
 
@@ -128,9 +132,8 @@ def full_section(docs: list[dict], quick: dict | None = None) -> str:
         lines += ["", "At the full tier, the claims still inconclusive and those whose verdict differs from the quick "
                   "tier's:", "", "| claim | quick | full | reason at the full tier |", "|---|---|---|---|"]
         for c, was in rows:
-            reason = reason_summary(c["reason"], list(c.get("variants") or ())).replace("|", "\\|")
             cause = f" ({c['cause']})" if c["verdict"] == "inconclusive" and c.get("cause") else ""
-            lines.append(f"| `{c['id']}` | {was or '—'} | {c['verdict']}{cause} | {reason} |")
+            lines.append(f"| `{c['id']}` | {was or '—'} | {c['verdict']}{cause} | {_reason(c)} |")
     return "\n".join(lines)
 
 
