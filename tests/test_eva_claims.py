@@ -72,7 +72,6 @@ def test_smoke_runs_without_failing_cells_and_pins_verdicts(group):
             assert c.verdict == "supported", (c.claim.id, c.reason)
         else:
             assert got == want, (c.claim.id, got)
-        assert c.seconds < 1.0, (c.claim.id, c.seconds)                # smoke budget (0.3 s on average)
 
 
 # ------------------------------------------------------------------------------------- planted bugs
