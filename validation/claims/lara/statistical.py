@@ -113,19 +113,34 @@ def _rfa_replicates(q, k, v, omega) -> np.ndarray:
     return np.einsum("rns,rsd->rnd", softmax(logits, axis=-1), stats.F)
 
 
+#: Largest (points x queries x keys) temporary of one block (:func:`cross_log_mixture`, :func:`_in_blocks`): 128 MB.
+CROSS_BLOCK_ELEMENTS = 16_000_000
+
+
 def _ra_replicates(ctx: CellContext, q_tested, k, v, S: int, R: int, rng=None, **options) -> np.ndarray:
     """``R`` independent RA estimates of each tested query: ``(R, n, D_v)`` (RA draws per query row; ``rng``
     defaults to the cell's)."""
     ra = ctx.impl("ra_attention", ra_est.ra_attention)
-    y = np.asarray(ra(np.repeat(q_tested, R, axis=0), k, v, num_samples=S, rng=ctx.rng if rng is None else rng,
-                      **options))
-    return y.reshape(q_tested.shape[0], R, -1).transpose(1, 0, 2)
+    return _in_blocks(lambda rows, g: ra(rows, k, v, num_samples=S, rng=g, **options), q_tested, k, S, R,
+                      ctx.rng if rng is None else rng)
 
 
 def _biased_replicates(ctx: CellContext, q_tested, k, v, S: int, R: int, rng=None) -> np.ndarray:
     biased = ctx.impl("biased_ra_attention", ra_est.biased_ra_attention)
-    y = np.asarray(biased(np.repeat(q_tested, R, axis=0), k, v, num_samples=S, rng=ctx.rng if rng is None else rng))
-    return y.reshape(q_tested.shape[0], R, -1).transpose(1, 0, 2)
+    return _in_blocks(lambda rows, g: biased(rows, k, v, num_samples=S, rng=g), q_tested, k, S, R,
+                      ctx.rng if rng is None else rng)
+
+
+def _in_blocks(estimate, q_tested, k, S: int, R: int, rng) -> np.ndarray:
+    """``R`` replicates of ``estimate(rows, rng)`` for each tested query (``rows``: the queries repeated), in blocks
+    of replicates whose (rows x S x keys) temporaries stay below :data:`CROSS_BLOCK_ELEMENTS` (the full tier's
+    100,000 replicates of 3 queries over 1,568 keys asked for 3.5 GiB at once): ``(R, n, D_v)``."""
+    step = max(1, CROSS_BLOCK_ELEMENTS // (q_tested.shape[0] * max(S, 1) * k.shape[0]))
+    out = []
+    for size in chunks(R, step):
+        y = np.asarray(estimate(np.repeat(q_tested, size, axis=0), rng))
+        out.append(y.reshape(q_tested.shape[0], size, -1).transpose(1, 0, 2))
+    return np.concatenate(out)
 
 
 def _lara_replicates(q, k, v, lp, omega, alpha, R: int) -> np.ndarray:
@@ -144,13 +159,24 @@ def _lara_replicates(q, k, v, lp, omega, alpha, R: int) -> np.ndarray:
     return num / a.sum(axis=(1, 3)).T[:, :, None]
 
 
+def cross_log_mixture(q, k, omega) -> np.ndarray:
+    """``log p_n(ω)`` (Eq 5) of every query ``n`` of ``q`` at every point of ``omega (..., D)``: ``(N, ...)``.
+
+    The mixture's cross density holds a (points, N, M) temporary: it runs on blocks of points that keep it below
+    :data:`CROSS_BLOCK_ELEMENTS` (a full-tier quadrature cell of 451,584 points, N = 4 and M = 196 asked for 2.6 GiB
+    at once, and failed)."""
+    mixture = ra_est.attention_mixture(q, k)
+    flat = omega.reshape(-1, omega.shape[-1])
+    step = max(1, CROSS_BLOCK_ELEMENTS // (q.shape[0] * k.shape[0]))
+    out = np.concatenate([mixture.logpdf_cross(flat[i:i + step]) for i in range(0, max(len(flat), 1), step)])
+    return out.T.reshape(q.shape[0], *omega.shape[:-1])
+
+
 def _mis_replicates(q, k, v, proposals, omega, alpha) -> tuple[np.ndarray, np.ndarray]:
     """Unnormalised MIS (Eq 8) with one draw per proposal per replicate: ``omega (C, R, D)``, ``alpha (N|1, C, R)``.
 
     Returns ``ĝ (R, N, D_v)`` and ``B = Σ_c α_nc p_n/q_c (R, N)`` (App D's denominator)."""
-    n_c, R, d = omega.shape
-    flat = omega.reshape(-1, d)
-    log_p = ra_est.attention_mixture(q, k).logpdf_cross(flat).T.reshape(q.shape[0], n_c, R)
+    log_p = cross_log_mixture(q, k, omega)                                      # (N, C, R)
     log_q = proposals.logpdf(omega)
     a = alpha * np.exp(log_p - log_q[None])                                     # (N, C, R)
     f = rfa_est.key_statistics(k, v, omega).F                                   # (C, R, D_v)
@@ -556,7 +582,7 @@ MIN_REPLICATES = 4_000
 
 def _log_mixture(q_row, k, omega) -> np.ndarray:
     """``log p_n(ω)`` (Eq 5) for one query at ``omega (..., D)``."""
-    return ra_est.attention_mixture(q_row[None], k).logpdf_cross(omega)[..., 0]
+    return cross_log_mixture(q_row[None], k, omega)[0]
 
 
 def _is_proposal_mean(ctx: CellContext, q, k, distance: float | None = None) -> np.ndarray:
@@ -695,11 +721,12 @@ def _catoni_part(ctx: CellContext, draw, prediction: float, parts: int, sd: floa
     from theory before any draw, never from outcomes) fit in :data:`MIN_PLAN` (without ``controlled``: in
     :data:`MAX_EXTENSION` times the plan). Else, given ``controlled`` (a draw of the replicate minus control
     variates of known mean that cancel the reference estimator's variance exactly: the same mean, whatever the
-    estimator computes), a sequential test of the residuals, whose variance for the reference is round-off
-    (``sd = CV_ROUNDOFF·rms``, ``rms`` the replicate's root mean square; an estimator that departs from the
-    reference is judged with its own sample variance); without it one fixed sample of the planned size (extra
-    rounds could not decide it; the cell reports itself underpowered). ``factor`` multiplies the cell's budget and
-    plan (cheaper replicates)."""
+    estimator computes), the residuals of :data:`MIN_REPLICATES` draws: constant to round-off (within
+    ``CV_ROUNDOFF·rms``, ``rms`` the replicate's root mean square), as the reference's are, they are their mean,
+    judged exactly. Otherwise (an estimator that departs from the reference, whose residual's variance no theory
+    bounds) one fixed sample of the raw replicate of the planned size with theory's sd (extra rounds could not
+    decide it; the cell reports itself underpowered). ``factor`` multiplies the cell's budget and plan (cheaper
+    replicates)."""
     planned = (ctx.planned or ctx.replicates) * factor
     need = required_replicates(sd / scale, **dict(ctx.sub_test(parts), tolerance=ctx.tolerance))
     # the sequence's plan (its first look and tuning) sized from theory before any draw, within the cell's plan; the
@@ -713,12 +740,17 @@ def _catoni_part(ctx: CellContext, draw, prediction: float, parts: int, sd: floa
                                planned=sized if need <= planned else planned, scale=scale, sd=sd,
                                **ctx.sub_test(parts))
     if controlled is not None:
-        cv_need = required_replicates(CV_ROUNDOFF * rms / scale, **dict(ctx.sub_test(parts), tolerance=ctx.tolerance))
-        return sequential_mean(controlled, prediction, rng=ctx.rng, budget=ctx.replicates * factor,
-                               planned=int(min(planned, max(MIN_PLAN, math.ceil(cv_need)))),
-                               scale=scale, sd=CV_ROUNDOFF * rms, extra=dict(replicates_needed=need,
-                                                                             method="control variates"),
-                               **ctx.sub_test(parts))
+        # the reference estimator's residual Y - Σ_m c_m (X_m - 1) is Σ_m c_m at every draw (Y is the control
+        # variates' combination): a residual constant to round-off on MIN_REPLICATES draws is that constant, judged
+        # exactly. One that varies departs from the reference, and then the control variates' known mean says
+        # nothing of its variance: judged with its own sample variance a heavy-tailed residual looked decided (a
+        # 1.1x estimator at D = 8, M = 1 was "supported"), so the raw replicate with theory's sd decides, or cannot
+        first = controlled(np.random.default_rng(int(ctx.rng.integers(2**63))), MIN_REPLICATES)
+        if np.isfinite(first).all() and float(np.ptp(first)) <= CV_ROUNDOFF * rms:
+            return exact_test(first / scale, prediction / scale, tolerance=ctx.tolerance,
+                              extra=dict(replicates_needed=need, replicates=int(first.size),
+                                         spread=float(np.ptp(first)) / scale,
+                                         method="control variates: the residual is constant to round-off"))
     return mean_test(draw(ctx.rng, planned), prediction, scale=scale, sd=sd, **ctx.sub_test(parts),
                      extra=dict(replicates_needed=need))
 
@@ -784,10 +816,12 @@ IS_UNBIASED = Claim(
           "variates of known mean "
           "X_m = (1/S)Σ_s exp(z_s·b_m - ‖b_m‖²/2), z = ω - μ, b_m = q_n + k_m - μ (E_q[X_m] = 1 by the Gaussian "
           "MGF) and c_m = π_nm (v_m·u) (weight mean: π_nm): the same mean whatever the estimator computes, and "
-          "round-off variance for a correct one (E_q[w²] ~ 1e2 at D = 8 with N(0, I) needed ~3e5 replicates, "
-          "more than 8x the plan, at some seeds). Distances beyond ~2 (E_q[w²] ~ e^{t²}) are decided by "
-          "quadrature only; Monte Carlo with N(0, I) and Eq 34 proposals at D = 64 (E_q[w²] ~ 1e3-1e4) runs at "
-          "the full tier.",
+          "constant to round-off for a correct one, whose residuals on 4,000 draws are then their mean, judged "
+          "exactly (E_q[w²] ~ 1e2 at D = 8 with N(0, I) needed ~3e5 replicates, more than 8x the plan, at some "
+          "seeds); a residual that varies (an estimator departing from the reference: no theory bounds its "
+          "variance) sends the part back to the raw replicate with theory's sd. Distances beyond ~2 "
+          "(E_q[w²] ~ e^{t²}) are decided by quadrature only; Monte Carlo with N(0, I) and Eq 34 proposals at "
+          "D = 64 (E_q[w²] ~ 1e3-1e4) runs at the full tier.",
 )
 
 #: Gauss-Hermite nodes per axis for E_{N(a, I)}[f] in D <= 2 (f is a smooth softmax average).
@@ -1437,13 +1471,29 @@ MIXTURE_MOMENTS = Claim(
 SECOND_MOMENT_TOL = 0.05
 
 
-#: Monte Carlo runs where its exact sd needs at most this many times the planned replicates (else quadrature alone).
-MC_WEIGHT_FACTOR = 4
-#: Largest D with a tensor Gauss-Hermite check, and its nodes per axis (n^D points per component: 3600, 64000,
-#: 160000; per-component rules at D = 4, distance <= 2, logit std <= 1: relative error below 1e-10).
-GH_WEIGHT_MAX_D = 4
-GH_WEIGHT_NODES = {2: 60, 3: 40, 4: 20}
+#: Gauss-Hermite nodes of the one-dimensional rule per pair (m, m') (the integrand is the exponential of a linear
+#: form: relative error below 1e-12 up to ‖a_m' - μ‖ ~ 8, E_q[w²] ~ e^64, far beyond the grids' ~1e10).
+GH_PAIR_NODES = 120
 
+
+def _pairwise_quadrature(q_row, k, mu_q) -> float:
+    """``E_q[w²] = ∫ p_n²/q = Σ_m π_m Σ_m' π_m' E_{N(a_m, I)}[N(ω; a_m', I)/N(ω; μ, I)]`` (``a_m = q_n + k_m``), each
+    pair's expectation by one-dimensional Gauss-Hermite: the ratio depends on ω only through ``ω·u``, ``u`` the unit
+    vector of ``a_m' - μ``, and ``ω·u ~ N(a_m·u, 1)`` under ``N(a_m, I)``, so the rule runs on the line
+    ``a_m + x u`` (the ratio of the two log densities evaluated there in ``D`` dimensions). Independent of theory's
+    closed form (no Gaussian moment generating function), in every ``D``."""
+    a = q_row[None, :] + k
+    pi = np.exp(ra_est.softmax_log_weights(q_row[None], k)[0][0])
+    x, wts = gauss_hermite_rule(GH_PAIR_NODES, 1)
+    total = 0.0
+    for m2 in range(a.shape[0]):
+        b = a[m2] - mu_q
+        norm = float(np.linalg.norm(b))
+        u = b / norm if norm > 0 else np.zeros_like(b)                       # a_m' = μ: the ratio is 1
+        omega = a[:, None, :] + x[None, :, :1] * u[None, None, :]             # (M, n, D): the line through each a_m
+        ratio = np.exp(rfa_est.log_normal(omega, a[m2]) - rfa_est.log_normal(omega, mu_q))
+        total += pi[m2] * float(pi @ (ratio @ wts))
+    return total
 
 
 def _weight_moment_cell(ctx: CellContext) -> Evidence:
@@ -1464,13 +1514,11 @@ def _weight_moment_cell(ctx: CellContext) -> Evidence:
         omega = mixture.sample(rng, n)[0]
         return np.exp(_log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q))
 
-    d = q.shape[1]
-    # Monte Carlo where it is informative: the replicates its exact sd needs (sized from theory, never from outcomes)
-    # fit in MC_WEIGHT_FACTOR times the planned budget; elsewhere quadrature alone decides (D <= 4), as the register
-    # says ("Monte Carlo where the estimate is informative; quadrature for D <= 2"); beyond D = 4 Monte Carlo runs
-    # whatever it costs and reports itself underpowered
+    # the quadrature decides every cell (every D); the Monte Carlo of the whole p_n²/q runs beside it where it is
+    # informative: the replicates its exact sd needs (sized from theory, never from outcomes) fit in the planned
+    # budget (the full tier's D = 8, M = 8 cells needed up to 3.6e9 against 4e5: they were undecided before)
     need = required_replicates(sd / predicted, **dict(ctx.sub_test(2), tolerance=ctx.tolerance))
-    monte_carlo = d > GH_WEIGHT_MAX_D or need <= MC_WEIGHT_FACTOR * (ctx.planned or ctx.replicates)
+    monte_carlo = need <= (ctx.planned or ctx.replicates)
     parts = []
     if sd <= 1e-10 * predicted:
         # zero variance (one key and the proposal at the mixture mean: q = p_n, so w ≡ 1): every replicate must
@@ -1479,24 +1527,9 @@ def _weight_moment_cell(ctx: CellContext) -> Evidence:
     elif monte_carlo:
         # the exact sd: Catoni, non-asymptotic, sequential
         parts = [_sequential(ctx, draw, predicted, 2, scale=predicted, sd=sd)]
-    if d == 1:
-        grid = np.arange(min(mu_q[0], mean[0]) - 40, max(mu_q[0], mean[0]) + 40, 0.01)[:, None]
-        log_i = 2 * _log_mixture(q[0], k, grid) - rfa_est.log_normal(grid, mu_q)
-        quad = float(np.exp(log_i).sum() * 0.01)
-    elif d <= GH_WEIGHT_MAX_D:
-        # E_q[w²] = ∫ p_n²/q = Σ_m π_m E_{N(a_m, I)}[p_n/q], a_m = q_n + k_m: tensor Gauss-Hermite per component
-        # (p_n/q is a sum of exponentials of linear forms with slopes a_m' - μ, for which the rule converges
-        # super-exponentially; centred on each component it stays accurate to ~1e-11 up to distance 2 at D = 4,
-        # where one rule under q needs ~40 nodes per axis)
-        nodes, weights = gauss_hermite_rule(GH_WEIGHT_NODES[d], d)
-        pi = np.exp(ra_est.softmax_log_weights(q, k)[0][0])
-        omega = (q[0] + k)[:, None, :] + nodes[None]
-        quad = float(pi @ (np.exp(_log_mixture(q[0], k, omega) - rfa_est.log_normal(omega, mu_q)) @ weights))
-    else:
-        quad = None
-    if quad is not None:
-        parts.append(exact_test(quad / QUADRATURE_THRESHOLD * SECOND_MOMENT_TOL, predicted / QUADRATURE_THRESHOLD
-                                * SECOND_MOMENT_TOL, tolerance=ctx.tolerance, scale=predicted))
+    quad = _pairwise_quadrature(q[0], k, mu_q)
+    parts.append(exact_test(quad / QUADRATURE_THRESHOLD * SECOND_MOMENT_TOL, predicted / QUADRATURE_THRESHOLD
+                            * SECOND_MOMENT_TOL, tolerance=ctx.tolerance, scale=predicted))
     return combine(parts, extra=dict(predicted=predicted, third_moment=m3, quadrature=quad, monte_carlo=monte_carlo,
                                      mc_replicates_needed=need))
 
@@ -1510,22 +1543,26 @@ IS_WEIGHT_SECOND_MOMENT = Claim(
         distance=Range("q = N(μ, I), any μ: at distance t >= 0 from the mixture mean q_n + K^Tπ_n", 0.0, math.inf,
                        up_to=(None, 2.0), why="the proposals of the register's uses (RFA, LARA) lie within ~2 of "
                                               "the mixture mean; E_q[w²] ~ e^{t²} beyond"),
-        d=Integers("ω, μ ∈ R^D", 1, math.inf, points=(1,), up_to=4,
-                   why="quadrature (the exact check) reaches D = 4 (tensor Gauss-Hermite); the full tier adds D = 8 "
-                       "by Monte Carlo"),
+        d=Integers("ω, μ ∈ R^D", 1, math.inf, points=(1,), up_to=64,
+                   why="the largest D of the register's uses (RFA, LARA); the pairwise quadrature is one-dimensional "
+                       "in every D"),
         M=Integers("p_n over M keys (M = 1: one Gaussian)", 1, math.inf, points=(1, 2), up_to=8,
                    why="every pair (m, m') of the double sum is a term of the same form; M = 8 has 64 of them")),
     tolerance=SECOND_MOMENT_TOL, units="relative error (quadrature part: relative error / 1e-8, rescaled)",
     cell=_weight_moment_cell, replicates=tiers(100_000, smoke=40_000, full=400_000),
-    grid=tiers(dict(d=[1, 4], M=[1, 2, 8], distance=[0.0, 1.0, 2.0], logit_std=[0.5, 1.0]),
-               smoke=dict(M=[4], distance=[1.0], logit_std=[0.5]),
-               full=dict(d=[1, 2, 4, 8], M=[1, 2, 4, 8], distance=[0.0, 0.5, 1.0, 2.0], logit_std=[0.25, 0.5, 1.0])),
+    grid=tiers(dict(d=[1, 4, 64], M=[1, 2, 8], distance=[0.0, 1.0, 2.0], logit_std=[0.5, 1.0]),
+               smoke=dict(d=[1, 64], M=[4], distance=[1.0], logit_std=[0.5]),
+               full=dict(d=[1, 2, 4, 8, 64], M=[1, 2, 4, 8], distance=[0.0, 0.5, 1.0, 2.0],
+                         logit_std=[0.25, 0.5, 1.0])),
     where=lambda p, v: p["M"] == 8 or p["logit_std"] == 0.5,  # logit std 1 (wider keys) where the sum is richest
     related={"lara.sec2_3.is_unbiased": "sizes the Monte Carlo of the IS estimate (its exact sd)"},
     plot_x="distance",
-    notes="Monte Carlo of E_q[w²] = E_{p_n}[w] with ω ~ p_n (variance E_q[w³] - E_q[w²]², closed form from "
-          "rfkit.theory.lara.log_is_weight_moment): a sequential Catoni confidence sequence with that exact sd, run "
-          "where that sd needs at most 4x the planned replicates (decided from theory before any draw); quadrature "
-          "(relative error <= 1e-8: trapezoid for D = 1, tensor Gauss-Hermite for D = 2-4) decides the others; "
-          "beyond D = 4 (full tier) such cells report themselves underpowered.",
+    notes="Quadrature decides every cell: E_q[w²] = Σ_m π_m Σ_m' π_m' E_{N(a_m, I)}[N(ω; a_m', I)/N(ω; μ, I)], "
+          "a_m = q_n + k_m, each pair's ratio a function of ω·u alone (u the direction of a_m' - μ), so one "
+          "120-node Gauss-Hermite rule on the line a_m + x u gives it in every D (relative error <= 1e-8, rescaled "
+          "to the tolerance; no moment generating function, so independent of theory's closed form). Monte Carlo "
+          "of the whole E_q[w²] = E_{p_n}[w] with ω ~ p_n (variance E_q[w³] - E_q[w²]², closed form from "
+          "rfkit.theory.lara.log_is_weight_moment) runs beside it, a sequential Catoni confidence sequence with that "
+          "exact sd, where that sd needs at most the planned replicates (decided from theory before any draw): the "
+          "full tier's D = 8, M = 8 cells needed up to 3.6e9 replicates.",
 )

@@ -34,6 +34,7 @@ from .inputs import attention_inputs, unit_vectors
 from .statistical import (
     ATTENTION_BIAS_TOL,
     CONSISTENCY_SLOPE,
+    CROSS_BLOCK_ELEMENTS,
     PI,
     TESTED_QUERIES,
     _at_least,
@@ -50,6 +51,7 @@ from .statistical import (
     _softmax_rows,
     _value_scale,
     _weights,
+    cross_log_mixture,
 )
 
 # ======================================================== RA's MSE decomposition and biased RA (G.2, Eq 31)
@@ -517,14 +519,27 @@ def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evid
     q, k, v = _cell_inputs(ctx, p["N"])
     lp = _mis_setup(ctx, q, k)
     weight_name = weight_name or p["weights"]
-    omega = lp.proposals.sample(ctx.rng, ctx.replicates)                                  # (C, R, D): R replicates
     options = _weight_options(weight_name)
     kind = options.pop("kind")
-    alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=ctx.rng, **options)
     tested = min(TESTED_QUERIES, p["N"])
-    g, b = _mis_replicates(q[:tested], k, v, lp.proposals, omega, alpha[:tested] if alpha.shape[0] > 1 else alpha)
-    mu = _softmax_rows(q[:tested], k, v)
     u = _direction(ctx, v.shape[1])
+    # R replicates (one draw per proposal each) in blocks that keep the (N, C, block) weights and (C, block, D)
+    # draws within CROSS_BLOCK_ELEMENTS (the full tier's 400,000 replicates at N = M = 196, D = 64 peaked at 8 GiB);
+    # random weights keep one partition of unity for the whole cell (one generator, restarted per block)
+    partition = int(ctx.rng.integers(2**63))
+    step = max(1, CROSS_BLOCK_ELEMENTS // (lp.proposals.n_components * (q.shape[0] + k.shape[0] + q.shape[1])))
+    g_u, b, nonpositive = [], [], 0
+    for size in chunks(ctx.replicates, step):
+        omega = lp.proposals.sample(ctx.rng, size)                                        # (C, size, D)
+        alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=np.random.default_rng(partition),
+                         **options)
+        nonpositive += int((alpha <= 0).sum())
+        g, b_block = _mis_replicates(q[:tested], k, v, lp.proposals, omega,
+                                     alpha[:tested] if alpha.shape[0] > 1 else alpha)
+        g_u.append(g @ u)
+        b.append(b_block)
+    g_u, b = np.concatenate(g_u), np.concatenate(b)                                       # (R, tested) each
+    mu = _softmax_rows(q[:tested], k, v)
     scale = _value_scale(v)
     # Catoni sequences with theory's variance bound (exact or proven upper bound; see _mis_variance_bounds):
     # non-asymptotic, so heavy-tailed importance weights cannot fake a decision. A fixed sample: where the bound
@@ -532,10 +547,11 @@ def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evid
     # up to 8x the plan on cells whose exact variance needs millions of replicates).
     var_a = _mis_variance_bounds(q, k, lp, weight_name, v @ u, tested)
     var_b = _mis_variance_bounds(q, k, lp, weight_name, None, tested)
-    parts = [mean_test(g[:, i] @ u, float(mu[i] @ u), scale=scale, sd=math.sqrt(var_a[i]), **ctx.sub_test(2 * tested))
+    parts = [mean_test(g_u[:, i], float(mu[i] @ u), scale=scale, sd=math.sqrt(var_a[i]), **ctx.sub_test(2 * tested))
              for i in range(tested)]
     parts += [mean_test(b[:, i], 1.0, sd=math.sqrt(var_b[i]), **ctx.sub_test(2 * tested)) for i in range(tested)]
-    return combine(parts, extra=dict(frac_nonpositive_alpha=float((alpha <= 0).mean()), variance_bound_A=var_a,
+    alphas = ctx.replicates * lp.proposals.n_components * (q.shape[0] if alpha.shape[0] > 1 else 1)
+    return combine(parts, extra=dict(frac_nonpositive_alpha=nonpositive / alphas, variance_bound_A=var_a,
                                      variance_bound_B=var_b))
 
 
@@ -553,13 +569,24 @@ def _mis_quadrature_means(ctx: CellContext, weight_name: str, q, k, v, lp, point
     options = _weight_options(weight_name)
     kind = options.pop("kind")
     tested = min(TESTED_QUERIES, q.shape[0])
-    alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=ctx.rng, **options)
-    alpha = alpha[:tested] if alpha.shape[0] > 1 else alpha
     n_c, n_p, d = omega.shape
-    log_p = ra_est.attention_mixture(q[:tested], k).logpdf_cross(omega.reshape(-1, d)).T.reshape(tested, n_c, n_p)
-    a = alpha * np.exp(log_p - lp.proposals.logpdf(omega)[None]) * qw[None]  # (N, C, P)
-    f = rfa_est.key_statistics(k, v, omega).F                                           # (C, P, D_v)
-    return np.einsum("ncp,cpd->nd", a, f), a.sum(axis=(1, 2)), alpha
+    # blocks of nodes keep the weights' (N, C, block, C) temporaries within CROSS_BLOCK_ELEMENTS (a full-tier cell
+    # of 112,896 nodes per proposal at N = M = 196 peaked at 8.8 GiB); random weights keep one partition of unity
+    partition = int(ctx.rng.integers(2**63))
+    step = max(1, CROSS_BLOCK_ELEMENTS // (n_c * n_c * (q.shape[0] + k.shape[0] + d)))
+    mean_g, mean_b, alphas = 0.0, 0.0, []
+    for lo in range(0, n_p, step):
+        block = omega[:, lo:lo + step]
+        alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, block, rng=np.random.default_rng(partition),
+                         **options)
+        alpha = alpha[:tested] if alpha.shape[0] > 1 else alpha
+        log_p = cross_log_mixture(q[:tested], k, block)                                 # (N, C, block)
+        a = alpha * np.exp(log_p - lp.proposals.logpdf(block)[None]) * qw[None, :, lo:lo + step]
+        f = rfa_est.key_statistics(k, v, block).F                                       # (C, block, D_v)
+        mean_g = mean_g + np.einsum("ncp,cpd->nd", a, f)
+        mean_b = mean_b + a.sum(axis=(1, 2))
+        alphas.append(alpha)
+    return mean_g, mean_b, np.concatenate(alphas, axis=-1)
 
 
 def _mis_quadrature_cell(ctx: CellContext, weight_name: str) -> Evidence:
@@ -1469,8 +1496,6 @@ def _unnormalised_variance_cell(ctx: CellContext) -> Evidence:
         total = cov.sum(axis=0)
         var_d = 2.0 / S**2 * (np.trace(total @ total) - np.einsum("cde,ced->", cov, cov) / S)
         sd = math.sqrt(max(float(var_d), 0.0)) or None
-    mixture = ra_est.attention_mixture(q[:1], k)
-
     def draw(rng, n):
         out = []
         for size in chunks(n, per_chunk):
@@ -1479,7 +1504,7 @@ def _unnormalised_variance_cell(ctx: CellContext) -> Evidence:
                                  **options)[:1]
             g = _mis_replicates(q[:1], k, v, lp.proposals, omega, alpha)[0][:, 0]        # (size·S, D_v): Σ_c terms
             g = g.reshape(size, S, -1).mean(axis=1)                                      # S_c draws per proposal
-            log_p = mixture.logpdf_cross(omega.reshape(-1, omega.shape[-1])).T.reshape(n_c, -1)
+            log_p = cross_log_mixture(q[:1], k, omega)[0]                                # (C, size·S)
             t = (alpha[0] * np.exp(log_p - lp.proposals.logpdf(omega)))[..., None] * \
                 rfa_est.key_statistics(k, v, omega).F                                   # (C, size·S, D_v)
             x = t.reshape(n_c, size, S, -1) - m_c[:, None, None, :]
