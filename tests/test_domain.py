@@ -248,6 +248,23 @@ def test_a_reading_beside_the_verdict_is_reported_but_never_decides():
         Reading("x", narrows=dict(z=Range("z in [0, 1]", 0.0, 1.0)), beside=True)
 
 
+def test_a_reading_beside_the_verdict_with_no_cell_at_the_tier_says_it_was_not_run():
+    """A beside reading whose cells lie outside this tier's grid was not run: the reason says so (it read
+    "Undecided under the reading ...", as if its cells could not decide), and the summary groups it as such."""
+    from rfkit.validation.reasons import reason_summary
+
+    def cell(ctx):
+        return exact_test(np.zeros(1), 0.0, tolerance=ctx.tolerance)
+
+    readings = {"literal": Reading("as written"), "other": Reading("another section's formula", beside=True)}
+    result = _verdict(_claim(cell=cell, readings=readings, grid={"smoke": dict(z=[-1.0, 0.0, 1.0])},
+                             where=lambda p, v: v == "literal"))
+    assert result.verdict == "supported", result.reason
+    assert "Not run at this tier under the reading other" in result.reason and "Undecided" not in result.reason
+    summary = reason_summary(result.reason, ["literal", "other"])
+    assert summary.endswith("beside the verdict, not run at this tier: other."), summary
+
+
 def replace_variant(ctx):
     """The context with the two readings' roles swapped (the literal one fails)."""
     return dataclasses.replace(ctx, variant="other" if ctx.variant == "literal" else "literal")

@@ -128,9 +128,8 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
         return "inconclusive", claim.untestable, variants, reject, p_adj
     full = {k: v for k, v in variants.items() if k in claim.deciding()}
     narrow = {k: v for k, v in variants.items() if claim.narrowed(k)}
-    beside = [f"{'Holds' if v.verdict == 'supported' else 'Fails' if v.verdict == 'refuted' else 'Undecided'}"
-              f" under the reading {k} ({claim.variant_notes.get(k, '')}){_failure_site(v)}, reported beside the "
-              f"verdict." for k, v in variants.items() if claim.beside(k)]
+    beside = [f"{_beside_outcome(v)} under the reading {k} ({claim.variant_notes.get(k, '')}){_failure_site(v)}, "
+              f"reported beside the verdict." for k, v in variants.items() if claim.beside(k)]
     refuting = {k: v for k, v in narrow.items() if v.verdict == "refuted"}
     if refuting and not any(v.verdict == "refuted" for v in full.values()):
         name, v = next(iter(refuting.items()))
@@ -154,6 +153,14 @@ def decide(claim: Claim, outcomes: list[CellOutcome], alpha: float
         reason = "; ".join(f"{name}: {v.reason}" for name, v in full.items() if v.reason)
     return (verdict, _sentences(reason + (under if verdict == "inconclusive" else ""), beside), variants, reject,
             p_adj)
+
+
+def _beside_outcome(v: VariantVerdict) -> str:
+    """How a reading reported beside the verdict came out; one with no cell at this tier was not run, which says
+    nothing either way (it read "Undecided", as if its cells could not decide)."""
+    if v.cells == 0:
+        return "Not run at this tier"
+    return "Holds" if v.verdict == "supported" else "Fails" if v.verdict == "refuted" else "Undecided"
 
 
 def _failure_site(v: VariantVerdict) -> str:

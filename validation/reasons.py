@@ -14,7 +14,7 @@ SUMMARY_CHARS = 320
 #: Longest clause quoted for the deciding reading's worst case, and for each other reading.
 _WORST_CHARS, _CLAUSE_CHARS = 200, 60
 #: A reading reported beside the verdict (:func:`rfkit.validation.engine.decide` writes these sentences).
-_BESIDE = re.compile(r"\b(Holds|Fails|Undecided) under the reading (\S+) \(")
+_BESIDE = re.compile(r"\b(Holds|Fails|Undecided|Not run at this tier) under the reading (\S+) \(")
 _VIOLATION = re.compile(r"^violation (\S+) ")
 
 
