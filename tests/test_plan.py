@@ -60,12 +60,12 @@ def test_measured_cells_come_from_a_run_checkpoint_and_the_rest_is_extrapolated(
     import pickle
 
     from rfkit.validation import validate
-    from rfkit.validation.plan import read_records
+    from rfkit.validation.checkpoint import read_records
 
     claim = _sleepy(0.02)
     path = tmp_path / "cells.ckpt"
     validate([claim], tier="quick", seed=0, checkpoint=path, progress=False)
-    header, records = read_records(path)
+    header, records, _ = read_records(path)
     spent = sum(r[-1] for r in records)
     [row] = estimate([claim], tier="quick", measured=[path])
     assert row["measured"] == 4 and row["sampled"] == 0 and not row["lower_bound"]

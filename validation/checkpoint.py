@@ -107,6 +107,27 @@ def _is_module(name: str) -> bool:
 FORMAT = 2
 
 
+def read_records(path: str | Path) -> tuple[dict, list[tuple], int]:
+    """The header, the whole records and where they end (a byte offset) of a checkpoint file: ``(key, budget,
+    claim digest, evidence, seconds, error, cpu seconds)`` each, in the order written, a record cut short by a kill
+    left out. Read-only, so safe beside the run still writing it (``rfkit plan --measured``); :class:`Checkpoint`
+    resumes from it."""
+    records = []
+    with Path(path).open("rb") as f:
+        try:
+            header = pickle.load(f)
+        except (EOFError, pickle.UnpicklingError) as exc:
+            raise CheckpointMismatch(f"{path} is not an rfkit checkpoint ({exc})") from None
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise CheckpointMismatch(f"{path} is not an rfkit checkpoint of format {FORMAT}")
+        while True:
+            end = f.tell()
+            try:
+                records.append(tuple(pickle.load(f)))
+            except Exception:  # noqa: BLE001 -- the end, or a record cut short by a kill
+                return header, records, end
+
+
 class Checkpoint:
     """Append-only record of finished cells for one run's settings (see the module docstring)."""
 
@@ -123,23 +144,13 @@ class Checkpoint:
                 pickle.dump(self.header, f)
 
     def _load(self) -> None:
-        with self.path.open("rb") as f:
-            try:
-                header = pickle.load(f)
-            except (EOFError, pickle.UnpicklingError) as exc:
-                raise CheckpointMismatch(f"{self.path} is not an rfkit checkpoint ({exc})") from None
-            if not isinstance(header, dict) or header != self.header:
-                diff = sorted(k for k in self.header if not isinstance(header, dict) or header.get(k) !=
-                              self.header[k])
-                raise CheckpointMismatch(f"{self.path} was written by a run with other {', '.join(diff)}; "
-                                         "start afresh (without resume) or choose another output folder")
-            while True:
-                end = f.tell()
-                try:
-                    key, budget, claim_code, evidence, seconds, error, cpu = pickle.load(f)
-                except Exception:  # noqa: BLE001 -- the end, or a record cut short by a kill
-                    break
-                self.done[key, budget] = (claim_code, evidence, seconds, error, cpu)
+        header, records, end = read_records(self.path)
+        if header != self.header:
+            diff = sorted(k for k in self.header if header.get(k) != self.header[k])
+            raise CheckpointMismatch(f"{self.path} was written by a run with other {', '.join(diff)}; "
+                                     "start afresh (without resume) or choose another output folder")
+        for key, budget, claim_code, evidence, seconds, error, cpu in records:
+            self.done[key, budget] = (claim_code, evidence, seconds, error, cpu)
         with self.path.open("r+b") as f:  # drop a truncated tail so that new records follow whole ones
             f.truncate(end)
 

@@ -19,7 +19,6 @@ ran, so that claim's estimate is a lower bound (``lower_bound``). The spread of 
 from __future__ import annotations
 
 import json
-import pickle
 import random
 import signal
 import threading
@@ -30,12 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from rfkit.validation.cells import plan, run_cell
-from rfkit.validation.checkpoint import FORMAT, CheckpointMismatch, claim_digest
+from rfkit.validation.checkpoint import claim_digest, read_records
 from rfkit.validation.engine import source_commit
 from rfkit.validation.model import Claim
 from rfkit.validation.timing import single_threaded_blas
 
-__all__ = ["estimate", "plan_table", "read_records"]
+__all__ = ["estimate", "plan_table"]
 
 
 class _PastCap(BaseException):
@@ -140,32 +139,13 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
     return rows
 
 
-def read_records(path: str | Path) -> tuple[dict, list[tuple]]:
-    """The header and the whole records of a checkpoint file (:class:`~rfkit.validation.checkpoint.Checkpoint`'s
-    layout): ``(key, budget, claim digest, evidence, seconds, error, cpu seconds)`` each, in the order written (a
-    truncated tail left out). Read-only, so safe beside the run still writing it."""
-    records = []
-    with Path(path).open("rb") as f:
-        try:
-            header = pickle.load(f)
-        except (EOFError, pickle.UnpicklingError) as exc:
-            raise CheckpointMismatch(f"{path} is not an rfkit checkpoint ({exc})") from None
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise CheckpointMismatch(f"{path} is not an rfkit checkpoint of format {FORMAT}")
-        while True:
-            try:
-                records.append(tuple(pickle.load(f)))
-            except Exception:  # noqa: BLE001 -- the end, or a record cut short by a kill
-                return header, records
-
-
 def _stored(paths: Iterable[str | Path], tier: str, seed: int) -> dict[str, dict]:
     """``{cell key: {budget: (digest, cpu seconds)}}`` of the checkpoints ``paths`` (a run of ``tier`` and ``seed``;
     another is refused). A round stored twice (a checkpoint copied to resume from, then given beside its copy)
     counts once: its first record."""
     out: dict[str, dict] = {}
     for path in paths:
-        header, records = read_records(path)
+        header, records, _ = read_records(path)
         if header.get("tier") != tier or header.get("seed") != seed:
             raise ValueError(f"{path}: a checkpoint of tier {header.get('tier')!r}, seed {header.get('seed')!r}; "
                              f"the plan is of tier {tier!r}, seed {seed}")
