@@ -137,3 +137,17 @@ def _records(path):
                 records.append(pickle.load(f))
             except EOFError:
                 return records
+
+
+def test_no_claim_digest_covers_the_engine_or_its_reports():
+    """A claim's code digest covers what its cells import; the engine, the checkpoint, results, figures and the
+    reports are none of that, so editing them leaves a full-tier run's stored cells valid. (The papers'
+    reproductions imported figures.py for one drawing helper, and through results' type hints the engine: an
+    engine edit made 33 claims' stored cells stale, lara's Figure 1 among them.)"""
+    from rfkit.validation.checkpoint import claim_modules
+    from rfkit.validation.claims import all_claims
+
+    outside = {f"rfkit.validation.{name}" for name in ("engine", "checkpoint", "results", "figures", "progress",
+                                                       "report", "readme", "site", "plan", "cli")}
+    for claim in all_claims():
+        assert not outside & set(claim_modules(claim)), (claim.id, sorted(outside & set(claim_modules(claim))))

@@ -40,7 +40,16 @@ class CheckpointMismatch(ValueError):
 
 
 def claim_digest(claim) -> str:
-    """SHA-256 of the code a claim's cells run: the module(s) that declare the claim or define its check,
+    """SHA-256 of the code a claim's cells run: the sources of :func:`claim_modules`."""
+    digest = hashlib.sha256()
+    for name in claim_modules(claim):
+        digest.update(f"{name}\0".encode())
+        digest.update(_source(name))
+    return digest.hexdigest()
+
+
+def claim_modules(claim) -> list[str]:
+    """The modules a claim's cells run, sorted: the module(s) that declare the claim or define its check,
     :mod:`rfkit.validation.cells`, and every ``rfkit`` module they import, transitively (``import`` statements
     anywhere in a module, read from its source)."""
     roots = {getattr(claim.cell, "__module__", None), CELLS}
@@ -49,11 +58,7 @@ def claim_digest(claim) -> str:
                 value is claim or isinstance(value, (list, tuple)) and any(v is claim for v in value)
                 for value in vars(module).values()):
             roots.add(name)
-    digest = hashlib.sha256()
-    for name in sorted(_closure(frozenset(n for n in roots if n))):
-        digest.update(f"{name}\0".encode())
-        digest.update(_source(name))
-    return digest.hexdigest()
+    return sorted(_closure(frozenset(n for n in roots if n)))
 
 
 def _closure(roots: frozenset[str]) -> set[str]:

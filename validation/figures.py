@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rfkit.validation.canvas import canvas_figure
 from rfkit.validation.results import ClaimResult, cell_verdict
 
 __all__ = ["FigureSpec", "figure_spec", "render_figure", "draw_figure", "draw_figures", "claim_figure", "VERDICT_ORDER"]
@@ -163,17 +164,6 @@ def figure_spec(result: ClaimResult) -> FigureSpec | None:
 
 
 # --------------------------------------------------------------------------------------------- drawing helpers
-
-
-def canvas_figure(figsize: tuple[float, float]):
-    """A constrained-layout matplotlib ``Figure`` on its own Agg canvas, outside pyplot: no backend is selected,
-    no figure is registered (nothing to close), and the user's interactive session is left alone."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def _colours():

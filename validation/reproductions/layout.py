@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rfkit.validation.figures import canvas_figure
+from rfkit.validation.canvas import canvas_figure
 
 __all__ = ["CAPTION_GID", "PALETTE", "theme", "themed", "new_figure", "regime_caption", "log_ticks_at",
            "readable_log_ticks", "finish", "LOG_SUBS", "standard_error"]
@@ -56,7 +56,7 @@ def themed(style: str = "whitegrid"):
 
 
 def new_figure(nrows: int, ncols: int, figsize: tuple[float, float], **kwargs):
-    """``(fig, axes)`` (``axes`` a 2-d array) on :func:`~rfkit.validation.figures.canvas_figure`: constrained
+    """``(fig, axes)`` (``axes`` a 2-d array) on :func:`~rfkit.validation.canvas.canvas_figure`: constrained
     layout, its own Agg canvas, outside pyplot (:func:`finish` writes it)."""
     fig = canvas_figure(figsize)
     return fig, fig.subplots(nrows, ncols, squeeze=False, **kwargs)
