@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from scipy.special import logsumexp, softmax
 
 from rfkit.estimators import is_estimate
 from rfkit.estimators import ra as ra_est
@@ -226,16 +227,32 @@ def test_rfa_is_exact_on_degenerate_inputs_so_the_universal_reading_fails():
 def test_rfa_consistent_quick_covers_what_it_can_decide_and_full_covers_the_domain():
     table = coverage_table(st.RFA_CONSISTENT)
     assert table["full"]["default"]["covered"], table["full"]["default"]["coverage"]
-    assert not table["quick"]["default"]["covered"]
+    assert table["quick"]["default"]["covered"], table["quick"]["default"]["coverage"]
     for params in (dict(inputs="gauss", logit_std=0.0, d=4, N=16), dict(inputs="gauss", logit_std=1.0, d=4, N=1)):
         ev = st._rfa_consistent_cell(_ctx(st.RFA_CONSISTENT, dict(S_max=512, design="sparse", **params)))
         assert ev.validity == "exact" and ev.effect <= 1e-12 and ev.p_value == 1.0, params
 
 
-def test_rfa_consistent_pre_asymptotic_cell_is_undecided_from_theory():
-    params = dict(S_max=512, design="dense", inputs="peaked", logit_std=1.0, d=4, N=16)
-    ev = st._rfa_consistent_cell(_ctx(st.RFA_CONSISTENT, params))
-    assert ev.p_value == 1.0 and ev.flags[0].startswith("pre-asymptotic") and ev.n == 0
+@pytest.mark.parametrize("params", [dict(inputs="peaked", logit_std=1.0, d=4, N=16),
+                                    dict(inputs="gauss", logit_std=4.0, d=64, N=196)], ids=["peaked", "gauss-4-64"])
+def test_rfa_consistent_pre_asymptotic_cell_is_decided_by_the_strong_law(params):
+    """E_q[w²] beyond S_max/4 (here ~1e285 and ~1e40): no feasible S reaches the 1/S regime, so the cell checks that
+    RFA is the ratio of two sample means of iid terms with finite means (exact, on draws) and the strong law gives
+    the limit; an RFA whose keys miss the -‖k_m‖²/2 of the positive map (a biased limit) is refuted."""
+    ctx = _ctx(st.RFA_CONSISTENT, dict(S_max=512, design="dense", **params))
+    ev = st._rfa_consistent_cell(ctx)
+    assert ev.validity == "exact" and ev.p_value == 1.0 and ev.effect <= 1e-13 and ev.extra["route"] == "strong law"
+    assert ev.extra["weight_second_moment"] > 1e30
+
+    def no_key_norm(q, k, v, *, omega, **kw):  # ξ(k, ω) = exp(ω·k): keys of larger norm weigh more
+        log_t = omega @ k.T                                                                     # (S, M)
+        log_w = omega @ q.T + logsumexp(log_t, axis=1)[:, None]                                 # (S, N)
+        f = softmax(log_t, axis=1) @ v                                                          # (S, D_v)
+        return softmax(log_w, axis=0).T @ f
+
+    bad = st._rfa_consistent_cell(dataclasses.replace(ctx, rng=np.random.default_rng(0),
+                                                      implementations={"rfa_attention": no_key_norm}))
+    assert bad.p_value < 1e-3 and bad.effect > 1e-6
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
