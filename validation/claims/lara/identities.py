@@ -664,6 +664,7 @@ PROP31_RFA_IS_SNIS = Claim(
                full=dict(S=[1, 2, 16, 256], d=[1, 8, 64], N=[1, 16, 196], logit_std=[0.25, 0.5, 1.0, 2.0, 4.0])),
     where=lambda p, v: p["inputs"] == "gauss" or p["logit_std"] == 4.0,
     roles=("rfa_attention", "rfa_snis"), plot_x="S",
+    related={"lara.sec3_1.rfa_consistent": "its strong-law route checks this ratio of sample means"},
     notes="f_n is the literal Eq 6; the same ω on both sides. Non-Gaussian inputs at logit std 4.",
 )
 
