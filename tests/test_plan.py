@@ -87,6 +87,12 @@ def test_measured_cells_come_from_a_run_checkpoint_and_the_rest_is_extrapolated(
             pickle.dump(item, f)
     [row] = estimate([claim], tier="quick", measured=[path])
     assert row["measured"] == 0 and row["lower_bound"] and "0 cell(s) measured" in plan_table([row])
+    # a resumed run after the edit appends the rerun cells after the stale ones: the current code's are read
+    with path.open("ab") as f:
+        for r in records:
+            pickle.dump(r, f)
+    [row] = estimate([claim], tier="quick", measured=[path])
+    assert row["measured"] == 4 and row["seconds"] == pytest.approx(spent)
 
 
 def test_a_cell_past_the_cap_is_stopped_and_the_estimate_is_a_lower_bound():

@@ -140,9 +140,10 @@ def estimate(claims: Iterable[Claim], *, tier: str, seed: int = 0, sample: int =
 
 
 def _stored(paths: Iterable[str | Path], tier: str, seed: int) -> dict[str, dict]:
-    """``{cell key: {budget: (digest, cpu seconds)}}`` of the checkpoints ``paths`` (a run of ``tier`` and ``seed``;
-    another is refused). A round stored twice (a checkpoint copied to resume from, then given beside its copy)
-    counts once: its first record."""
+    """``{cell key: {(budget, digest): cpu seconds}}`` of the checkpoints ``paths`` (a run of ``tier`` and
+    ``seed``; another is refused). A round stored twice by the same code (a checkpoint copied to resume from, then
+    given beside its copy) counts once: its first record. A round rerun after its claim's code changed is stored
+    again under the new digest (a resumed run appends it after the stale one), so both are kept."""
     out: dict[str, dict] = {}
     for path in paths:
         header, records, _ = read_records(path)
@@ -150,7 +151,7 @@ def _stored(paths: Iterable[str | Path], tier: str, seed: int) -> dict[str, dict
             raise ValueError(f"{path}: a checkpoint of tier {header.get('tier')!r}, seed {header.get('seed')!r}; "
                              f"the plan is of tier {tier!r}, seed {seed}")
         for key, budget, digest, _evidence, _seconds, _error, cpu in records:
-            out.setdefault(key, {}).setdefault(budget, (digest, cpu))
+            out.setdefault(key, {}).setdefault((budget, digest), cpu)
     return out
 
 
@@ -160,7 +161,7 @@ def _unit_seconds(unit: list, stored: dict, digest: str | None) -> float | None:
     claim's current code."""
     total = 0.0
     for spec in unit:
-        rounds = [(budget, cpu) for budget, (code, cpu) in stored.get(spec.key, {}).items() if code == digest]
+        rounds = [(budget, cpu) for (budget, code), cpu in stored.get(spec.key, {}).items() if code == digest]
         if not any(budget is None for budget, _ in rounds):
             return None
         total += sum(cpu for _, cpu in rounds)
