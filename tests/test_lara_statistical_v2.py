@@ -255,6 +255,24 @@ def test_rfa_consistent_pre_asymptotic_cell_is_decided_by_the_strong_law(params)
     assert bad.p_value < 1e-3 and bad.effect > 1e-6
 
 
+def test_rfa_consistent_rate_route_tests_the_role_not_only_its_own_rfa():
+    """The rate route measures the MSE of RFA computed from its definition (nested prefixes); rfa_attention, the
+    role, must be that estimator at every measured size: a planted RFA without the keys' -‖k_m‖²/2 (a biased limit)
+    fails the cell exactly, where it used to reach only the strong-law cells."""
+    ctx = _ctx(st.RFA_CONSISTENT, dict(S_max=512, design="sparse", inputs="gauss", logit_std=0.25, d=1, N=16))
+    ev = st._rfa_consistent_cell(ctx)
+    assert ev.extra["route"] == "rate" and ev.extra["identity_error"] <= 1e-13 and ev.validity == "asymptotic"
+
+    def no_key_norm(q, k, v, *, omega, **kw):
+        log_t = omega @ k.T
+        log_w = omega @ q.T + logsumexp(log_t, axis=1)[:, None]
+        return softmax(log_w, axis=0).T @ (softmax(log_t, axis=1) @ v)
+
+    bad = st._rfa_consistent_cell(dataclasses.replace(ctx, rng=np.random.default_rng(0),
+                                                      implementations={"rfa_attention": no_key_norm}))
+    assert bad.validity == "exact" and bad.p_value < 1e-3 and bad.effect > 1e-6
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_is_heavy_weight_cell_is_decided_by_control_variates_and_a_planted_bias_is_not_hidden(seed):
     """N(0, I) at D = 8 (E_q[w²] ~ 1e1-1e2: theory's sd needs more than the plan): the control variates of known

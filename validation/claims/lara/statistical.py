@@ -1245,6 +1245,25 @@ def _span_coordinates(q_row, k) -> tuple[np.ndarray, np.ndarray]:
 
 #: Sample sets (of :data:`STRONG_LAW_S` draws each) on which RFA is checked to be the ratio of two sample means.
 STRONG_LAW_SETS, STRONG_LAW_S = 64, 64
+#: Sample sets (of the largest size's draws each) on which the rate route checks ``rfa_attention`` against the
+#: definition at every size it measures.
+RATE_IDENTITY_SETS = 2
+
+
+def _rfa_definition_error(rfa, q_row, k, v, omega, sizes) -> float:
+    """The role under test against RFA's definition: ``max |rfa(q_n, K, V; ω_1..ω_S) - Σ_s a_s / Σ_s b_s| /
+    max|v|`` over the sample sets ``omega (R, S_max, D)`` and the prefix sizes ``S`` in ``sizes``, with ``a_s =
+    Σ_m exp(ω_s·(q_n + k_m) - (‖q_n‖² + ‖k_m‖²)/2) v_m`` and ``b_s`` the same sum without ``v_m`` (RA/LARA Eq 2 with
+    the positive map), computed here by log-sum-exp over s and m, one set at a time."""
+    err = 0.0
+    for o in omega:
+        log_t = o @ (q_row[0][None, :] + k).T - 0.5 * (q_row[0] @ q_row[0] + (k * k).sum(-1))   # (S_max, M)
+        for size in sizes:
+            t = np.exp(log_t[:size] - log_t[:size].max())
+            ratio = t.sum(axis=0) @ v / t.sum()
+            y = np.asarray(rfa(q_row, k, v, omega=o[:size]))[0]
+            err = max(err, float(np.abs(y - ratio).max()))
+    return err / _value_scale(v)
 
 
 def _rfa_strong_law(ctx: CellContext, q_row, k, v, mu, extra: dict) -> Evidence:
@@ -1253,17 +1272,11 @@ def _rfa_strong_law(ctx: CellContext, q_row, k, v, mu, extra: dict) -> Evidence:
     ratio of two sample means; ``E‖a‖ <= Σ_m e^{q_n·k_m}‖v_m‖`` and ``E b = Σ_m e^{q_n·k_m}`` are finite (the
     Gaussian moment generating function), so RFA → ``E a / E b = Σ_m softmax_m(q_n·k) v_m`` almost surely, for
     every input. What is measured, exactly: RFA (``rfa_attention``, the role under test) equals that ratio of means
-    computed here from the definitions (log-sum-exp over s and m) on :data:`STRONG_LAW_SETS` independent sample
-    sets, to round-off relative to max|v|; the limit itself is the theorem's."""
+    (:func:`_rfa_definition_error`) on :data:`STRONG_LAW_SETS` independent sample sets, to round-off relative to
+    max|v|; the limit itself is the theorem's."""
     rfa = ctx.impl("rfa_attention", rfa_est.rfa_attention)
     omega = ctx.rng.standard_normal((STRONG_LAW_SETS, STRONG_LAW_S, q_row.shape[1]))
-    log_t = (omega @ (q_row[0][None, :] + k).T - 0.5 * (q_row[0] @ q_row[0] + (k * k).sum(-1)))  # (sets, S, M)
-    shift = log_t.max(axis=(1, 2), keepdims=True)
-    t = np.exp(log_t - shift)
-    ratio = np.einsum("rsm,md->rd", t, v) / t.sum(axis=(1, 2))[:, None]                # Σ_s a_s / Σ_s b_s
-    y = np.stack([np.asarray(rfa(q_row, k, v, omega=o))[0] for o in omega])
-    scale = _value_scale(v)
-    err = float(np.abs(y - ratio).max()) / scale
+    err = _rfa_definition_error(rfa, q_row, k, v, omega, [STRONG_LAW_S])
     return exact_test(err, 0.0, tolerance=RFA_EXACT_ROUNDOFF,
                       extra=dict(extra, route="strong law", identity_error=err, limit=mu.tolist(),
                                  method="RFA = (Σ_s a_s)/(Σ_s b_s) on draws (exact); its limit E a/E b = softmax "
@@ -1302,6 +1315,7 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
     q_r, k_r = _span_coordinates(q[0], k)
     # likewise the values: RFA and μ are combinations of the rows of V, so ‖RFA - μ‖ is the same in an orthonormal
     # basis of their span: F is (S, M + 1) instead of (S, D_v) when M + 1 < D_v
+    v_values = v
     mu, v = _span_coordinates(mu, v)
     sq = [[] for _ in sizes]
     for n in chunks(R, max(1, 400_000 // sizes[-1])):
@@ -1323,7 +1337,17 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
             sq[i].append(((num / den[:, None] - mu) ** 2).sum(-1))
     sq = np.stack([np.concatenate(x) for x in sq], axis=1)                     # (R, sizes)
     mse, cov = sq.mean(axis=0), np.cov(sq, rowvar=False) / sq.shape[0]
-    extra = dict(S=sizes, mse=mse.tolist(), mse_se=np.sqrt(np.diag(cov)).tolist(), weight_second_moment=second)
+    # the MSE above is of RFA computed here from its definition (fast on nested prefixes); the role under test must
+    # be that estimator: rfa_attention against the definition at every size, on independent sample sets, exactly
+    rfa = ctx.impl("rfa_attention", rfa_est.rfa_attention)
+    identity = _rfa_definition_error(rfa, q[:1], k, v_values, ctx.rng.standard_normal(
+        (RATE_IDENTITY_SETS, sizes[-1], p["d"])), sizes)
+    extra = dict(S=sizes, mse=mse.tolist(), mse_se=np.sqrt(np.diag(cov)).tolist(), weight_second_moment=second,
+                 route="rate", identity_error=identity)
+    if not identity <= RFA_EXACT_ROUNDOFF:
+        return exact_test(identity, 0.0, tolerance=RFA_EXACT_ROUNDOFF, extra=dict(
+            extra, method="rfa_attention against RFA's definition at the measured sizes (exact): the estimator "
+                          "whose MSE was measured is not the one under test"))
     return slope_test(np.array(sizes), mse, None, CONSISTENCY_SLOPE, alternative="less", y_cov=cov, **ctx.test,
                       extra=extra)
 
@@ -1372,7 +1396,10 @@ RFA_CONSISTENT = Claim(
     notes="Positive map, iid N(0, I) samples. Two routes, chosen from theory before any draw. Rate (E_q[w²] <= "
           "S_max/4): MSE(S) → 0 measured, the log-log slope of the MSE over two doublings of S (five √2-spaced "
           "sizes) from E_q[w²] (where the delta-method regime starts) is at most -1/2 (the delta method's -1 is "
-          "reached only far beyond E_q[w²] for log-normal-like weights); common random numbers across the sizes. "
+          "reached only far beyond E_q[w²] for log-normal-like weights); common random numbers across the sizes; the "
+          "MSE is of RFA computed from its definition on nested prefixes, and rfa_attention (the role) is checked "
+          "equal to it, to round-off 1e-12 relative to max|v|, at every measured size on 2 independent sample sets "
+          "(otherwise the cell fails exactly). "
           "Strong law (E_q[w²] > S_max/4: no feasible S reaches the 1/S regime, E_q[w²] up to ~1e33 at logit std "
           "4, D = 64, and > 1e8 for every G-peaked input): RFA is the ratio of the sample means of iid a_s = "
           "Σ_m exp(ω_s·(q_n + k_m) - (‖q_n‖² + ‖k_m‖²)/2) v_m and b_s (the same without v_m), whose means are "
