@@ -528,12 +528,12 @@ def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evid
     # random weights keep one partition of unity for the whole cell (one generator, restarted per block)
     partition = int(ctx.rng.integers(2**63))
     step = max(1, CROSS_BLOCK_ELEMENTS // (lp.proposals.n_components * (q.shape[0] + k.shape[0] + q.shape[1])))
-    g_u, b, nonpositive = [], [], 0
+    g_u, b, nonpositive, alphas = [], [], 0, 0
     for size in chunks(ctx.replicates, step):
         omega = lp.proposals.sample(ctx.rng, size)                                        # (C, size, D)
         alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, omega, rng=np.random.default_rng(partition),
                          **options)
-        nonpositive += int((alpha <= 0).sum())
+        nonpositive, alphas = nonpositive + int((alpha <= 0).sum()), alphas + alpha.size
         g, b_block = _mis_replicates(q[:tested], k, v, lp.proposals, omega,
                                      alpha[:tested] if alpha.shape[0] > 1 else alpha)
         g_u.append(g @ u)
@@ -550,7 +550,6 @@ def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evid
     parts = [mean_test(g_u[:, i], float(mu[i] @ u), scale=scale, sd=math.sqrt(var_a[i]), **ctx.sub_test(2 * tested))
              for i in range(tested)]
     parts += [mean_test(b[:, i], 1.0, sd=math.sqrt(var_b[i]), **ctx.sub_test(2 * tested)) for i in range(tested)]
-    alphas = ctx.replicates * lp.proposals.n_components * (q.shape[0] if alpha.shape[0] > 1 else 1)
     return combine(parts, extra=dict(frac_nonpositive_alpha=nonpositive / alphas, variance_bound_A=var_a,
                                      variance_bound_B=var_b))
 
