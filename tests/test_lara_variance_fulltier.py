@@ -246,3 +246,27 @@ def test_limit_diagnostic_replicates_hold_the_quick_cost():
     assert variance._limit_diagnostic_replicates(1, 16) == variance.LIMIT_DIAGNOSTIC_REPLICATES
     assert variance._limit_diagnostic_replicates(16, 196) == variance.LIMIT_DIAGNOSTIC_MIN
     assert variance._limit_diagnostic_replicates(4, 64) == 50 and variance._limit_diagnostic_replicates(2, 16) == 200
+
+
+def test_eq10_generic_input_limit_is_exact_from_the_partition_of_unity(monkeypatch):
+    """D = 8 generic inputs (full tier): LARA → Σ_c ∫α p̃ f / Σ_c ∫α p̃ = μ_n when Σ_c α_nc(ω) = 1, checked exactly
+    on draws, with the own-sample weights LARA runs equal to the common-argument table. A planted table 5% off a
+    partition of unity (a limit off by up to ~10%, beyond the 0.05 tolerance) is not passed by the exact route:
+    the truncated-MSE slope judges it."""
+    import numpy as np
+
+    from rfkit.validation.model import CellContext
+
+    params = dict(weights="eq9_b2_landmarks", proposal="eq34", C=4, d=8, N=64, logit_std=0.5, route="monte_carlo")
+    ctx = CellContext("lara.eq10.lara_consistent", "L1", params, "full", 400, 1e-3, 0.8, 0.25,
+                      np.random.default_rng(0))
+    ev = variance._eq10_cell(ctx)
+    assert ev.extra["route"] == "partition of unity" and ev.validity == "exact"
+    assert ev.p_value == 1.0 and ev.upper <= 1e-14 and ev.extra["own_weight_gap"] == 0.0
+
+    table = variance.mis_est.weight_table
+    monkeypatch.setattr(variance.mis_est, "weight_table", lambda *a, **kw: 1.05 * table(*a, **kw))
+    off = variance._eq10_cell(CellContext(ctx.claim_id, "L1", params, "full", 400, 1e-3, 0.8, 0.25,
+                                          np.random.default_rng(0)))
+    assert off.extra["route"].startswith("truncated MSE slope") and off.validity != "exact"
+    assert off.extra["partition_error"] > 0.049
