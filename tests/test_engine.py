@@ -189,15 +189,39 @@ def _numbers(run):
         [[(o.spec.key, o.evidence.estimate, o.evidence.p_value) for o in c.outcomes] for c in run.claims]
 
 
-def test_same_seed_same_numbers_in_process_and_on_a_two_worker_cluster():
-    pytest.importorskip("dask.distributed")
+def test_same_seed_same_numbers_in_process_in_worker_processes_and_on_dask():
     claims = [get_claim(i) for i in ("core.is.unbiased", "core.features.unbiased", "core.ess.range")]
     local = validate(claims, tier="smoke", seed=7, progress=False)
     again = validate(claims, tier="smoke", seed=7, progress=False)
-    cluster = validate(claims, tier="smoke", seed=7, progress=False, workers=2)
-    assert _numbers(local) == _numbers(again) == _numbers(cluster)
+    pool = validate(claims, tier="smoke", seed=7, progress=False, workers=2)
+    assert _numbers(local) == _numbers(again) == _numbers(pool)
     other = validate(claims, tier="smoke", seed=8, progress=False)
     assert _numbers(other)[1] != _numbers(local)[1]
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster:
+        on_dask = validate(claims, tier="smoke", seed=7, progress=False, scheduler=cluster.scheduler_address)
+    assert _numbers(on_dask) == _numbers(local)
+
+
+def test_workers_auto_runs_small_runs_in_process_and_bad_values_are_refused(monkeypatch):
+    from rfkit.validation import engine
+
+    assert engine.auto_workers(engine.PARALLEL_MIN_CELLS - 1) == 1
+    assert engine.auto_workers(engine.PARALLEL_MIN_CELLS) >= 1
+    made = []
+
+    def executor(workers, scheduler):  # records what the run asked for, then stops it
+        made.append(workers)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(engine, "_Executor", executor)
+    with pytest.raises(RuntimeError, match="stop"):
+        validate([get_claim("core.ess.range")], tier="smoke", progress=False, workers="auto")
+    assert made == [1]
+    for bad in (0, -1, 1.5, "two", True):
+        with pytest.raises(ValueError, match="workers"):
+            validate([get_claim("core.ess.range")], tier="smoke", progress=False, workers=bad)
 
 
 # ------------------------------------------------------------------------------ inconclusive paths

@@ -1,7 +1,7 @@
-"""The engine: run a claim's cells (in-process or on dask) and compute verdicts from them.
+"""The engine: run a claim's cells (in-process, in local worker processes or on dask) and compute verdicts from them.
 
-Cells are planned, seeded and run by :mod:`rfkit.validation.cells` (in-process or on dask, the budgets'
-extensions included); the engine orchestrates a run and turns its cells into verdicts.
+Cells are planned, seeded and run by :mod:`rfkit.validation.cells` (wherever they run, the budgets' extensions
+included); the engine orchestrates a run and turns its cells into verdicts.
 
 Verdicts (per variant, then per claim):
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -331,8 +332,8 @@ def _where(spec: CellSpec) -> str:
     return ", ".join(f"{k}={v}" for k, v in spec.params.items()) or "the single cell"
 
 
-#: Most cells in one dask task: a task costs the scheduler and the transfer a few milliseconds, as much as many a
-#: cheap cell, so cells travel in batches (measured in docs/distributed.md).
+#: Most cells in one task (a worker process's or dask's): a task costs the transfer (and dask's scheduler) a few
+#: milliseconds, as much as many a cheap cell, so cells travel in batches (measured in docs/distributed.md).
 MAX_BATCH = 32
 
 
@@ -344,32 +345,60 @@ def batches(specs: list[CellSpec], workers: int) -> list[list[CellSpec]]:
 
 
 def run_cells(specs: list[CellSpec]) -> list[CellOutcome]:
-    """:func:`~rfkit.validation.cells.run_cell` over a batch (the unit of work on dask workers)."""
+    """:func:`~rfkit.validation.cells.run_cell` over a batch (the unit of work of a worker)."""
     return [run_cell(spec) for spec in specs]
 
 
+def _run_pickled(batch: bytes) -> list[tuple]:
+    """:func:`run_cells` on a batch pickled by cloudpickle (claims carry lambdas and closures, which the standard
+    pickle cannot send to a worker process; it reads what cloudpickle wrote). Returns each outcome without its
+    spec (the caller holds the specs; the claim does not travel back)."""
+    return [(o.evidence, o.seconds, o.error, o.cpu_seconds) for o in run_cells(pickle.loads(batch))]
+
+
+def _one_core_worker() -> None:
+    """Worker-process initialiser: one thread per worker (one worker per core, no oversubscription): BLAS now, and
+    OpenMP/MKL/OpenBLAS (torch's intra-op threads included) in whatever a cell imports later."""
+    from threadpoolctl import threadpool_limits
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = "1"
+    threadpool_limits(limits=1, user_api="blas")
+
+
+#: Fewest cells worth worker processes when their number is left to the engine (``workers="auto"``): starting a
+#: worker (a fresh interpreter importing rfkit, and its first JIT compilations) costs a few seconds, as much as
+#: some hundred quick cells.
+PARALLEL_MIN_CELLS = 200
+
+
+def auto_workers(cells: int) -> int:
+    """Worker processes for ``cells`` cells when the run leaves it to the engine: one per CPU this process may use,
+    or 1 (in-process) below :data:`PARALLEL_MIN_CELLS` cells."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cpus if cells >= PARALLEL_MIN_CELLS else 1
+
+
 class _Executor:
-    """Runs cells in-process, or on a dask cluster kept for the whole run (both phases)."""
+    """Runs cells in-process (``workers`` None or 1), in a pool of ``workers`` local processes (the standard
+    library's, no server), or on the dask cluster at ``scheduler``; kept for the whole run (both phases)."""
 
     def __init__(self, workers: int | None, scheduler: str | None):
-        self.client = self.cluster = self.checkpoint = None
-        if workers or scheduler:
-            from dask.distributed import Client, LocalCluster
+        self.client = self.pool = self.checkpoint = None
+        self.workers = 1
+        if scheduler:
+            from dask.distributed import Client
 
-            if scheduler:
-                self.client = Client(scheduler)
-            else:
-                import dask
+            self.client = Client(scheduler)
+            self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+        elif workers and workers > 1:
+            import concurrent.futures
+            import multiprocessing
 
-                # dask's workers trim freed memory back to the OS past 64 KiB (MALLOC_TRIM_THRESHOLD_), which also
-                # fixes glibc's mmap threshold: every cell's arrays are then mapped and faulted in afresh, a third
-                # of a worker's time in the kernel (measured); a worker keeps glibc's adaptive defaults instead
-                environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}))
-                environ.pop("MALLOC_TRIM_THRESHOLD_", None)
-                with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
-                    self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                dashboard_address=None)
-                self.client = Client(self.cluster)
+            # spawn: a fresh interpreter per worker (forking a process that holds BLAS/Numba threads is unsafe)
+            self.pool = concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_core_worker)
+            self.workers = workers
 
     def map(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
         """Outcomes of ``specs`` in completion order (those in the checkpoint first, without running them)."""
@@ -389,25 +418,34 @@ class _Executor:
             yield outcome
 
     def _run(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
-        if self.client is None:
+        if self.client is not None:
+            from dask.distributed import as_completed
+
+            for future in as_completed(self.client.map(run_cells, batches(specs, self.workers), pure=False)):
+                yield from future.result()
+        elif self.pool is not None:
+            import concurrent.futures
+
+            import cloudpickle
+
+            futures = {self.pool.submit(_run_pickled, cloudpickle.dumps(batch)): batch
+                       for batch in batches(specs, self.workers)}
+            for future in concurrent.futures.as_completed(futures):
+                for spec, result in zip(futures[future], future.result(), strict=True):
+                    yield CellOutcome(spec, *result)
+        else:
             for spec in specs:
                 yield run_cell(spec)
-            return
-        from dask.distributed import as_completed
-
-        workers = max(1, len(self.client.scheduler_info().get("workers", {})))
-        for future in as_completed(self.client.map(run_cells, batches(specs, workers), pure=False)):
-            yield from future.result()
 
     def close(self):
         if self.client is not None:
             self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
 
 
 def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None, tier: str = "quick",
-             seed: int = 0, alpha: float = 1e-3, power: float = 0.8, workers: int | None = None,
+             seed: int = 0, alpha: float = 1e-3, power: float = 0.8, workers: int | str | None = None,
              scheduler: str | None = None, implementations: Mapping[str, Callable] | None = None,
              backend: str = "numpy", device: str = "cpu", progress: bool | None = None,
              checkpoint: str | os.PathLike | None = None, resume: bool = False) -> RunResult:
@@ -426,7 +464,9 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
     power : float
         Power at which minimal detectable effects are computed.
     workers, scheduler
-        Run cells on a local dask cluster of ``workers`` processes, or on an existing scheduler.
+        Run cells in ``workers`` local processes (a standard-library pool, no server; ``None`` or 1: in this
+        process; ``"auto"``: :func:`auto_workers`), or on the dask cluster whose scheduler is at ``scheduler``
+        (``tcp://host:port``).
     implementations : mapping role -> callable
         Third-party estimators to validate in place of rfkit's (see :mod:`rfkit.validation.adapters`).
     backend, device
@@ -471,6 +511,10 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
 
         ckpt = Checkpoint(checkpoint, dict(tier=tier, seed=seed, alpha=alpha, power=power, backend=backend,
                                            device=device), resume=resume)
+    if workers == "auto":
+        workers = auto_workers(len(all_specs))
+    elif workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be a positive int, 'auto' or None, got {workers!r}")
     bar = show_progress(len(all_specs), f"validate ({tier})", show=progress)
     executor = _Executor(workers, scheduler)
     executor.checkpoint = ckpt
