@@ -9,7 +9,7 @@ measurement (:func:`~rfkit.validation.harness.shared`) are counted once, as they
 each reading the whole measurement: 72 readings of one macformer point sharing four RMFA runs came out 18x too
 slow). Not counted: the engine's second round for undecided sequential cells (at most the claim's planned
 sequential budget again times the tier's reserve, :data:`~rfkit.validation.cells.RESERVE`). A cell
-is timed in CPU seconds of this process with BLAS on one thread (as on a ``--workers`` cluster), so estimates are
+is timed in CPU seconds of this process with BLAS on one thread (as in a worker process), so estimates are
 the single-process time on one core of this machine, whatever else runs beside (wall time under load measured
 the load). A cell that runs past the claim's ``cap`` (wall seconds) is stopped and counted with the CPU time it
 ran, so that claim's estimate is a lower bound (``lower_bound``). The spread of the sampled cells (``min``,
