@@ -10,6 +10,7 @@ import argparse
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 from rfkit.validation.cite import FORMATS as CITE_FORMATS
@@ -159,7 +160,9 @@ def _check_backend(backend: str, device: str) -> None:
 def _cmd_validate(args) -> int:
     from rfkit.validation.engine import validate
     from rfkit.validation.report import text_table, write_reports
-    from rfkit.validation.results import write_run
+    from rfkit.validation.results import write_run, write_verdicts
+
+    start = time.perf_counter()
 
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
@@ -182,6 +185,8 @@ def _cmd_validate(args) -> int:
         raise UsageError(str(exc)) from None
     write_run(run, out)
     write_reports(run, out, latex=args.latex, figures=not args.no_figures, progress=False if args.quiet else None)
+    run.command_seconds = time.perf_counter() - start  # the whole command: cells, results, reports, figures
+    write_verdicts(run, out)
     if args.resume:
         print(f"resumed {run.resumed} cell(s) from {out / CHECKPOINT}"
               + (f"; reran {run.stale} stored cell(s) whose claim code changed" if run.stale else ""), file=sys.stderr)

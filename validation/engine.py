@@ -372,11 +372,15 @@ def _one_core_worker() -> None:
 PARALLEL_MIN_CELLS = 200
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def auto_workers(cells: int) -> int:
     """Worker processes for ``cells`` cells when the run leaves it to the engine: one per CPU this process may use,
     or 1 (in-process) below :data:`PARALLEL_MIN_CELLS` cells."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cpus if cells >= PARALLEL_MIN_CELLS else 1
+    return usable_cpus() if cells >= PARALLEL_MIN_CELLS else 1
 
 
 class _Executor:
@@ -551,7 +555,8 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
                                    sum(o.seconds for o in mine), created, version,
                                    cpu_seconds=sum(o.cpu_seconds for o in mine)))
     return RunResult(results, tier, seed, alpha, created, version, time.perf_counter() - t0,
-                     resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0, commit=source_commit())
+                     resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0, commit=source_commit(),
+                     workers=executor.workers, cpus=usable_cpus())
 
 
 def validate_implementation(implementations: dict[str, Callable], *, tier: str = "quick", seed: int = 0,

@@ -194,6 +194,12 @@ class RunResult:
     stale: int = 0
     #: The git commit of the code that ran (``+dirty`` with local changes), ``None`` outside a checkout.
     commit: str | None = None
+    #: Where the cells ran: worker processes (1: in-process; a dask cluster's worker count), and the CPUs this process
+    #: could use.
+    workers: int = 1
+    cpus: int | None = None
+    #: Wall seconds of the whole command (cells, results, reports and figures), when a command recorded it.
+    command_seconds: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -209,9 +215,12 @@ class RunResult:
 
     def verdicts(self) -> dict:
         """The ``verdicts.json`` document."""
-        return dict(rfkit_version=self.version, commit=self.commit, seed=self.seed, tier=self.tier, alpha=self.alpha,
-                    created=self.created, seconds=round(self.seconds, 3), resumed_cells=self.resumed,
-                    claims=[c.summary() for c in self.claims])
+        doc = dict(rfkit_version=self.version, commit=self.commit, seed=self.seed, tier=self.tier, alpha=self.alpha,
+                   created=self.created, seconds=round(self.seconds, 3), workers=self.workers, cpus=self.cpus,
+                   resumed_cells=self.resumed, claims=[c.summary() for c in self.claims])
+        if self.command_seconds is not None:
+            doc["command_seconds"] = round(self.command_seconds, 3)
+        return doc
 
     def table(self):
         """One row per claim (a pandas DataFrame)."""
@@ -315,8 +324,13 @@ def write_run(run: RunResult, out: Path) -> dict[str, Path]:
         path = out / "results" / f"{result.claim.id}.nc"
         write_dataset(result.dataset, path)
         paths[result.claim.id] = path
-    verdicts = out / "verdicts.json"
-    verdicts.write_text(json.dumps(jsonable(run.verdicts()), indent=2) + "\n")
-    paths["verdicts.json"] = verdicts
+    paths["verdicts.json"] = write_verdicts(run, out)
     return paths
+
+
+def write_verdicts(run: RunResult, out: Path) -> Path:
+    """Write (or rewrite) ``out/verdicts.json``; return its path."""
+    verdicts = Path(out) / "verdicts.json"
+    verdicts.write_text(json.dumps(jsonable(run.verdicts()), indent=2) + "\n")
+    return verdicts
 
