@@ -224,6 +224,30 @@ def test_workers_auto_runs_small_runs_in_process_and_bad_values_are_refused(monk
             validate([get_claim("core.ess.range")], tier="smoke", progress=False, workers=bad)
 
 
+def _exits_on_k2(ctx):
+    import os
+
+    if ctx.params["k"] == 2:
+        os._exit(3)  # a worker killed mid-run (as by the kernel's OOM killer)
+    return _normal_cell(ctx)
+
+
+def test_worker_processes_checkpoint_cell_by_cell_and_a_dead_worker_fails_the_run(tmp_path):
+    """Outcomes come back from the worker processes one cell at a time (a batch of slow cells is checkpointed as its
+    cells finish, not when the batch does), and a worker that dies ends the run with an error instead of a hang."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from rfkit.validation.checkpoint import read_records
+
+    ok = _toy_claim(_normal_cell, grid={"smoke": dict(k=list(range(6)))})
+    run = validate([ok], tier="smoke", progress=False, workers=2, checkpoint=tmp_path / "a.ckpt")
+    assert [o.spec.params["k"] for o in run.claims[0].outcomes] == list(range(6))
+    assert len(read_records(tmp_path / "a.ckpt")[1]) == 6
+    dies = _toy_claim(_exits_on_k2, grid={"smoke": dict(k=[1, 2, 3])})
+    with pytest.raises(BrokenProcessPool):
+        validate([dies], tier="smoke", progress=False, workers=2)
+
+
 # ------------------------------------------------------------------------------ inconclusive paths
 
 

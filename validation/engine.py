@@ -349,18 +349,31 @@ def run_cells(specs: list[CellSpec]) -> list[CellOutcome]:
     return [run_cell(spec) for spec in specs]
 
 
-def _run_pickled(batch: bytes) -> list[tuple]:
-    """:func:`run_cells` on a batch pickled by cloudpickle (claims carry lambdas and closures, which the standard
-    pickle cannot send to a worker process; it reads what cloudpickle wrote). Returns each outcome without its
-    spec (the caller holds the specs; the claim does not travel back)."""
-    return [(o.evidence, o.seconds, o.error, o.cpu_seconds) for o in run_cells(pickle.loads(batch))]
+#: A worker process's queue of finished cells (set by :func:`_one_core_worker`).
+_FINISHED = None
 
 
-def _one_core_worker() -> None:
-    """Worker-process initialiser: one thread per worker (one worker per core, no oversubscription): BLAS now, and
-    OpenMP/MKL/OpenBLAS (torch's intra-op threads included) in whatever a cell imports later."""
+def _run_pickled(batch_id: int, batch: bytes) -> int:
+    """:func:`~rfkit.validation.cells.run_cell` over a batch pickled by cloudpickle (claims carry lambdas and
+    closures, which the standard pickle cannot send to a worker process; it reads what cloudpickle wrote). Each
+    outcome goes to the parent as soon as it is done, ``(batch_id, index, (evidence, seconds, error, cpu
+    seconds))``, without its spec (the parent holds the specs), so that a batch of slow cells is checkpointed and
+    counted cell by cell. Returns the batch's size."""
+    specs = pickle.loads(batch)
+    for i, spec in enumerate(specs):
+        o = run_cell(spec)
+        _FINISHED.put((batch_id, i, (o.evidence, o.seconds, o.error, o.cpu_seconds)))
+    return len(specs)
+
+
+def _one_core_worker(finished) -> None:
+    """Worker-process initialiser: the queue of finished cells, and one thread per worker (one worker per core, no
+    oversubscription): BLAS now, and OpenMP/MKL/OpenBLAS (torch's intra-op threads included) in whatever a cell
+    imports later."""
     from threadpoolctl import threadpool_limits
 
+    global _FINISHED
+    _FINISHED = finished
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = "1"
     threadpool_limits(limits=1, user_api="blas")
@@ -388,8 +401,8 @@ class _Executor:
     library's, no server), or on the dask cluster at ``scheduler``; kept for the whole run (both phases)."""
 
     def __init__(self, workers: int | None, scheduler: str | None):
-        self.client = self.pool = self.checkpoint = None
-        self.workers = 1
+        self.client = self.pool = self.finished = self.checkpoint = None
+        self.workers, self.futures = 1, []
         if scheduler:
             from dask.distributed import Client
 
@@ -400,8 +413,11 @@ class _Executor:
             import multiprocessing
 
             # spawn: a fresh interpreter per worker (forking a process that holds BLAS/Numba threads is unsafe)
-            self.pool = concurrent.futures.ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_core_worker)
+            context = multiprocessing.get_context("spawn")
+            self.finished = context.SimpleQueue()
+            self.pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                               initializer=_one_core_worker,
+                                                               initargs=(self.finished,))
             self.workers = workers
 
     def map(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
@@ -432,11 +448,17 @@ class _Executor:
 
             import cloudpickle
 
-            futures = {self.pool.submit(_run_pickled, cloudpickle.dumps(batch)): batch
-                       for batch in batches(specs, self.workers)}
-            for future in concurrent.futures.as_completed(futures):
-                for spec, result in zip(futures[future], future.result(), strict=True):
-                    yield CellOutcome(spec, *result)
+            parts = batches(specs, self.workers)
+            futures = [self.pool.submit(_run_pickled, b, cloudpickle.dumps(batch)) for b, batch in enumerate(parts)]
+            self.futures += futures
+            for _ in range(len(specs)):
+                while self.finished.empty():  # a worker that dies (killed by the kernel) fails its future
+                    broken = next((f for f in futures if f.done() and f.exception() is not None), None)
+                    if broken is not None:
+                        raise broken.exception()
+                    concurrent.futures.wait(futures, timeout=0.05, return_when=concurrent.futures.FIRST_EXCEPTION)
+                b, i, result = self.finished.get()
+                yield CellOutcome(parts[b][i], *result)
         else:
             for spec in specs:
                 yield run_cell(spec)
@@ -445,7 +467,12 @@ class _Executor:
         if self.client is not None:
             self.client.close()
         if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+            if any(not f.done() for f in self.futures):
+                # a run stopped early (an error, Ctrl-C) leaves workers busy, or blocked on a queue nobody reads:
+                # stop them rather than wait (ProcessPoolExecutor has no public terminate)
+                for process in list((getattr(self.pool, "_processes", None) or {}).values()):
+                    process.terminate()
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None, tier: str = "quick",
