@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 from rfkit.validation.claims import all_claims
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -161,3 +163,32 @@ def test_readme_audit_section_lists_each_library_with_its_registered_properties(
         assert re.search(rf"^`rfkit audit {lib} --tier \w+ --seed \d+`$", table, flags=re.M)
         listed = re.findall(r"^\| `([a-z0-9_.]+)` \|", table, flags=re.M)
         assert listed == list(get_library(lib).properties), "regenerate: python -m rfkit.validation.readme ... --audit"
+
+
+def test_memory_section_is_generated_from_a_memory_sweep(tmp_path):
+    """`rfkit bench --memory` rows (tiny lengths here) become the README's memory table with the fitted log-log
+    slope of the peak against L; a bench file without them is refused."""
+    import json
+
+    from rfkit.validation import bench
+    from rfkit.validation.bench import memory_table
+
+    rows = bench.run_cases(bench.memory_cases(lengths=(256, 1024, 4096), dtypes=("float32",)), quick=True)
+    assert {r["sweep"] for r in rows} == {"memory"} and [r["L"] for r in rows] == [256, 1024, 4096]
+    table = memory_table(rows)
+    assert "| float32 | 4,096 |" in table and "Log-log slope of the peak against L" in table
+    slope = float(table.rsplit("float32 ", 1)[1].rstrip("."))
+    assert 0.8 < slope < 1.2  # features and chunked products: linear in L
+    planted = [dict(r, peak_bytes=r["L"] ** 2) for r in rows]  # a quadratic peak is reported as such
+    assert "float32 2.000" in memory_table(planted)
+    with pytest.raises(ValueError, match="memory"):
+        memory_table([dict(r, sweep=None) for r in rows])
+    readme, verdicts, memory = tmp_path / "README.md", tmp_path / "v.json", tmp_path / "m.jsonl"
+    readme.write_text(README.read_text())
+    memory.write_text("\n".join(json.dumps(r) for r in rows))
+    verdicts.write_text(json.dumps(dict(rfkit_version="0", seed=0, tier="quick", created="2026-01-01", seconds=1.0,
+                                        claims=[])))
+    from rfkit.validation.readme import update
+
+    update(readme, verdicts, memory=memory)
+    assert table in readme.read_text()

@@ -169,7 +169,8 @@ def _exact_case(length: int, d: int, causal: bool, dtype) -> Case:
                 setup, softmax_attention_gemms(length, length, d, d))
 
 
-def _favor_case(length: int, d: int, m: int, causal: bool, dtype, *, features_included: bool) -> Case:
+def _favor_case(length: int, d: int, m: int, causal: bool, dtype, *, features_included: bool,
+                sweep: str | None = None) -> Case:
     scale = d ** -0.25
 
     def setup():
@@ -191,7 +192,7 @@ def _favor_case(length: int, d: int, m: int, causal: bool, dtype, *, features_in
     else:
         name = f"linear attention from features ({direction})"
     return Case(name, dict(L=length, d=d, m=m, dtype=np.dtype(dtype).name, causal=causal), setup, gemms,
-                baseline=f"exact softmax ({direction})")
+                baseline=f"exact softmax ({direction})", extra=dict(sweep=sweep) if sweep else {})
 
 
 #: Feature kinds of the FAVOR+ variant rows and their feature count ``r`` per projection row.
@@ -404,6 +405,47 @@ def _estimator_cases(quick: bool, lengths: list[int], custom: bool, d: int, m: i
     if sampling:
         cases += [_sampling_case(projection, m, d, dtype) for projection in ("orthogonal", "hadamard", "givens")]
     return cases
+
+
+# ------------------------------------------------------------------------------------------ memory
+
+#: Lengths of the memory sweep (``rfkit bench --memory``, issue 16): causal FAVOR+'s peak memory as ``L`` grows.
+MEMORY_LENGTHS = (16384, 65536, 262144)
+
+
+def memory_cases(*, lengths: Iterable[int] = MEMORY_LENGTHS, dtypes: Iterable = DTYPES, d: int = 64,
+                 m: int = 256) -> list[Case]:
+    """Causal FAVOR+ (positive features, R-ORF, features included, one head) at each of ``lengths``, in each of
+    ``dtypes``: its rows carry ``sweep = "memory"`` (:func:`memory_table`). Exact attention is not run (its
+    ``L×L`` matrix is 275 GB at ``L = 262,144`` in float32)."""
+    return [_favor_case(length, d, m, True, np.dtype(dtype).name, features_included=True, sweep="memory")
+            for dtype in dtypes for length in lengths]
+
+
+def memory_table(rows: Iterable[dict]) -> str:
+    """Markdown: the memory sweep's rows (``sweep == "memory"``) per dtype, peak traced memory and bytes per
+    position at each ``L``, and the log-log slope of the peak against ``L`` (1: linear in ``L``; the inputs,
+    allocated before the call, are not counted). Raises ``ValueError`` without such rows."""
+    rows = [r for r in rows if r.get("sweep") == "memory"]
+    if not rows:
+        raise ValueError("no memory-sweep rows: run `rfkit bench --memory --json`")
+    first = rows[0]
+    lines = [f"Causal FAVOR+ (positive features, R-ORF, features included), one head, d = {first['d']}, "
+             f"m = {first['m']}: peak memory traced during one call (`tracemalloc`; the inputs are allocated "
+             "before it), and the call's time", "", "| dtype | L | peak | bytes per position | time |",
+             "|---|---|---|---|---|"]
+    slopes = []
+    for dtype in dict.fromkeys(r["dtype"] for r in rows):
+        mine = sorted((r for r in rows if r["dtype"] == dtype), key=lambda r: r["L"])
+        for r in mine:
+            lines.append(f"| {dtype} | {r['L']:,} | {r['peak_bytes'] / 2**20:.1f} MiB | "
+                         f"{r['peak_bytes'] / r['L']:.0f} | {_milliseconds(r['seconds'])} |")
+        if len(mine) >= 2:
+            slope = float(np.polyfit(np.log([r["L"] for r in mine]), np.log([r["peak_bytes"] for r in mine]), 1)[0])
+            slopes.append(f"{dtype} {slope:.3f}")
+    if slopes:
+        lines += ["", "Log-log slope of the peak against L (1: linear in L): " + ", ".join(slopes) + "."]
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------- peers

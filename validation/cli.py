@@ -328,14 +328,18 @@ def _cmd_reproduce(args) -> int:
 def _cmd_bench(args) -> int:
     from rfkit.validation import bench
 
+    if args.memory and (args.device or args.peers_only):
+        raise UsageError("--memory is its own sweep (numpy, this CPU): not with --device or --peers-only")
     if args.device:
         return _bench_device(args)
     dtypes = list(dict.fromkeys(args.dtype or bench.DTYPES))
     if not set(dtypes) <= set(bench.DTYPES):
         raise UsageError(f"--dtype must be among {', '.join(bench.DTYPES)}, got {' '.join(args.dtype)}")
-    rows = bench.run_cases(bench.default_cases(quick=args.quick, lengths=args.lengths, dtypes=dtypes,
-                                               peers_only=args.peers_only),
-                           quick=args.quick, progress=not args.json and sys.stderr.isatty())
+    if args.memory:
+        cases = bench.memory_cases(lengths=args.lengths or bench.MEMORY_LENGTHS, dtypes=dtypes)
+    else:
+        cases = bench.default_cases(quick=args.quick, lengths=args.lengths, dtypes=dtypes, peers_only=args.peers_only)
+    rows = bench.run_cases(cases, quick=args.quick, progress=not args.json and sys.stderr.isatty())
     print(bench.to_json_lines(rows) if args.json else bench.format_table(rows))
     return 0
 
@@ -473,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="float32 and/or float64: the dtypes every row runs in (default both; users run float32)")
     p.add_argument("--peers-only", action="store_true",
                    help="only the side-by-side peer rows (rfkit numpy and torch, torch SDPA, performer-pytorch)")
+    p.add_argument("--memory", action="store_true",
+                   help="only the memory sweep: causal FAVOR+'s peak memory at L = 16,384, 65,536 and 262,144 "
+                        "(--lengths replaces them)")
     p.add_argument("--device", metavar="DEV",
                    help="a torch device (cuda, cuda:1, cpu): FAVOR+ through rfkit's torch backend against "
                         "performer-pytorch and torch SDPA (f32, bf16) on it, lengths 4096 to 65536 by default")

@@ -15,7 +15,9 @@ idle machine) it replaces the section between ``<!-- bench:start -->`` and ``<!-
 and float64 tables of :func:`rfkit.validation.bench.performance_table`. With ``--audit AUDIT.json [AUDIT.json ...]``
 (the ``audit.json`` of ``rfkit audit LIB --tier smoke --seed 0 --out DIR``, one per library) it replaces the section
 between ``<!-- audit:start -->`` and ``<!-- audit:end -->``: per library, its property → verdict → witness table
-(:func:`rfkit.validation.audit.format_audit_table`).
+(:func:`rfkit.validation.audit.format_audit_table`). With ``--memory MEMORY.jsonl`` (``rfkit bench --memory --json
+> MEMORY.jsonl``) it replaces the section between ``<!-- memory:start -->`` and ``<!-- memory:end -->`` with
+:func:`rfkit.validation.bench.memory_table`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ START, END = "<!-- verdicts:start -->", "<!-- verdicts:end -->"
 PLAN_START, PLAN_END = "<!-- plan:start -->", "<!-- plan:end -->"
 FULL_START, FULL_END = "<!-- full:start -->", "<!-- full:end -->"
 BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
+MEMORY_START, MEMORY_END = "<!-- memory:start -->", "<!-- memory:end -->"
 AUDIT_START, AUDIT_END = "<!-- audit:start -->", "<!-- audit:end -->"
 
 
@@ -184,13 +187,19 @@ def audit_section(docs: list[dict]) -> str:
 
 
 def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Path] = (),
-           bench: Path | None = None, audit: list[Path] = ()) -> None:
+           bench: Path | None = None, audit: list[Path] = (), memory: Path | None = None) -> None:
+    from rfkit.validation.bench import memory_table, read_json_lines
+
     quick = json.loads(verdicts.read_text())
     text = _replace(readme.read_text(), START, END, verdict_section(quick), readme)
     if bench is not None:
-        from rfkit.validation.bench import read_json_lines
-
         text = _replace(text, BENCH_START, BENCH_END, bench_section(read_json_lines(bench.read_text())), readme)
+    if memory is not None:
+        try:
+            table = memory_table(read_json_lines(memory.read_text()))
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+        text = _replace(text, MEMORY_START, MEMORY_END, table, readme)
     if plan is not None:
         text = _replace(text, PLAN_START, PLAN_END, plan_section(json.loads(plan.read_text())), readme)
     if full:
@@ -216,8 +225,11 @@ if __name__ == "__main__":
     full_paths, rest = _option(rest, "--full")
     bench_paths, rest = _option(rest, "--bench")
     audit_paths, rest = _option(rest, "--audit")
-    if len(rest) != 2 or len(plan_paths) > 1 or len(bench_paths) > 1:
+    memory_paths, rest = _option(rest, "--memory")
+    if len(rest) != 2 or len(plan_paths) > 1 or len(bench_paths) > 1 or len(memory_paths) > 1:
         raise SystemExit("usage: python -m rfkit.validation.readme VERDICTS_JSON README_MD [--plan PLAN_JSON] "
-                         "[--full FULL_VERDICTS_JSON ...] [--bench BENCH_JSONL] [--audit AUDIT_JSON ...]")
+                         "[--full FULL_VERDICTS_JSON ...] [--bench BENCH_JSONL] [--audit AUDIT_JSON ...] "
+                         "[--memory MEMORY_JSONL]")
     update(Path(rest[1]), Path(rest[0]), Path(plan_paths[0]) if plan_paths else None, [Path(p) for p in full_paths],
-           Path(bench_paths[0]) if bench_paths else None, [Path(p) for p in audit_paths])
+           Path(bench_paths[0]) if bench_paths else None, [Path(p) for p in audit_paths],
+           Path(memory_paths[0]) if memory_paths else None)
