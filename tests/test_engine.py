@@ -204,7 +204,21 @@ def test_same_seed_same_numbers_in_process_in_worker_processes_and_on_dask():
     assert _numbers(on_dask) == _numbers(local)
 
 
-def test_bad_worker_counts_are_refused():
+def test_workers_auto_runs_small_runs_in_process_and_bad_values_are_refused(monkeypatch):
+    from rfkit.validation import engine
+
+    assert engine.auto_workers(engine.PARALLEL_MIN_CELLS - 1) == 1
+    assert engine.auto_workers(engine.PARALLEL_MIN_CELLS) >= 1
+    made = []
+
+    def executor(workers, scheduler):  # records what the run asked for, then stops it
+        made.append(workers)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(engine, "_Executor", executor)
+    with pytest.raises(RuntimeError, match="stop"):
+        validate([get_claim("core.ess.range")], tier="smoke", progress=False, workers="auto")
+    assert made == [1]
     for bad in (0, -1, 1.5, "two", True):
         with pytest.raises(ValueError, match="workers"):
             validate([get_claim("core.ess.range")], tier="smoke", progress=False, workers=bad)

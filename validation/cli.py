@@ -175,7 +175,10 @@ def _cmd_validate(args) -> int:
     from rfkit.validation.checkpoint import CheckpointMismatch
 
     try:
-        run = validate(claims, tier=args.tier, seed=args.seed, alpha=args.alpha, workers=args.workers,
+        workers = args.workers
+        if workers is None and args.scheduler is None:
+            workers = 1 if args.device == "cuda" else "auto"
+        run = validate(claims, tier=args.tier, seed=args.seed, alpha=args.alpha, workers=workers,
                        scheduler=args.scheduler, backend=args.backend, device=args.device,
                        progress=False if args.quiet else None, checkpoint=out / CHECKPOINT, resume=args.resume)
     except CheckpointMismatch as exc:
@@ -412,8 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="rfkit-out", help="output folder (default rfkit-out)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--workers", type=int,
-                       help="run cells in N local worker processes (default: in this process; timing claims "
-                            "measure more noisily beside other workers)")
+                       help="run cells in N local worker processes (default: one per CPU this process may use, "
+                            "in this process below 200 cells or with --device cuda; 1: in this process)")
     group.add_argument("--scheduler", metavar="ADDRESS", help="run cells on an existing dask scheduler")
     p.add_argument("--fail-on", choices=("refuted", "inconclusive"),
                    help="exit 1 if a claim is refuted (or refuted or inconclusive)")

@@ -379,9 +379,21 @@ def _one_core_worker(finished) -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
+#: Fewest cells worth worker processes when their number is left to the engine (``workers="auto"``): starting a
+#: worker (a fresh interpreter importing rfkit, and its first JIT compilations) costs a few seconds, as much as
+#: some hundred quick cells.
+PARALLEL_MIN_CELLS = 200
+
+
 def usable_cpus() -> int:
     """The CPUs this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def auto_workers(cells: int) -> int:
+    """Worker processes for ``cells`` cells when the run leaves it to the engine: one per CPU this process may use,
+    or 1 (in-process) below :data:`PARALLEL_MIN_CELLS` cells."""
+    return usable_cpus() if cells >= PARALLEL_MIN_CELLS else 1
 
 
 class _Executor:
@@ -464,7 +476,7 @@ class _Executor:
 
 
 def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None, tier: str = "quick",
-             seed: int = 0, alpha: float = 1e-3, power: float = 0.8, workers: int | None = None,
+             seed: int = 0, alpha: float = 1e-3, power: float = 0.8, workers: int | str | None = None,
              scheduler: str | None = None, implementations: Mapping[str, Callable] | None = None,
              backend: str = "numpy", device: str = "cpu", progress: bool | None = None,
              checkpoint: str | os.PathLike | None = None, resume: bool = False) -> RunResult:
@@ -484,8 +496,8 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         Power at which minimal detectable effects are computed.
     workers, scheduler
         Run cells in ``workers`` local processes (a standard-library pool, no server; ``None`` or 1: in this
-        process), or on the dask cluster whose scheduler is at ``scheduler`` (``tcp://host:port``). The numbers
-        are the same wherever cells run, except timing measurements, which are noisier beside other workers.
+        process; ``"auto"``: :func:`auto_workers`), or on the dask cluster whose scheduler is at ``scheduler``
+        (``tcp://host:port``).
     implementations : mapping role -> callable
         Third-party estimators to validate in place of rfkit's (see :mod:`rfkit.validation.adapters`).
     backend, device
@@ -530,8 +542,10 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
 
         ckpt = Checkpoint(checkpoint, dict(tier=tier, seed=seed, alpha=alpha, power=power, backend=backend,
                                            device=device), resume=resume)
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be a positive int or None, got {workers!r}")
+    if workers == "auto":
+        workers = auto_workers(len(all_specs))
+    elif workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be a positive int, 'auto' or None, got {workers!r}")
     bar = show_progress(len(all_specs), f"validate ({tier})", show=progress)
     executor = _Executor(workers, scheduler)
     executor.checkpoint = ckpt
