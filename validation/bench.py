@@ -424,22 +424,22 @@ def memory_cases(*, lengths: Iterable[int] = MEMORY_LENGTHS, dtypes: Iterable = 
 
 def memory_table(rows: Iterable[dict]) -> str:
     """Markdown: the memory sweep's rows (``sweep == "memory"``) per dtype, peak traced memory and bytes per
-    position at each ``L``, and the log-log slope of the peak against ``L`` (1: linear in ``L``; the inputs,
-    allocated before the call, are not counted). Raises ``ValueError`` without such rows."""
+    position at each ``L`` (not their times: the bench tables compare speed), and the log-log slope of the peak
+    against ``L`` (1: linear in ``L``; the inputs, allocated before the call, are not counted). Raises
+    ``ValueError`` without such rows."""
     rows = [r for r in rows if r.get("sweep") == "memory"]
     if not rows:
         raise ValueError("no memory-sweep rows: run `rfkit bench --memory --json`")
     first = rows[0]
     lines = [f"Causal FAVOR+ (positive features, R-ORF, features included), one head, d = {first['d']}, "
              f"m = {first['m']}: peak memory traced during one call (`tracemalloc`; the inputs are allocated "
-             "before it), and the call's time", "", "| dtype | L | peak | bytes per position | time |",
-             "|---|---|---|---|---|"]
+             "before it)", "", "| dtype | L | peak | bytes per position |", "|---|---|---|---|"]
     slopes = []
     for dtype in dict.fromkeys(r["dtype"] for r in rows):
         mine = sorted((r for r in rows if r["dtype"] == dtype), key=lambda r: r["L"])
         for r in mine:
-            lines.append(f"| {dtype} | {r['L']:,} | {r['peak_bytes'] / 2**20:.1f} MiB | "
-                         f"{r['peak_bytes'] / r['L']:.0f} | {_milliseconds(r['seconds'])} |")
+            peak = r["peak_bytes"]
+            lines.append(f"| {dtype} | {r['L']:,} | {peak / 2**20:.1f} MiB | {peak / r['L']:.0f} |")
         if len(mine) >= 2:
             slope = float(np.polyfit(np.log([r["L"] for r in mine]), np.log([r["peak_bytes"] for r in mine]), 1)[0])
             slopes.append(f"{dtype} {slope:.3f}")
