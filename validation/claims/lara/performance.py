@@ -589,7 +589,7 @@ LARA_VS_PERFORMER = Claim(
     cell=_lara_performer_cell,
     grid=tiers(dict(quantity=["time", "memory"], N=[2048], S=[16, 64]), smoke=dict(N=[1024], S=[16]),
                full=dict(N=[1024, 2048, 3072, 4096, 8192], S=[16, 64, 128])),
-    replicates=tiers(6, smoke=5, full=20), plot_x="N",
+    replicates=tiers(12, smoke=5, full=20), plot_x="N",
     notes="One statement naming time and memory: a conjunction, both must hold. 'As fast as': time(LARA)/"
           "time(Performer) <= 1 (+50% tolerated); 'marginally more memory': peak(LARA)/peak(Performer) <= 1.33 "
           "(Table 6's largest, +50% tolerated). C = S samples (16, 64); attention layer only, D = 64, forward pass, "
