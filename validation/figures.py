@@ -537,9 +537,11 @@ def draw_figures(jobs: list[tuple[FigureSpec, Path]], *, workers: int | None = N
     drawn from its picklable spec alone."""
     import concurrent.futures
     import multiprocessing
-    import os
 
-    workers = len(os.sched_getaffinity(0)) if workers is None else workers
+    if workers is None:
+        from rfkit.validation.engine import usable_cpus
+
+        workers = usable_cpus()
     if workers < 2 or len(jobs) < PARALLEL_MIN_FIGURES:
         for spec, path in jobs:
             draw_figure(spec, path)

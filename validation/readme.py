@@ -51,9 +51,9 @@ def _run_time(doc: dict) -> str:
     whole command's (results, reports and figures included) where recorded, and the cells' summed CPU time."""
     cpus = doc.get("cpus")
     machine = f"a {cpus}-CPU machine" if cpus else "this machine"
-    workers = doc.get("workers", 1)
-    where = "in-process" if workers == 1 else f"in {workers} worker processes"
-    text = f"cells {doc['seconds']:.0f} s wall {where} on {machine}"
+    workers = doc.get("workers")  # unrecorded by runs before 3751046: then say nothing about where
+    where = "" if workers is None else " in-process" if workers == 1 else f" in {workers} worker processes"
+    text = f"cells {doc['seconds']:.0f} s wall{where} on {machine}"
     if doc.get("command_seconds") is not None:
         text += f"; {doc['command_seconds']:.0f} s for the whole command, results, reports and figures included"
     return text + f"; the cells' CPU time {sum(c.get('cpu_seconds', 0.0) for c in doc['claims']):.0f} s"
