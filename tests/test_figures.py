@@ -18,7 +18,8 @@ from rfkit.validation.claims import get_claim  # noqa: E402
 from rfkit.validation.engine import validate  # noqa: E402
 from rfkit.validation.figures import claim_figure, draw_figure, figure_spec, render_figure  # noqa: E402
 from rfkit.validation.model import Claim  # noqa: E402
-from rfkit.validation.stats import binomial_test, exact_test  # noqa: E402
+from rfkit.validation.results import cell_verdict  # noqa: E402
+from rfkit.validation.stats import binomial_test, exact_test, slope_test  # noqa: E402
 
 #: One fast smoke claim per kind (each under ~1.5 s), with a verdict that exercises the figure.
 CLAIMS = {
@@ -133,6 +134,40 @@ def test_rate_is_log_log_with_the_fitted_and_the_claimed_slope(results):
         assert any(lab.startswith("fit: slope") for lab in labels)
         assert "claimed: slope -1" in labels
         assert _band(fig.axes[1], "claimed slope") is not None or "claimed slope ± 0.25" in labels
+    finally:
+        plt.close(fig)
+
+
+def _mixed_rate_claim(slopes: bool) -> Claim:
+    """A hand-built rate claim: slope cells (``route="fit"``, when ``slopes``) beside cells judged without a fit,
+    one of which (``b = 2``) is a violation."""
+    def cell(ctx):
+        if ctx.params["route"] == "fit":
+            x = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+            return slope_test(x, 1 / x, 0.01 / x, -1.0, **ctx.test)
+        return exact_test(0.0, 0.1 * ctx.params["b"], tolerance=0.15)
+
+    routes = ["fit", "closed_form"] if slopes else ["closed_form"]
+    return Claim(id="core.test.mixed_rate", source="test", statement="s", kind="rate", tolerance=0.15, cell=cell,
+                 grid={t: dict(route=routes, b=[1, 2]) for t in ("smoke", "quick", "full")})
+
+
+@pytest.mark.parametrize("slopes", [True, False], ids=["mixed", "no_slope"])
+def test_a_rate_draws_the_cells_it_judged_without_a_fit(slopes):
+    # performer.b2.hg_orf_bias (no slope cell) once drew an empty slope panel; thm7's closed-form cells, its
+    # violations and its witness were missing beside its slope cells
+    result = validate([_mixed_rate_claim(slopes)], tier="smoke", progress=False).claims[0]
+    spec, fig = _figure(result)
+    try:
+        def finite_points(label):  # cells drawn at a finite position (an errorbar's markers, or the witness star)
+            lines = [c.lines[0] for ax in fig.axes for c in ax.containers if c.get_label() == label]
+            lines += [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_label() == label]
+            return sum(int(np.isfinite(np.asarray(ln.get_ydata(), dtype=float)).sum()) for ln in lines)
+
+        verdicts = [cell_verdict(result, i) for i in range(len(result.outcomes))]
+        assert verdicts.count("violation") == 1  # b = 2
+        assert all(finite_points(f"cell: {v}") >= verdicts.count(v) for v in set(verdicts))  # once a panel
+        assert finite_points("witness") >= 1
     finally:
         plt.close(fig)
 

@@ -15,8 +15,9 @@ Every figure plots what the cells' :class:`~rfkit.validation.stats.Evidence` hol
   axis; cells that report a closed-form margin are drawn as an inequality.
 * ``rate``: log-log points of the quantity the slope was fitted on (when the cell's ``extra`` carries them)
   with the fitted slope (``estimate``, or ``extra["slope"]`` of a count judged as a margin) and the claimed
-  slope through the points' geometric centre; beside it, every cell's slope with its confidence radius
-  against the claimed slope ± tolerance.
+  slope through the points' geometric centre; beside it, every slope cell's slope with its confidence radius
+  against the claimed slope ± tolerance; cells judged without a fitted slope (a closed-form route) and search
+  restarts are drawn beside those as deviations (all of them, when no cell fitted a slope).
 * ``complexity``: time or memory against size (``extra["sizes"]`` with ``seconds``/``values``/``ratios``, or
   the recorded flop counts) on log-log axes with the claimed order as a reference line; the slope panel as for
   a rate.
@@ -441,6 +442,12 @@ _IDENTITY_KINDS = ("identity",)
 _MARGIN_KINDS = ("inequality", "optimality")
 
 
+def _part(spec: FigureSpec, frame) -> FigureSpec:
+    """``spec`` restricted to the rows of ``frame``, whose swept axes are those with more than one value in it."""
+    grid = frame[frame["_source"] == "grid"]
+    return replace(spec, frame=frame, axes=tuple(a for a in spec.axes if grid[a].map(_label).nunique() > 1))
+
+
 def render_figure(spec: FigureSpec):
     """The matplotlib ``Figure`` of ``spec`` (see the module docstring for what each kind shows), on its own Agg
     canvas (:func:`canvas_figure`)."""
@@ -449,11 +456,12 @@ def render_figure(spec: FigureSpec):
     grid, search = df[df["_source"] == "grid"], df[df["_source"] != "grid"]
     kind = spec.kind
     binomial = grid["method"].astype(str).str.startswith("exact binomial")
+    slopes = np.isfinite(grid["_slope"].astype(float))
     panels = max(len(_panel_axes(spec)) + (not search.empty), 2)
-    fig = canvas_figure(figsize=(min(3.2 * panels, 13), 3.4))
     caption = ""
     if kind == "tail-bound" and binomial.any():
-        rest = replace(spec, frame=df[~df.index.isin(grid.index[binomial])])
+        fig = canvas_figure(figsize=(min(3.2 * panels, 13), 3.4))
+        rest = _part(spec, df[~df.index.isin(grid.index[binomial])])
         sub = fig.subfigures(1, 2, width_ratios=[1, 1.6]) if not rest.frame.empty else [fig]
         axs, floor = _tail_panels(sub[0], spec, grid[binomial], colours)
         caption = ("Dots: empirical exceedance frequency per binomial cell, bars: its Clopper–Pearson interval; "
@@ -464,20 +472,35 @@ def render_figure(spec: FigureSpec):
             axs = [*axs, *more]
             caption += (" Right: cells decided without sampling (a closed-form margin: a negative bound, or one "
                         "above 1 - tolerance) and search restarts, as signed margins.")
-    elif kind in ("rate", "complexity") and not grid.empty:
-        left, right = fig.subplots(1, 2)
-        ylabel = "measured quantity" if kind == "rate" else "time, memory or flops\n/ value at the smallest size"
-        drawn = _loglog_panel(left, spec, grid, palette, ylabel, relative=kind == "complexity")
-        if not drawn:
-            left.text(0.5, 0.5, "the evidence carries no\nmeasured points", ha="center", va="center",
-                      transform=left.transAxes, fontsize=8)
-            left.set_axis_off()
-        _slope_panel(right, spec, grid, colours)
-        axs = [left, right]
-        caption = ("Left: measured points (log-log"
-                   + ("; each series over its value at the smallest size" if kind == "complexity" else "")
-                   + "); solid: the fitted slope, dotted: the claimed order, both through the points' centre. "
-                   "Right: each cell's slope ± confidence radius, grey: claimed slope ± tolerance.")
+    elif kind in ("rate", "complexity") and slopes.any():
+        # slope cells: their measured points (where they carry them) and their slopes; the other cells (a route
+        # judged without a fit) and search restarts as deviations beside them
+        fitted, rest = grid[slopes], _part(spec, df[~df.index.isin(grid.index[slopes])])
+        points = bool(fitted["_curve"].map(lambda c: c is not None).any())
+        left_n = 1 + points
+        rest_grid = rest.frame["_source"] == "grid"
+        right_n = len(_panel_axes(rest)) * bool(rest_grid.any()) + bool((~rest_grid).any())
+        fig = canvas_figure(figsize=(min(3.2 * max(left_n + right_n, 2), 13), 3.4))
+        sub = fig.subfigures(1, 2, width_ratios=[max(left_n, 1.5), right_n]) if right_n else [fig]
+        axs = list(sub[0].subplots(1, left_n, squeeze=False)[0])
+        caption = "Each slope cell's slope ± confidence radius, grey: claimed slope ± tolerance."
+        if points:
+            ylabel = "measured quantity" if kind == "rate" else "time, memory or flops\n/ value at the smallest size"
+            if not _loglog_panel(axs[0], spec, fitted, palette, ylabel, relative=kind == "complexity"):
+                axs[0].text(0.5, 0.5, "no finite\nmeasured points", ha="center", va="center",
+                            transform=axs[0].transAxes, fontsize=8)
+                axs[0].set_axis_off()
+            caption = ("Left: measured points (log-log"
+                       + ("; each series over its value at the smallest size" if kind == "complexity" else "")
+                       + "); solid: the fitted slope, dotted: the claimed order, both through the points' centre. "
+                       + caption)
+        _slope_panel(axs[-1], spec, fitted, colours)
+        if right_n:
+            more, _ = _deviation_panels(sub[1], rest, rest.frame[rest.frame["_source"] == "grid"],
+                                        rest.frame[rest.frame["_source"] != "grid"], "deviation")
+            axs = [*axs, *more]
+            caption += (" Right: cells judged without a fitted slope (estimate − prediction ± radius) and search "
+                        "restarts.")
     else:
         if kind in _IDENTITY_KINDS:
             quantity = "error"
@@ -485,6 +508,7 @@ def render_figure(spec: FigureSpec):
             quantity = "margin"
         else:
             quantity = "deviation"
+        fig = canvas_figure(figsize=(min(3.2 * panels, 13), 3.4))
         axs, floor = _deviation_panels(fig, spec, grid, search, quantity)
         caption = {"deviation": "Dots: estimate − prediction per cell, bars: its confidence radius; grey: the "
                                 "tolerance band; one panel per swept axis.",
@@ -502,17 +526,23 @@ def render_figure(spec: FigureSpec):
                 labels.append(lab)
     if labels:
         fig.legend([handles[lab] for lab in labels], labels, loc="outside right upper", fontsize=7, frameon=False)
-    fig.text(0.0, 0.0, textwrap.fill(caption, 150), fontsize=7, ha="left", va="top", transform=fig.transFigure)
+    # the caption as the figure's x label: the constrained layout makes room for it (no tight bounding box to
+    # measure at save time, which costs a second draw per file)
+    fig.supxlabel(textwrap.fill(caption, 150), x=0.0, ha="left", fontsize=7)
     return fig
 
 
 def draw_figure(spec: FigureSpec, path: Path) -> Path:
     """Draw ``spec`` (:func:`render_figure`) into ``path`` (PNG, dpi 100) and beside it ``path`` with suffix
-    ``.svg`` (vector); return ``path``."""
+    ``.svg`` (vector); return ``path``.
+
+    The constrained layout is solved once, by the PNG's draw, and then frozen for the SVG (the layout is ~half of
+    a figure's time: it measures every tick label)."""
     path = Path(path)
     fig = render_figure(spec)
-    fig.savefig(path, dpi=_DPI, bbox_inches="tight")
-    fig.savefig(path.with_suffix(".svg"), bbox_inches="tight")
+    fig.savefig(path, dpi=_DPI)
+    fig.set_layout_engine(None)
+    fig.savefig(path.with_suffix(".svg"))
     return path
 
 
