@@ -442,6 +442,18 @@ _IDENTITY_KINDS = ("identity",)
 _MARGIN_KINDS = ("inequality", "optimality")
 
 
+def _sparse_minor_ticks(ax) -> None:
+    """Minor ticks at 2 and 5 of each decade on a log axis, none on a symmetric log one (its decades are labelled):
+    matplotlib's eight a decade are most of a figure's drawing time (every tick is two lines and two labels)."""
+    from matplotlib.ticker import LogLocator, NullLocator
+
+    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        if scale == "log":
+            axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        elif scale == "symlog":
+            axis.set_minor_locator(NullLocator())
+
+
 def _part(spec: FigureSpec, frame) -> FigureSpec:
     """``spec`` restricted to the rows of ``frame``, whose swept axes are those with more than one value in it."""
     grid = frame[frame["_source"] == "grid"]
@@ -480,7 +492,7 @@ def render_figure(spec: FigureSpec):
         left_n = 1 + points
         rest_grid = rest.frame["_source"] == "grid"
         right_n = len(_panel_axes(rest)) * bool(rest_grid.any()) + bool((~rest_grid).any())
-        fig = canvas_figure(figsize=(min(3.2 * max(left_n + right_n, 2), 13), 3.4))
+        fig = canvas_figure(figsize=(min(3.2 * max(left_n + right_n, panels), 13), 3.4))
         sub = fig.subfigures(1, 2, width_ratios=[max(left_n, 1.5), right_n]) if right_n else [fig]
         axs = list(sub[0].subplots(1, left_n, squeeze=False)[0])
         caption = "Each slope cell's slope ± confidence radius, grey: claimed slope ± tolerance."
@@ -526,6 +538,8 @@ def render_figure(spec: FigureSpec):
                 labels.append(lab)
     if labels:
         fig.legend([handles[lab] for lab in labels], labels, loc="outside right upper", fontsize=7, frameon=False)
+    for ax in fig.axes:
+        _sparse_minor_ticks(ax)
     # the caption as the figure's x label: the constrained layout makes room for it (no tight bounding box to
     # measure at save time, which costs a second draw per file)
     fig.supxlabel(textwrap.fill(caption, 150), x=0.0, ha="left", fontsize=7)
