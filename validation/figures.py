@@ -442,6 +442,16 @@ _IDENTITY_KINDS = ("identity",)
 _MARGIN_KINDS = ("inequality", "optimality")
 
 
+#: Figure size: 3.2 inches a panel (at most 13), plus the legend's column beside them, 3.4 inches high; the caption
+#: is wrapped to the figure's width (7-point text: ~16 characters an inch).
+_PANEL_INCHES, _MAX_PANELS_INCHES, _LEGEND_INCHES, _HEIGHT_INCHES = 3.2, 13.0, 2.4, 3.4
+_CAPTION_CHARS_PER_INCH = 16
+
+
+def _canvas(panels: int):
+    return canvas_figure(figsize=(min(_PANEL_INCHES * panels, _MAX_PANELS_INCHES) + _LEGEND_INCHES, _HEIGHT_INCHES))
+
+
 def _sparse_minor_ticks(ax) -> None:
     """Minor ticks at 2 and 5 of each decade on a log axis, none on a symmetric log one (its decades are labelled):
     matplotlib's eight a decade are most of a figure's drawing time (every tick is two lines and two labels)."""
@@ -472,7 +482,7 @@ def render_figure(spec: FigureSpec):
     panels = max(len(_panel_axes(spec)) + (not search.empty), 2)
     caption = ""
     if kind == "tail-bound" and binomial.any():
-        fig = canvas_figure(figsize=(min(3.2 * panels, 13), 3.4))
+        fig = _canvas(panels)
         rest = _part(spec, df[~df.index.isin(grid.index[binomial])])
         sub = fig.subfigures(1, 2, width_ratios=[1, 1.6]) if not rest.frame.empty else [fig]
         axs, floor = _tail_panels(sub[0], spec, grid[binomial], colours)
@@ -492,7 +502,7 @@ def render_figure(spec: FigureSpec):
         left_n = 1 + points
         rest_grid = rest.frame["_source"] == "grid"
         right_n = len(_panel_axes(rest)) * bool(rest_grid.any()) + bool((~rest_grid).any())
-        fig = canvas_figure(figsize=(min(3.2 * max(left_n + right_n, panels), 13), 3.4))
+        fig = _canvas(max(left_n + right_n, panels))
         sub = fig.subfigures(1, 2, width_ratios=[max(left_n, 1.5), right_n]) if right_n else [fig]
         axs = list(sub[0].subplots(1, left_n, squeeze=False)[0])
         caption = "Each slope cell's slope ± confidence radius, grey: claimed slope ± tolerance."
@@ -520,7 +530,7 @@ def render_figure(spec: FigureSpec):
             quantity = "margin"
         else:
             quantity = "deviation"
-        fig = canvas_figure(figsize=(min(3.2 * panels, 13), 3.4))
+        fig = _canvas(panels)
         axs, floor = _deviation_panels(fig, spec, grid, search, quantity)
         caption = {"deviation": "Dots: estimate − prediction per cell, bars: its confidence radius; grey: the "
                                 "tolerance band; one panel per swept axis.",
@@ -529,7 +539,7 @@ def render_figure(spec: FigureSpec):
                    "error": "Dots: each cell's error (the claim's effect, log axis); dashed: the tolerance"
                             + (f"; zeros drawn at {floor:.2g}." if floor else ".")}[quantity]
     caption += " Colour: cell verdict; star: the witness."
-    fig.suptitle(f"{spec.claim_id}: {spec.verdict}", fontsize=10, fontweight="bold")
+    fig.suptitle(f"{spec.claim_id}: {spec.verdict}", x=0.01, ha="left", fontsize=10, fontweight="bold")
     handles, labels = {}, []
     for ax in axs:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -542,7 +552,8 @@ def render_figure(spec: FigureSpec):
         _sparse_minor_ticks(ax)
     # the caption as the figure's x label: the constrained layout makes room for it (no tight bounding box to
     # measure at save time, which costs a second draw per file)
-    fig.supxlabel(textwrap.fill(caption, 150), x=0.0, ha="left", fontsize=7)
+    fig.supxlabel(textwrap.fill(caption, int(fig.get_figwidth() * _CAPTION_CHARS_PER_INCH)), x=0.0, ha="left",
+                  fontsize=7)
     return fig
 
 
