@@ -306,4 +306,4 @@ def test_theorem3_restoration_looks_stop_early_and_share_draws_in_any_order(monk
     assert min(looks, key=len) == [25] and max(looks, key=len) == [25, 50, 100, 200, 400]  # failing by far: the
     # first look; readings that hold (fit_column, |·| powers, total output): every look
     for e in forward.values():
-        assert e.p_value <= 1.0 and (e.p_value <= 1e-3 or e.upper <= 0.1 or len(e.extra["looks"]) == 5)
+        assert e.p_value <= 1e-3 or e.upper <= 0.1 or len(e.extra["looks"]) == 5  # stops only when decided

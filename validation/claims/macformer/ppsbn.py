@@ -269,13 +269,13 @@ class _Draws:
 
     def first(self, n: int) -> np.ndarray:
         """The first ``n`` replicates (``n`` one of the looks' sizes), ``(n, L, d_v)``."""
-        while sum(len(x) for x in self.parts) < n:
-            i = len(self.parts)
+        look = self.sizes.index(n)
+        for i in range(len(self.parts), look + 1):
             start = self.sizes[i - 1] if i else 0
             rng = self.ctx.shared_rng(self.label if not i else f"{self.label}|{start}")
             self.parts.append(quiet(self.estimator, self.a, self.b, self.v, replicates=self.sizes[i] - start,
                                     num_features=self.ctx.params["D"], rng=rng).out)
-        return np.concatenate(self.parts[: self.sizes.index(n) + 1]) if len(self.parts) > 1 else self.parts[0]
+        return np.concatenate(self.parts[: look + 1])
 
 
 def _presbn_scores_cell(ctx: CellContext) -> Evidence:
