@@ -53,7 +53,7 @@ def test_resume_skips_stored_cells_and_reproduces_the_run(tmp_path):
 def test_cells_of_a_claim_whose_code_changed_are_rerun(tmp_path, monkeypatch):
     path = tmp_path / "cells.ckpt"
     _run(path)
-    monkeypatch.setattr(ckpt_mod, "claim_digest", lambda claim: "edited claim module")
+    monkeypatch.setattr(ckpt_mod, "claim_digest", lambda claim, backend: "edited claim module")
     CALLS.clear()
     validate([_claim()], checkpoint=path, resume=True, tier="quick", seed=0, progress=False)
     assert len(CALLS) == 4
@@ -110,6 +110,45 @@ def test_claim_digest_follows_the_claim_modules_it_imports(monkeypatch):
     assert claim_digest(orf) != before[0] and claim_digest(unrelated) == before[1]
     monkeypatch.setattr(ckpt_mod, "_source", lambda name: real(name) + b"#" * name.endswith("estimators.features"))
     assert claim_digest(orf) != before[0]  # shared code the claim imports
+
+
+def test_claim_digest_follows_a_reexported_name_to_the_module_that_defines_it(monkeypatch):
+    """``from rfkit.estimators import favor_features`` runs estimators/favor.py (and what it imports), not every
+    module the package re-exports: an edit of FAVOR+ reruns the claims that use it, not EVA's or LARA's. (Before, the
+    package counted whole, and one estimator edit made every stored cell of every paper stale.)"""
+    favor, lara = get_claim("performer.alg1.bidirectional"), get_claim("lara.eq8.mis_unbiased")
+    assert "rfkit.estimators.favor" in ckpt_mod.claim_modules(favor)
+    assert "rfkit.estimators" not in ckpt_mod.claim_modules(favor)
+    assert ckpt_mod._defining_module("rfkit.estimators", "favor_features") == "rfkit.estimators.favor"
+    assert ckpt_mod._defining_module("rfkit.estimators", "NumericalError") == "rfkit.base.checks"
+    assert ckpt_mod._defining_module("rfkit.estimators", "lara") == "rfkit.estimators.lara"  # a submodule
+    before = claim_digest(favor), claim_digest(lara)
+    real = ckpt_mod._source
+    monkeypatch.setattr(ckpt_mod, "_source", lambda name: real(name) + b"#" * (name == "rfkit.estimators.favor"))
+    assert claim_digest(favor) != before[0] and claim_digest(lara) == before[1]
+
+
+def test_a_package_init_that_runs_code_counts_whole(tmp_path, monkeypatch):
+    """Only an ``__init__`` made of imports (and its docstring and ``__all__``) is seen through: one that runs
+    anything else counts with all it imports."""
+    pkg = tmp_path / "rfkit_probe_pkg"
+    pkg.mkdir()
+    (pkg / "impl.py").write_text("def f():\n    return 1\n")
+    (pkg / "__init__.py").write_text('"""doc"""\nfrom .impl import f\n__all__ = ["f"]\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ckpt_mod._reexports.cache_clear(), ckpt_mod._source.cache_clear()
+    assert ckpt_mod._reexports("rfkit_probe_pkg") == {"f": ("rfkit_probe_pkg.impl", "f")}
+    (pkg / "__init__.py").write_text('from .impl import f\nf.cache = {}\n')
+    ckpt_mod._reexports.cache_clear(), ckpt_mod._source.cache_clear()
+    assert ckpt_mod._reexports("rfkit_probe_pkg") == {}
+    ckpt_mod._reexports.cache_clear(), ckpt_mod._source.cache_clear()
+
+
+def test_the_torch_role_table_counts_only_for_torch_cells():
+    claim = get_claim("lara.eq8.mis_unbiased")
+    assert ckpt_mod.BACKENDS not in ckpt_mod.claim_modules(claim)
+    assert ckpt_mod.BACKENDS in ckpt_mod.claim_modules(claim, "torch")
+    assert claim_digest(claim) != claim_digest(claim, "torch")
 
 
 def test_resume_needs_a_checkpoint_and_refuses_third_party_code(tmp_path):

@@ -7,11 +7,11 @@ found there; their stored seconds count in the claim's time as if they had run n
 
 A checkpoint is reused only by a run that would have computed the same cells. Its header holds the tier, seed,
 alpha, power, backend and device: a checkpoint written with other settings is refused with an error, never mixed
-in. Each cell's record holds the digest of the code that cell runs (:func:`claim_digest`: the module that
-declares its claim, the engine, and every rfkit module they import, transitively), so after an edit a resumed run
-reruns exactly the claims that can see it (an estimator used by every claim of a paper reruns the paper; a report
-or CLI change reruns nothing). Records are appended one pickle at a time, so a run killed mid-write loses at most
-its last cell (a truncated tail is ignored on reading).
+in. Each cell's record holds the digest of the code that cell runs (:func:`claim_digest`: the module that declares
+its claim, the cell runner, and every rfkit module they import, transitively; a name imported from a package counts
+the module that defines it), so after an edit a resumed run reruns exactly the claims that can see it (an edit of
+FAVOR+ reruns the claims that run FAVOR+, not LARA's; a report or CLI change reruns nothing). Records are appended
+one pickle at a time, so a run killed mid-write loses at most its last cell (a truncated tail is ignored on reading).
 """
 
 from __future__ import annotations
@@ -33,39 +33,44 @@ CLAIM_PACKAGES = ("rfkit.validation.claims", "rfkit.validation.reproductions")
 #: Code every cell runs besides its claim's: planning, seeding, budgets and ``run_cell`` (not the engine's verdict
 #: logic, results or reports: editing those leaves stored cells valid, since verdicts are recomputed from cells).
 CELLS = "rfkit.validation.cells"
+#: The torch backend's role table: :mod:`rfkit.validation.cells` imports it only when a cell runs on torch.
+BACKENDS = "rfkit.validation.backends"
 
 
 class CheckpointMismatch(ValueError):
     """The checkpoint was written by other code or other run settings."""
 
 
-def claim_digest(claim) -> str:
-    """SHA-256 of the code a claim's cells run: the sources of :func:`claim_modules`."""
+def claim_digest(claim, backend: str = "numpy") -> str:
+    """SHA-256 of the code a claim's cells run on ``backend``: the sources of :func:`claim_modules`."""
     digest = hashlib.sha256()
-    for name in claim_modules(claim):
+    for name in claim_modules(claim, backend):
         digest.update(f"{name}\0".encode())
         digest.update(_source(name))
     return digest.hexdigest()
 
 
-def claim_modules(claim) -> list[str]:
-    """The modules a claim's cells run, sorted: the module(s) that declare the claim or define its check,
-    :mod:`rfkit.validation.cells`, and every ``rfkit`` module they import, transitively (``import`` statements
-    anywhere in a module, read from its source)."""
+def claim_modules(claim, backend: str = "numpy") -> list[str]:
+    """The modules a claim's cells run on ``backend``, sorted: the module(s) that declare the claim or define its
+    check, :mod:`rfkit.validation.cells`, and every ``rfkit`` module they import, transitively (``import``
+    statements anywhere in a module, read from its source; ``from package import name`` counts the module that
+    defines ``name``, :func:`_defining_module`). The torch backend's role table (:data:`BACKENDS`, imported by the
+    cell runner only for ``backend="torch"``) and what it imports count only for that backend."""
     roots = {getattr(claim.cell, "__module__", None), CELLS}
     for name, module in list(sys.modules.items()):
         if name.startswith(CLAIM_PACKAGES) and module is not None and any(
                 value is claim or isinstance(value, (list, tuple)) and any(v is claim for v in value)
                 for value in vars(module).values()):
             roots.add(name)
-    return sorted(_closure(frozenset(n for n in roots if n)))
+    skip = frozenset() if backend == "torch" else frozenset({BACKENDS})
+    return sorted(_closure(frozenset(n for n in roots if n), skip))
 
 
-def _closure(roots: frozenset[str]) -> set[str]:
+def _closure(roots: frozenset[str], skip: frozenset[str] = frozenset()) -> set[str]:
     seen, todo = set(), list(roots)
     while todo:
         name = todo.pop()
-        if name not in seen:
+        if name not in seen and name not in skip:
             seen.add(name)
             todo += [n for n in _imports(name) if n.startswith("rfkit.")]
     return seen
@@ -95,10 +100,43 @@ def _imports(name: str) -> tuple[str, ...]:
         elif isinstance(node, ast.ImportFrom):
             base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
                 else node.module
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                found.append(sub if sub.startswith("rfkit.") and _is_module(sub) else base)
+            found += [_defining_module(base, alias.name) for alias in node.names]
     return tuple(found)
+
+
+def _defining_module(base: str, name: str) -> str:
+    """The module that ``from base import name`` runs: ``base.name`` where that is a module; else, where ``base`` is
+    a package whose ``__init__`` only re-exports (:func:`_reexports`), the module it takes ``name`` from (followed
+    through further re-exports); else ``base`` itself, with everything it imports."""
+    sub = f"{base}.{name}"
+    if not base.startswith("rfkit."):
+        return base
+    if _is_module(sub):
+        return sub
+    origin = _reexports(base).get(name)
+    return _defining_module(*origin) if origin and origin != (base, name) else base
+
+
+@functools.cache
+def _reexports(name: str) -> dict[str, tuple[str, str]]:
+    """``{exported name: (module, name there)}`` of a package whose ``__init__`` runs nothing but imports (beside
+    its docstring and ``__all__``), so that importing one of its names runs only the module that defines it; ``{}``
+    for any other module (a name it exports then counts as the whole module and all it imports)."""
+    source = _source(name)
+    spec = importlib.util.find_spec(name) if source else None
+    if spec is None or spec.submodule_search_locations is None:
+        return {}
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__" and all(a.name != "*" for a in node.names):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), name) if node.level \
+                else node.module
+            found.update({alias.asname or alias.name: (base, alias.name) for alias in node.names})
+        elif not (isinstance(node, ast.Import | ast.ImportFrom)
+                  or isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                  or isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]):
+            return {}
+    return found
 
 
 def _is_module(name: str) -> bool:
@@ -165,23 +203,23 @@ class Checkpoint:
         stored = self.done.get((spec.key, spec.budget))
         if stored is None:
             return None
-        if stored[0] != _claim_digest_cached(spec.claim):
+        if stored[0] != _claim_digest_cached(spec.claim, spec.backend):
             self.stale += 1
             return None
         self.reused += 1
         return stored[1:]
 
     def add(self, spec, evidence, seconds: float, error: str | None, cpu_seconds: float) -> None:
+        digest = _claim_digest_cached(spec.claim, spec.backend)
         with self.path.open("ab") as f:
-            pickle.dump((spec.key, spec.budget, _claim_digest_cached(spec.claim), evidence, seconds, error,
-                         cpu_seconds), f)
+            pickle.dump((spec.key, spec.budget, digest, evidence, seconds, error, cpu_seconds), f)
 
 
-_DIGESTS: dict[int, tuple[Any, str]] = {}
+_DIGESTS: dict[tuple[int, str], tuple[Any, str]] = {}
 
 
-def _claim_digest_cached(claim) -> str:
-    hit = _DIGESTS.get(id(claim))
+def _claim_digest_cached(claim, backend: str) -> str:
+    hit = _DIGESTS.get((id(claim), backend))
     if hit is None or hit[0] is not claim:
-        hit = _DIGESTS[id(claim)] = (claim, claim_digest(claim))
+        hit = _DIGESTS[id(claim), backend] = (claim, claim_digest(claim, backend))
     return hit[1]
