@@ -244,3 +244,27 @@ def test_planted_lara_offset_refutes_cv_form():
     def shifted_lara(*args, **kw):
         return lara_attention(*args, **kw) + 1e-6
     assert _refuted("eva.appg2.lara_cv_form", {"lara_attention": shifted_lara})
+
+
+def _cost_ctx():
+    from rfkit.validation.model import CellContext
+    return CellContext("eva.sec3_2.coefficient_cost_tradeoff", "default", {}, "quick", 4, 1e-3, 0.8,
+                       cv.SEC3_2_COST.tolerance, np.random.default_rng(0))
+
+
+def test_coefficient_cost_counts_an_exponential_for_every_query_key_pair():
+    """The exps cell decides "requires exp(q_n·k_m) for every query-key pair" exactly: the per-token form evaluates 7
+    exponentials per pair at every N (slope 2), the shared form 6 per token (slope 1). Planted: a per-token form
+    that evaluates one exponential per query (an O(N) path) is refuted on both counts."""
+    sizes = np.array([96, 128, 192, 256, 384])
+    calls = [cv._cost_calls(int(n), 4, 2, np.random.default_rng(0)) for n in sizes]
+    per_token = cv._exp_count_evidence(_cost_ctx(), sizes, [c[0] for c in calls], per_token=True)
+    tol = cv.SEC3_2_COST.tolerance
+    assert per_token.upper <= tol and per_token.extra["exps_per_pair"] == [7.0] * 5
+    shared = cv._exp_count_evidence(_cost_ctx(), sizes * 16, [c[1] for c in calls], per_token=False)
+    assert shared.upper <= tol and shared.extra["slope"] == pytest.approx(1.0)
+
+    def linear(n):
+        return lambda: np.exp(np.zeros(n))
+    planted = cv._exp_count_evidence(_cost_ctx(), sizes, [linear(int(n)) for n in sizes], per_token=True)
+    assert planted.effect > tol and planted.p_value < 1e-3  # slope 1 against 2, and 1/N exponentials a pair

@@ -3,6 +3,7 @@
 import time
 
 import numpy as np
+import pytest
 from threadpoolctl import threadpool_info
 
 from rfkit.validation.timing import interleaved_best_times, peak_bytes, single_threaded_blas
@@ -73,3 +74,16 @@ def test_peak_bytes_takes_the_least_of_repeated_calls_when_other_threads_run():
     finally:
         stop.set()
         other.join()
+
+
+def test_exp_evaluations_counts_every_value_and_restores_numpy():
+    from rfkit.base.numerics import logsumexp
+    from rfkit.validation.opcount import exp_evaluations
+
+    real = np.exp
+    assert exp_evaluations(lambda: np.exp(np.zeros((3, 4)))) == 12
+    assert exp_evaluations(lambda: logsumexp(np.zeros((5, 6)), axis=-1)) == 30  # through rfkit's logsumexp
+    assert exp_evaluations(lambda: np.exp(1.0) + np.log(2.0)) == 1
+    with pytest.raises(ZeroDivisionError):
+        exp_evaluations(lambda: 1 / 0)
+    assert np.exp is real
