@@ -470,6 +470,13 @@ def _part(spec: FigureSpec, frame) -> FigureSpec:
     return replace(spec, frame=frame, axes=tuple(a for a in spec.axes if grid[a].map(_label).nunique() > 1))
 
 
+def _beside(sub, rest: FigureSpec, quantity: str) -> list:
+    """Panels for the cells a figure's own panels do not draw (``rest``, :func:`_part`): its grid cells as
+    ``quantity`` (deviation or margin) and its search restarts, in the subfigure ``sub``."""
+    searched = rest.frame["_source"] != "grid"
+    return _deviation_panels(sub, rest, rest.frame[~searched], rest.frame[searched], quantity)[0]
+
+
 def render_figure(spec: FigureSpec):
     """The matplotlib ``Figure`` of ``spec`` (see the module docstring for what each kind shows), on its own Agg
     canvas (:func:`canvas_figure`)."""
@@ -489,9 +496,7 @@ def render_figure(spec: FigureSpec):
         caption = ("Dots: empirical exceedance frequency per binomial cell, bars: its Clopper–Pearson interval; "
                    f"black: the bound, grey: bound + tolerance; zeros drawn at {floor:.2g}.")
         if not rest.frame.empty:
-            more, _ = _deviation_panels(sub[1], rest, rest.frame[rest.frame["_source"] == "grid"],
-                                        rest.frame[rest.frame["_source"] != "grid"], "margin")
-            axs = [*axs, *more]
+            axs = [*axs, *_beside(sub[1], rest, "margin")]
             caption += (" Right: cells decided without sampling (a closed-form margin: a negative bound, or one "
                         "above 1 - tolerance) and search restarts, as signed margins.")
     elif kind in ("rate", "complexity") and slopes.any():
@@ -518,9 +523,7 @@ def render_figure(spec: FigureSpec):
                        + caption)
         _slope_panel(axs[-1], spec, fitted, colours)
         if right_n:
-            more, _ = _deviation_panels(sub[1], rest, rest.frame[rest.frame["_source"] == "grid"],
-                                        rest.frame[rest.frame["_source"] != "grid"], "deviation")
-            axs = [*axs, *more]
+            axs = [*axs, *_beside(sub[1], rest, "deviation")]
             caption += (" Right: cells judged without a fitted slope (estimate − prediction ± radius) and search "
                         "restarts.")
     else:
