@@ -27,7 +27,15 @@ from rfkit.estimators.attention import _RANK_ONE_SPREAD, DEFAULT_CHUNK_SIZE, Att
 from rfkit.estimators.features import _SAFE_EXPONENT
 from rfkit.estimators.projections import NORM_LAWS
 
-from ._core import TorchFeatures, as_generator, as_tensor, as_torch_features, numpy_dtype, torch_dtype
+from ._core import (
+    TorchFeatures,
+    all_finite,
+    as_generator,
+    as_tensor,
+    as_torch_features,
+    numpy_dtype,
+    torch_dtype,
+)
 
 # Public here: the functions of rfkit.estimators.favor. The projections, feature maps and attention functions
 # executed below are public in rfkit.gpu.projections, rfkit.gpu.features and rfkit.gpu.attention (the numpy homes).
@@ -138,7 +146,7 @@ def _projection_bound(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
 
 
 def _unstabilized(values: torch.Tensor) -> TorchFeatures:
-    if not bool(torch.isfinite(values).all()):
+    if not all_finite(values):
         raise NumericalError("unstabilized features overflow; use stabilize=True")
     return TorchFeatures.plain(values)
 
@@ -146,15 +154,20 @@ def _unstabilized(values: torch.Tensor) -> TorchFeatures:
 def _exp_rows(log_phi: torch.Tensor, row_offset: torch.Tensor, stabilize: bool,
               row_bound: torch.Tensor) -> TorchFeatures:
     """Features ``exp(log_phi - row_offset)``, as :func:`rfkit.estimators.features._exp_rows`: rows whose bound
-    exceeds the dtype's safe exponent move their maximum into ``log_scale`` (per row, so causal-safe)."""
+    exceeds the dtype's safe exponent move their maximum into ``log_scale`` (per row, so causal-safe).
+
+    ``log_phi`` is a fresh product (the projection, or its concatenation with its negative) that nothing else holds,
+    so the shift and the exponent overwrite it in place: two fewer ``(..., L, r)`` tensors, each of which cost more
+    to allocate and first touch on a CPU than the ``exp`` itself. Autograd allows both (a matrix product's and a
+    concatenation's backward do not read their output; ``exp_`` saves its result)."""
     if stabilize:
         unsafe = row_bound > _SAFE_EXPONENT[numpy_dtype(log_phi.dtype)]
         if bool(unsafe.any()):
             shift = torch.where(unsafe, log_phi.detach().amax(dim=-1), 0.0)
-            log_phi = log_phi - shift[..., None]
+            log_phi.sub_(shift[..., None])
             row_offset = row_offset - shift
-        return TorchFeatures(torch.exp(log_phi), -row_offset)
-    values = torch.exp(log_phi - row_offset[..., None])
+        return TorchFeatures(log_phi.exp_(), -row_offset)
+    values = log_phi.sub_(row_offset[..., None]).exp_()
     if bool((values == 0).any()):
         raise NumericalError("unstabilized positive features underflow to 0; use stabilize=True")
     return _unstabilized(values)
@@ -322,9 +335,9 @@ def _normalize(buf: torch.Tensor, log_ref: torch.Tensor, inputs: dict[str, torch
     """Divide ``[num | den]``; a zero or non-finite renormaliser raises, ``D̂ <= 0`` warns (numpy semantics)."""
     num, den = buf[..., :-1], buf[..., -1]
     out = num / den[..., None]
-    if not bool(torch.isfinite(out).all()):
+    if not all_finite(out):
         for name, arr in inputs.items():
-            if not bool(torch.isfinite(arr).all()):
+            if not all_finite(arr):
                 raise ValueError(f"{name} contains non-finite values (nan or inf)")
         bad = ~torch.isfinite(out).all(dim=-1)
         raise NumericalError(f"{int(bad.sum())} attention row(s) have a zero or non-finite renormaliser "

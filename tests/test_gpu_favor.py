@@ -4,6 +4,7 @@ Parity tolerances: float64 to 1e-10 relative (both paths do the same arithmetic 
 to 1e-4 relative on well-conditioned (positive-feature, or small-norm trig) inputs.
 """
 
+import math
 import warnings
 
 import numpy as np
@@ -300,6 +301,28 @@ def test_gradcheck_through_softmax_attention():
 def test_bad_input_raises(call, error):
     with pytest.raises(error):
         call()
+
+
+def test_all_finite_settles_in_one_sum_and_falls_back_when_the_sum_overflows():
+    from rfkit.gpu._core import all_finite
+
+    big = torch.full((4,), 3e38, dtype=torch.float32)  # finite entries whose float32 sum overflows
+    assert all_finite(torch.zeros(3)) and all_finite(big) and all_finite(torch.empty(0))
+    for bad in (math.nan, math.inf, -math.inf):
+        assert not all_finite(torch.tensor([1.0, bad, 2.0]))
+    assert not all_finite(torch.tensor([math.inf, -math.inf]))  # the sum is NaN
+    x = torch.ones(3, requires_grad=True)
+    assert all_finite(x) and x.grad is None
+
+
+@pytest.mark.parametrize("kind", ["positive", "hyperbolic"])
+@pytest.mark.parametrize("stabilize", [True, False])
+def test_feature_maps_leave_their_inputs_untouched(rng, kind, stabilize):
+    """The exponent overwrites the projection in place: never the caller's x or W."""
+    x, w = _t(rng.normal(size=(5, 3)) * (8.0 if stabilize else 0.5)), _t(rng.normal(size=(4, 3)))
+    x0, w0 = x.clone(), w.clone()
+    gpu.FEATURE_MAPS[kind](x, w, stabilize=stabilize)
+    assert torch.equal(x, x0) and torch.equal(w, w0)
 
 
 # ------------------------------------------------------------------------------------------ CUDA
