@@ -261,8 +261,11 @@ def test_coefficient_cost_counts_an_exponential_for_every_query_key_pair():
     per_token = cv._exp_count_evidence(_cost_ctx(), sizes, [c[0] for c in calls], per_token=True)
     tol = cv.SEC3_2_COST.tolerance
     assert per_token.upper <= tol and per_token.extra["exps_per_pair"] == [7.0] * 5
-    shared = cv._exp_count_evidence(_cost_ctx(), sizes * 16, [c[1] for c in calls], per_token=False)
+    shared_calls = [cv._cost_calls(int(n), 4, 2, np.random.default_rng(0))[1] for n in sizes * 16]
+    shared = cv._exp_count_evidence(_cost_ctx(), sizes * 16, shared_calls, per_token=False)
     assert shared.upper <= tol and shared.extra["slope"] == pytest.approx(1.0)
+    # the count sees every exponential of the shared path: at least the S features of each query and key
+    assert all(count >= 2 * 2 * n for count, n in zip(shared.extra["values"], sizes * 16, strict=True))
 
     def linear(n):
         return lambda: np.exp(np.zeros(n))

@@ -1346,8 +1346,9 @@ SEC3_2_COST = Claim(
     grid=tiers(dict(form=["per_token", "shared"], measure=["exps", "time", "memory"],
                     N_values=[tuple(geometric_sizes(384, 1536))], d=[8], S=[2], repeats=[4]),
                smoke=dict(N_values=[tuple(geometric_sizes(384, 768))], repeats=[3]),
-               # full: the per-token form stores N·S·N·d_v values (550 GB at the register's N = 4096, S = 64, d = 64)
-               full=dict(N_values=[tuple(geometric_sizes(384, 3072, 7))], d=[8, 16], S=[2], repeats=[7])),
+               # full: the per-token form stores N·S·N·d_v values (550 GB at the register's N = 4096, S = 64, d = 64;
+               # ~4 GB at its peak at N = 3072, S = 2, d = 8)
+               full=dict(N_values=[tuple(geometric_sizes(384, 3072, 7))], d=[4, 8], S=[2], repeats=[7])),
     plot_x="N_values",
     notes="Exps: the exponentials np.exp evaluates in a call, counted exactly (rfkit.validation.opcount; the "
           "numpy paths measured evaluate every exponential through it): per token at least one per query-key pair "
