@@ -75,6 +75,9 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     text = full_section([doc])
     assert "| a | 2 | 1 | 0 | 1 (1 / 0 / 0) | 15 | 1.5 h |" in text and "| b | 1 | 0 | 1 | 0 (0 / 0 / 0) | 1 |" in text
     assert "(commit abc1234)" in full_section([dict(doc, commit="abc1234")])  # a full run names its code
+    # a resumed run says how many of its cells came from its checkpoint (run earlier by the same code)
+    assert "; 1,500 of its cells resumed" in full_section([dict(doc, resumed_cells=1500)])
+    assert "resumed" not in full_section([dict(doc, resumed_cells=0)])
     readme = tmp_path / "README.md"
     readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n"
                       "<!-- full:start -->\nold\n<!-- full:end -->\n")

@@ -138,7 +138,7 @@ def full_section(docs: list[dict], quick: dict | None = None) -> str:
                          f"({cause['power']} / {cause['reading']} / {other}) | {sum(c['cells'] for c in mine)} | "
                          f"{hours:.1f} h | rfkit {doc['rfkit_version']}"
                          + (f" (commit {doc['commit']})" if doc.get("commit") else "")
-                         + f", seed {doc['seed']}, {doc['created'][:10]} |")
+                         + f", seed {doc['seed']}, {doc['created'][:10]}{_resumed(doc)} |")
     before = {c["id"]: c["verdict"] for c in (quick or {}).get("claims", ())}
     rows = [(c, before.get(c["id"])) for doc in docs for c in doc["claims"]
             if c["verdict"] == "inconclusive" or before.get(c["id"], c["verdict"]) != c["verdict"]]
@@ -149,6 +149,13 @@ def full_section(docs: list[dict], quick: dict | None = None) -> str:
             cause = f" ({c['cause']})" if c["verdict"] == "inconclusive" and c.get("cause") else ""
             lines.append(f"| `{c['id']}` | {was or '—'} | {c['verdict']}{cause} | {_reason(c)} |")
     return "\n".join(lines)
+
+
+def _resumed(doc: dict) -> str:
+    """Where a run took cells from its checkpoint: how many (each was run by the same code as this commit's, or it
+    would have been run again: :mod:`rfkit.validation.checkpoint`)."""
+    n = doc.get("resumed_cells") or 0
+    return f"; {n:,} of its cells resumed from its checkpoint, run earlier by the same code" if n else ""
 
 
 def _replace(text: str, start: str, end: str, section: str, name: Path) -> str:
