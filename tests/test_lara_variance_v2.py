@@ -217,6 +217,58 @@ def test_eq36_tests_signed_weightings_under_the_cited_bound():
     assert all(np.allclose(a.sum(axis=1), 1.0) and a.min() >= 0 for a in nonneg)
 
 
+#: The full tier's witness of eq36 R1 (seed 0, search restart 0): query and keys near +3, proposals at -6, a
+#: non-negative softmax partition. Its printed margin, -1.9e42 μ², was round-off and truncation of variances ~1e62 μ².
+EQ36_FULL_WITNESS = [2.9979991040498772, 2.996283986963771, -3.0, 4.900992130865184, 3.5801532480028916e-06,
+                     -6.0, -6.0, -6.0, 4.0, 4.0, 4.0, 3.999818209591331, 3.999818209342181, 3.9998182158594564,
+                     6.193355060380972e-06]
+
+
+def _eq36_margin(x, step=0.15, margin=8.0, constant=False):
+    x = np.asarray(x)
+    C, M = 3, 2
+    offset = 1 + 2 * M + C
+    q, k, v = x[:1], x[1:1 + M].reshape(M, 1), np.abs(x[1 + M:1 + 2 * M]).reshape(M, 1)
+    sol = variance.theory.appd_grid_solution(q, k, v, x[1 + 2 * M:offset].reshape(C, 1), step=step, margin=margin)
+    alpha = (np.full((sol.points.shape[0], C), 1 / C) if constant else
+             variance._signed_partition(sol.points, x[offset:offset + 2 * C], C, float(x[offset + 2 * C])))
+    return variance._veach_margin(sol, alpha, float(sol.mu[0]) ** 2)
+
+
+def test_eq36_margin_the_grid_cannot_resolve_is_no_evidence():
+    """The full tier refuted R1 by a margin of -1.9e42 μ² that flipped sign with the grid (the Veach–Guibas bound
+    holds there: every proposal is the same, so BH = 1/C and Var_BH - Var_α <= (1 - 1/C)μ² by Cauchy–Schwarz).
+    Such a margin is now unresolved (NaN): the search looks elsewhere and a cell is undecided, never refuted."""
+    for step, margin in [(0.15, 8.0), (0.1, 16.0), (0.05, 24.0)]:
+        assert np.isnan(_eq36_margin(EQ36_FULL_WITNESS, step, margin))
+    # proposals near the target: BH's integral is whole. Constant weights put mass on a proposal's thin tail (their
+    # variance is cut short by the grid): the grid's margin is a lower bound, and already far inside the bound
+    near = list(EQ36_FULL_WITNESS)
+    near[5:8] = [0.0, 3.0, 6.0]
+    assert _eq36_margin(near, constant=True) > 1e10
+    ev = variance._bh_evidence([np.nan, 0.3], 0.1)
+    assert ev.p_value == 1.0 and ev.flags == (variance.UNRESOLVED,)
+    assert variance._bh_evidence([np.nan, -0.5], 0.1).effect == pytest.approx(0.5)  # a resolved violation refutes
+    assert variance._bh_evidence([0.2, 0.3], 0.1).upper <= 0.1
+
+
+def test_eq36_cell_refutes_a_resolved_violation_and_searches_past_unresolved_inputs(monkeypatch):
+    """Planted: every competitor beats BH by 0.5 μ² beyond the slack; the cell refutes it. The search's objective
+    is +inf (no evidence) where the margin is unresolved."""
+    ctx = CellContext(variance.BH_NEAR_OPTIMAL.id, "R1", dict(weighting="nonnegative", C=4, M=5,
+                                                              placement="overlapping"),
+                      "quick", 0, 1e-3, 0.8, variance.BH_NEAR_OPTIMAL.tolerance, np.random.default_rng(0))
+    assert variance._bh_cell(ctx).upper <= variance.BH_NEAR_OPTIMAL.tolerance  # the real margins hold
+    monkeypatch.setattr(variance, "_veach_margin", lambda sol, alpha, mu_sq: -0.5)
+    assert variance._bh_cell(ctx).effect == pytest.approx(0.5)
+    seen = []
+    monkeypatch.setattr(variance, "minimize_margin", lambda margin, bounds, **kw: seen.append(margin(
+        np.asarray(EQ36_FULL_WITNESS))) or type("R", (), dict(margin=0.0, x=np.zeros(1)))())
+    monkeypatch.setattr(variance, "_veach_margin", lambda sol, alpha, mu_sq: float("nan"))
+    variance._bh_search(dataclasses.replace(ctx, params=dict(iterations=1), restart=0))
+    assert seen == [float("inf")]
+
+
 # ------------------------------------------------ lara.appc.trig_negative_density, lara.derived.ra_mse_decomposition
 
 
