@@ -190,3 +190,16 @@ def test_no_claim_digest_covers_the_engine_or_its_reports():
                                                        "report", "readme", "site", "plan", "cli")}
     for claim in all_claims():
         assert not outside & set(claim_modules(claim)), (claim.id, sorted(outside & set(claim_modules(claim))))
+
+
+def test_changed_claims_lists_the_claims_whose_code_changed_since_their_cells_ran(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    args = ["validate", "--claim", "performer.eq4.fa_identity", "--tier", "smoke", "--out", str(out), "--quiet",
+            "--no-figures"]
+    assert main(args) in (0, 1)
+    assert ckpt_mod.changed_claims(out / "cells.ckpt") == []
+    real = ckpt_mod._source
+    monkeypatch.setattr(ckpt_mod, "_source", lambda name: real(name) + b"#" * (name == "rfkit.estimators.attention"))
+    assert ckpt_mod.changed_claims(out / "cells.ckpt") == ["performer.eq4.fa_identity"]
+    _run(tmp_path / "toy.ckpt")  # a claim that is not in the registry (any more) counts as changed
+    assert ckpt_mod.changed_claims(tmp_path / "toy.ckpt") == ["core.toy.checkpoint"]

@@ -78,6 +78,9 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     # a resumed run says how many of its cells came from its checkpoint (run earlier by the same code)
     assert "; 1,500 of its cells resumed" in full_section([dict(doc, resumed_cells=1500)])
     assert "resumed" not in full_section([dict(doc, resumed_cells=0)])
+    # claims whose code changed since the run are named (their verdicts are the run's, not this commit's)
+    assert "Since the run, the code of 1 of its claims has changed" in full_section([doc], None, [["a.y"]])
+    assert "Since the run" not in full_section([doc], None, [[]]) + full_section([doc], None, [None])
     readme = tmp_path / "README.md"
     readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n"
                       "<!-- full:start -->\nold\n<!-- full:end -->\n")

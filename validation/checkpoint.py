@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["claim_digest", "Checkpoint", "CheckpointMismatch"]
+__all__ = ["claim_digest", "changed_claims", "Checkpoint", "CheckpointMismatch"]
 
 #: Packages whose modules declare claims.
 CLAIM_PACKAGES = ("rfkit.validation.claims", "rfkit.validation.reproductions")
@@ -169,6 +169,29 @@ def read_records(path: str | Path) -> tuple[dict, list[tuple], int]:
                 records.append(tuple(pickle.load(f)))
             except Exception:  # noqa: BLE001 -- the end, or a record cut short by a kill
                 return header, records, end
+
+
+def changed_claims(path: str | Path) -> list[str]:
+    """The claims of a checkpoint whose code has changed since its cells ran (sorted ids): some stored cell's digest
+    differs from :func:`claim_digest` of today's code, or the claim is gone. A run's verdicts for them are no longer
+    today's; ``--resume`` reruns their cells."""
+    import json
+
+    from rfkit.validation.claims import get_claim
+
+    header, records, _ = read_records(path)
+    stored: dict[str, set[str]] = {}
+    for key, _budget, digest, *_ in records:
+        stored.setdefault(json.loads(key)[0], set()).add(digest)
+    changed = []
+    for claim_id, digests in stored.items():
+        try:
+            current = claim_digest(get_claim(claim_id), header.get("backend", "numpy"))
+        except KeyError:
+            current = None
+        if digests != {current}:
+            changed.append(claim_id)
+    return sorted(changed)
 
 
 class Checkpoint:

@@ -115,11 +115,12 @@ def plan_section(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def full_section(docs: list[dict], quick: dict | None = None) -> str:
+def full_section(docs: list[dict], quick: dict | None = None, changed: list[list[str] | None] | None = None) -> str:
     """Markdown: per paper, the measured full tier of ``verdicts.json`` documents: verdict counts and the claims'
     summed cell CPU time (single-process seconds, whatever the workers or the load; a resumed run counts each cell
     once); then one row per claim that is inconclusive at the full tier or whose verdict differs from the ``quick``
-    run's (summarised reason, as in the verdict table)."""
+    run's (summarised reason, as in the verdict table). ``changed``: per document, the claims whose code has changed
+    since it ran (:func:`rfkit.validation.checkpoint.changed_claims`; ``None``: unknown), listed under the tables."""
     lines = ["Measured by `rfkit validate --paper P --tier full` (the CPU seconds of every cell, summed: the "
              "single-process time on one core of this machine, whatever else ran beside it; `--workers 2` about "
              "halves the wall time).", "",
@@ -139,6 +140,7 @@ def full_section(docs: list[dict], quick: dict | None = None) -> str:
                          f"{hours:.1f} h | rfkit {doc['rfkit_version']}"
                          + (f" (commit {doc['commit']})" if doc.get("commit") else "")
                          + f", seed {doc['seed']}, {doc['created'][:10]}{_resumed(doc)} |")
+    stale = sorted({c for ids in (changed or []) if ids for c in ids})
     before = {c["id"]: c["verdict"] for c in (quick or {}).get("claims", ())}
     rows = [(c, before.get(c["id"])) for doc in docs for c in doc["claims"]
             if c["verdict"] == "inconclusive" or before.get(c["id"], c["verdict"]) != c["verdict"]]
@@ -148,6 +150,10 @@ def full_section(docs: list[dict], quick: dict | None = None) -> str:
         for c, was in rows:
             cause = f" ({c['cause']})" if c["verdict"] == "inconclusive" and c.get("cause") else ""
             lines.append(f"| `{c['id']}` | {was or '—'} | {c['verdict']}{cause} | {_reason(c)} |")
+    if stale:
+        lines += ["", f"Since the run, the code of {len(stale)} of its claims has changed (their verdicts above are "
+                  "the run's, not this commit's; `--resume` reruns their cells): " + ", ".join(f"`{c}`" for c in stale)
+                  + "."]
     return "\n".join(lines)
 
 
@@ -210,8 +216,12 @@ def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Pa
     if plan is not None:
         text = _replace(text, PLAN_START, PLAN_END, plan_section(json.loads(plan.read_text())), readme)
     if full:
-        text = _replace(text, FULL_START, FULL_END, full_section([json.loads(p.read_text()) for p in full], quick),
-                        readme)
+        from rfkit.validation.checkpoint import changed_claims
+
+        changed = [changed_claims(p.parent / "cells.ckpt") if (p.parent / "cells.ckpt").exists() else None
+                   for p in full]
+        text = _replace(text, FULL_START, FULL_END,
+                        full_section([json.loads(p.read_text()) for p in full], quick, changed), readme)
     if audit:
         text = _replace(text, AUDIT_START, AUDIT_END, audit_section([json.loads(p.read_text()) for p in audit]),
                         readme)
