@@ -1743,13 +1743,13 @@ UNRESOLVED = ("the variance integrals are not resolved on the quadrature grid (t
               "difference below float64's resolution of them): no evidence either way")
 
 
-def _bh_evidence(margins: list[float], tolerance: float, extra: dict | None = None) -> Evidence:
+def _bh_evidence(margins: list[float], tolerance: float) -> Evidence:
     """The worst resolved margin; a cell with an unresolved one and no resolved violation is undecided."""
     resolved = [m for m in margins if not math.isnan(m)]
     worst = min(resolved, default=math.inf)
     if len(resolved) < len(margins) and worst >= -tolerance:
-        return undecided(UNRESOLVED, extra=dict(extra or {}, unresolved=len(margins) - len(resolved)))
-    return margin_evidence(worst, tolerance=tolerance, extra=extra)
+        return undecided(UNRESOLVED, extra=dict(unresolved=len(margins) - len(resolved)))
+    return margin_evidence(worst, tolerance=tolerance)
 
 
 def _nonnegative_problem(rng, C: int, M: int, placement: str):
