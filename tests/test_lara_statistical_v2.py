@@ -134,6 +134,23 @@ def test_prop32_identity_route_is_exact_at_d64_m784():
         assert ev.effect <= 1e-3 and not ev.flags, (inputs, ev.effect, ev.flags)
 
 
+def test_prop32_identical_keys_are_judged_exactly_by_the_integral_route():
+    # f_n is the mean of the values whatever ω when every key is the same: the Monte Carlo route judges it exactly
+    # (the full tier's M = 2 cell spent 400,000 replicates of a constant and stayed undecided before)
+    for inputs in ("identical_keys", "zero_keys"):
+        params = dict(route="integral", d=8, M=2, logit_std=1.0, values="gaussian", inputs=inputs, design="sparse")
+        ev = st._prop32_cell(_ctx(st.PROP32, params))
+        assert ev.p_value > 1e-3 and ev.effect <= 1e-9 and ev.n <= 1_000 and not ev.flags, (inputs, ev)
+    # planted: a bias in F is still seen there (the shortcut does not skip the comparison)
+    original = st.rfa_est.key_statistics
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(st.rfa_est, "key_statistics",
+                   lambda k, v, omega: dataclasses.replace(original(k, v, omega), F=original(k, v, omega).F + 0.1))
+        params = dict(route="integral", d=8, M=2, logit_std=1.0, values="gaussian", inputs="identical_keys",
+                      design="sparse")
+        assert st._prop32_cell(_ctx(st.PROP32, params)).p_value < 1e-3
+
+
 def test_prop32_planted_f_bug_is_refuted_by_the_identity_route(monkeypatch):
     original = st.rfa_est.key_statistics
 

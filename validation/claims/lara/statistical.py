@@ -901,10 +901,12 @@ def _prop32_cell(ctx: CellContext) -> Evidence:
 
     # f_n(ω) is an average of the values with positive weights, so each replicate lies in [min_m v_m·u, max_m v_m·u]:
     # a betting confidence sequence (non-asymptotic). With one key f_n ≡ v_1: the estimate is v_1·u whatever ω, a
-    # deterministic quantity (sd = 0, judged exactly)
+    # deterministic quantity (sd = 0, judged exactly); so with identical keys (equal logits in floating point too:
+    # f_n ≡ the mean of the values)
     vu = v @ u
     lo, hi = float(vu.min()), float(vu.max())
-    law = dict(sd=0.0) if p["M"] == 1 or hi <= lo else dict(bounds=padded(lo, hi))
+    constant = p["M"] == 1 or hi <= lo or not np.ptp(k, axis=0).any()
+    law = dict(sd=0.0) if constant else dict(bounds=padded(lo, hi))
     return _sequential(ctx, draw, float(mu @ u), scale=PROP32_BIAS_THRESHOLD * scale,
                        extra=dict(method="stratified Monte Carlo"), **law)
 
