@@ -148,6 +148,26 @@ def test_delta_method_and_unnormalised_variance_plug_ins():
     assert theory.ra_mse([1.0, 2.0], 3.0, [0.0, 0.0], 3) == pytest.approx(6.0)
 
 
+def test_snis_linearisation_factor_is_the_damped_second_moment_share():
+    rng = np.random.default_rng(6)
+    aw, f, g = rng.exponential(size=(2, 40)), rng.normal(size=(2, 40, 3)), rng.normal(size=3)
+    S = np.array([2.0, 8.0])
+    second = (aw**2) * ((f - g) ** 2).sum(-1)
+    damped = second / (1 + (aw - aw.mean(1, keepdims=True)) / S[:, None]) ** 2
+    assert theory.snis_linearisation_factor(aw, f, g, S) == pytest.approx(damped.mean(1).sum() / second.mean(1).sum(),
+                                                                          rel=1e-12)
+    # quadrature weights instead of plain means; the factor tends to 1 as S_c grows; equal weights never move Ẑ
+    w = rng.dirichlet(np.ones(40), size=2)
+    want = (w * damped).sum() / (w * second).sum()
+    damped_w = second / (1 + (aw - (w * aw).sum(1, keepdims=True)) / S[:, None]) ** 2
+    assert theory.snis_linearisation_factor(aw, f, g, S, weights=w) == pytest.approx(
+        (w * damped_w).sum() / (w * second).sum(), rel=1e-12)
+    assert want != pytest.approx((w * damped_w).sum() / (w * second).sum(), rel=1e-6)  # the weights matter
+    assert abs(1 - theory.snis_linearisation_factor(aw, f, g, 1e9)) < 1e-7
+    assert theory.snis_linearisation_factor(np.full((2, 40), 0.5), f, g, 1) == pytest.approx(1.0, abs=1e-15)
+    assert theory.snis_linearisation_factor(aw, np.broadcast_to(g, f.shape), g, 4) == 1.0  # no variance: no regime
+
+
 def test_unnormalised_mis_variance_matches_monte_carlo():
     # seeded: 4,000 replicates of Eq 8 (C = 2 balance weights); the trace variance's relative error is below 0.15
     # (the sample variance's relative standard error is 0.038 here, measured from 2·10⁶ draws: a false failure

@@ -356,6 +356,34 @@ def test_delta_cell_uses_one_random_partition_for_prediction_and_replicates():
     assert ev.extra["quadrature"] and ev.extra["predicted"] > 0
 
 
+def _snis_ctx(replicates=2_000, **params):
+    base = dict(weights="balance", proposal="eq34", C=2, S_c=64, d=1, N=16, inputs="norm", max_norm=0.5)
+    return CellContext(variance.SNIS_DELTA.id, "default", dict(base, **params), "full", replicates, 1e-3, 0.8, 0.1,
+                       np.random.default_rng(7))
+
+
+def test_snis_delta_cell_runs_in_the_leading_order_regime():
+    # seeded (rng 7), budget 2,000 groups of 8; a pre-asymptotic grid S_c (κ = 0.92 at 64, the full tier's rejected
+    # cells had κ down to 1e-9) is doubled until |1 - κ| <= 0.05, and the cell decides there
+    ev = variance._snis_delta_cell(_snis_ctx())
+    assert ev.extra["kappa_at_grid"] < 0.95 <= ev.extra["kappa"] and ev.extra["S_c_run"] == 128
+    assert ev.p_value > 1e-3 and ev.effect <= 0.1
+    # where the regime lies beyond the cap the cell is undecided and says what S_c it needs
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(variance, "LEADING_ORDER_MAX_DRAWS", 64)
+        ev = variance._snis_delta_cell(_snis_ctx())
+    assert ev.method == "undecided" and "needs S_c = 128 samples per proposal" in ev.flags[0]
+
+
+def test_snis_delta_cell_refutes_a_wrong_prediction_in_the_regime(monkeypatch):
+    # planted: the leading-order variance 30% too large (false-failure rate of the check: the cell's alpha, 1e-3)
+    original = variance.theory.snis_delta_bias_variance
+    monkeypatch.setattr(variance.theory, "snis_delta_bias_variance",
+                        lambda *a, **k: (original(*a, **k)[0], 1.3 * original(*a, **k)[1]))
+    ev = variance._snis_delta_cell(_snis_ctx())
+    assert ev.extra["S_c_run"] == 128 and ev.p_value < 1e-3
+
+
 # ------------------------------------------- full-tier budget: thinned cartesian products keep every declared value
 
 

@@ -228,6 +228,29 @@ def snis_delta_bias_variance(aw, f, g, S_c, weights=None) -> tuple[np.ndarray, f
     return bias, var
 
 
+def snis_linearisation_factor(aw, f, g, S_c, weights=None) -> float:
+    r"""How much of the leading-order variance survives the normaliser's response to single draws (arguments as
+    :func:`snis_delta_bias_variance`):
+
+    ``κ = Σ_c E_{q_c}[α²w²‖f-g‖² / (1 + (αw - m_c)/S_c)²] / Σ_c E_{q_c}[α²w²‖f-g‖²]``, ``m_c = E_{q_c}[αw]``.
+
+    The delta method linearises ``1/Ẑ`` around 1. One draw whose ``αw`` departs from its mean by a share comparable
+    to ``S_c`` moves the normaliser ``Ẑ`` by that share, and the self-normalised estimate responds to it as
+    ``αw(f-g)/(S_c + αw - m_c)`` rather than ``αw(f-g)/S_c``. ``κ`` weighs that damping (or, for signed weights,
+    amplification) by each draw's share of the leading-order second moment. It tends to 1 as ``S_c → ∞`` where the
+    second moment is finite; where it is far from 1 the draws that carry the leading-order variance are the ones the
+    linearisation misdescribes, and ``S_c`` is not yet in the leading-order regime. A diagnostic of the regime
+    (single-draw, first order in the departure), not a correction of the prediction.
+    """
+    aw = np.asarray(aw, dtype=np.float64)
+    d2 = ((np.asarray(f, dtype=np.float64) - np.asarray(g, dtype=np.float64)) ** 2).sum(-1)
+    s = np.broadcast_to(np.asarray(S_c, dtype=np.float64), aw.shape[:1])[:, None]
+    second = aw**2 * d2
+    damped = second / (1.0 + (aw - _expectation(aw, weights)[:, None]) / s) ** 2
+    total = float(_expectation(second, weights).sum())
+    return float(_expectation(damped, weights).sum()) / total if total > 0 else 1.0
+
+
 def unnormalised_mis_variance(aw, f, S_c, weights=None) -> float:
     r"""Exact trace variance of unnormalised MIS (Eq 8), plug-in form:
     ``Σ_c (1/S_c)(E_{q_c}[α²w²‖f‖²] - ‖E_{q_c}[αwf]‖²)`` (arguments as :func:`snis_delta_bias_variance`)."""
