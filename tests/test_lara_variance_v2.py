@@ -75,6 +75,47 @@ def test_eq8_embedded_route_refutes_a_dimension_bug(monkeypatch):
     assert ev.effect > 0.5 and ev.p_value == 0.0
 
 
+def _generic(**params):
+    # the full tier's undecidable Monte Carlo cell: E_q[w²] of the far custom Gaussians at D = 64 put theory's variance
+    # bound at a Catoni radius of 8.7e34 for 2.4e6 replicates
+    return _ctx(**dict(dict(weights="balance", proposal="custom_2", d=64, route="monte_carlo"), **params))
+
+
+def test_eq8_change_of_measure_decides_where_monte_carlo_cannot():
+    ev = variance._mis_unbiased_cell(_generic())
+    assert ev.extra["route"] == "change of measure" and max(ev.extra["gap_B"]) < 1e-10
+    assert ev.upper <= 0.05 and ev.p_value > 0.05 and not ev.flags
+
+    # where the bound lets the budget decide (a radius at most half the tolerance), the proposals' own samples are used
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(variance, "_catoni_radius", lambda sd, n, alpha: 0.0)
+        assert "route" not in variance._mis_unbiased_cell(_generic(weights="constant", proposal="eq34", d=8)).extra
+
+
+def test_eq8_change_of_measure_refutes_planted_bugs(monkeypatch):
+    # seeded (rng 0), 50,000 draws per query; the betting test's level is the cell's (0.05 here): a bias of 0.1 max|v|
+    # in F is 10x its radius
+    weights, key_statistics = variance._weights, variance.rfa_est.key_statistics
+    with monkeypatch.context() as mp:  # the weights sum to 1.1: E[B] = 1.1, exactly
+        mp.setattr(variance, "_weights", lambda *a, **k: 1.1 * weights(*a, **k))
+        ev = variance._mis_unbiased_cell(_generic())
+        assert ev.p_value == 0.0 and ev.effect == pytest.approx(0.1, rel=1e-6)
+    with monkeypatch.context() as mp:  # f_n pulled halfway to the first value: still in the values' hull, biased
+        mp.setattr(variance.rfa_est, "key_statistics", lambda k, v, omega: dataclasses.replace(
+            key_statistics(k, v, omega), F=0.5 * key_statistics(k, v, omega).F + 0.5 * v[0]))
+        assert variance._mis_unbiased_cell(_generic()).p_value < 0.05
+    with monkeypatch.context() as mp:  # f_n outside the values' hull: Y unbounded, never supported
+        mp.setattr(variance.rfa_est, "key_statistics", lambda k, v, omega: dataclasses.replace(
+            key_statistics(k, v, omega), F=key_statistics(k, v, omega).F + np.abs(v).max()))
+        ev = variance._mis_unbiased_cell(_generic())
+        assert ev.method == "undecided" and "hull" in ev.flags[0]
+    with monkeypatch.context() as mp:  # a density ratio that is wrong by a factor varying with ω: never supported
+        original = mis.GaussianProposals.logpdf
+        mp.setattr(mis.GaussianProposals, "logpdf", lambda self, omega: original(self, omega) + 0.01 * omega[..., 0])
+        ev = variance._mis_unbiased_cell(_generic())
+        assert ev.method == "undecided" and "varies with ω" in ev.flags[0]
+
+
 def test_d_is_a_domain_axis_covered_at_quick():
     for claim in (variance.EQ8_MIS_UNBIASED, variance.EQ9_UNBIASED_OR_CONSISTENT, variance.LARA_CONSISTENT,
                   variance.UNNORMALISED_VARIANCE):

@@ -22,7 +22,9 @@ Predictions, by register id:
   :func:`rfkit.theory.softmax.relative_mse`; adds the random-phase map ``2 sinh²(t/2) + e^t/2``).
 * ``snis_delta_bias_variance``, ``unnormalised_mis_variance``, ``ra_mse_decomposition`` — plug-in
   evaluations of the leading-order/exact formulas from (large) samples per proposal:
-  :func:`snis_delta_bias_variance`, :func:`unnormalised_mis_variance`, :func:`ra_mse`.
+  :func:`snis_delta_bias_variance`, :func:`unnormalised_mis_variance`, :func:`ra_mse`; the leading-order regime's
+  diagnostic :func:`snis_linearisation_factor`.
+* ``eq8.mis_unbiased`` (change of measure) — :func:`proposal_log_density` (every ``q_c`` at common points).
 * ``gaussian_density_ratio`` — :func:`log_density_ratio_standard` (``-ω·μ + ‖μ‖²/2 = -log ξ(μ, ω)``) and
   :func:`gaussian_balance_heuristic` (``softmax_c(ω·μ_c - ‖μ_c‖²/2)``).
 * ``query_cancellation`` — :func:`cancelled_integrand` (``Σ_m softmax_m(ω·k_m - ‖k_m‖²/2) v_m``).
@@ -62,6 +64,8 @@ __all__ = [
     "kernel_relative_variance",
     "ra_mse",
     "snis_delta_bias_variance",
+    "snis_linearisation_factor",
+    "proposal_log_density",
     "unnormalised_mis_variance",
     "log_density_ratio_standard",
     "gaussian_balance_heuristic",
@@ -599,6 +603,16 @@ def _proposal_components(means, log_weights=None) -> tuple[np.ndarray, np.ndarra
         b = b[:, None, :]
     rho = np.ones(b.shape[:2]) if log_weights is None else np.exp(np.asarray(log_weights, dtype=np.float64))
     return b, rho / rho.sum(axis=1, keepdims=True)
+
+
+def proposal_log_density(omega, means, log_weights=None) -> np.ndarray:
+    r"""``log q_c(ω)`` of every proposal at common points ``omega (..., D)`` -> ``(C, ...)``: ``q_c = N(μ_c, I)``
+    (``means (C, D)``) or the mixture ``Σ_j ρ_cj N(b_cj, I)`` (``means (C, J, D)``, ``log_weights (C, J)``; Eq 32),
+    computed here from the definition (the claims compare it with the proposals' own ``logpdf``)."""
+    b, rho = _proposal_components(means, log_weights)
+    w = np.asarray(omega, dtype=np.float64)[..., None, None, :]                      # (..., 1, 1, D)
+    out = logsumexp(np.log(rho) + log_normal(w, b), axis=-1)                         # (..., C)
+    return np.moveaxis(out, -1, 0)
 
 
 def _inverse_density_bound(b: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, float]:

@@ -516,15 +516,97 @@ def _mis_variance_bounds(q, k, lp, weight_name: str, coef, tested: int) -> list[
     return out
 
 
+#: Draws ω ~ p_n per tested query of the change-of-measure route (bounded replicates: a betting sequence's radius
+#: at this size is ~0.01 max|v|, a fifth of the tolerance).
+CHANGE_OF_MEASURE_DRAWS = 50_000
+#: Pointwise gap of the change of measure Σ_c α_nc (p_n/q_c)(q_c/p_n) from Σ_c α_nc = 1 that round-off allows.
+CHANGE_OF_MEASURE_TOL = 1e-8
+
+
+def _target_draws(rng, q_row, k, n: int) -> np.ndarray:
+    """``n`` draws of ``p_n = Σ_m π_nm N(q_n + k_m, I)`` (RA Eq 5), sampled here from theory's ``π`` (not with the
+    estimator's sampler): ``(n, D)``."""
+    pi = np.exp(theory.log_softmax_weights(q_row[None], k)[0])
+    m = rng.choice(k.shape[0], size=n, p=pi / pi.sum())
+    return q_row + k[m] + rng.standard_normal((n, k.shape[1]))
+
+
+def _change_of_measure_cell(ctx: CellContext, q, k, v, lp, weight_name: str, u, tested: int) -> Evidence:
+    """E[ĝ_n] = Σ_c E_{q_c}[t_c], ``t_c = α_nc (p_n/q_c) f_n`` (the estimator's terms, as the Monte Carlo route
+    computes them), equals ``E_{p_n}[Y]`` with ``Y = Σ_c t_c q_c/p_n`` at a common ω (change of measure: every q_c and
+    p_n is positive everywhere), ``q_c`` and ``p_n`` from theory's densities, ω drawn from ``p_n`` here. Where the
+    estimator's ratio and weights are right, ``Y = (Σ_c α_nc) f_n = f_n`` pointwise: bounded by the values, so a
+    betting sequence decides E[A·u] = μ_n·u non-asymptotically, and E[B] = E[Σ_c α_nc (p_n/q_c)(q_c/p_n)] = 1 is
+    checked at every draw. A pointwise gap of B that is the same at every draw (a constant factor) is E[B]'s bias,
+    exactly; one that varies has no a-priori bound, and the cell is undecided. Used where the importance weights
+    under q_c make the Monte Carlo route's variance bound exceed any budget (E_q[w²] ~ 1e69 at D = 64)."""
+    options = _weight_options(weight_name)
+    kind = options.pop("kind")
+    partition = int(ctx.rng.integers(2**63))
+    means, log_rho = _proposal_terms(lp.proposals)
+    n_c = means.shape[0]
+    mu = _softmax_rows(q[:tested], k, v)
+    vu = v @ u
+    scale = _value_scale(v)
+    step = max(1, CROSS_BLOCK_ELEMENTS // (n_c * (q.shape[0] + k.shape[0] + q.shape[1])))
+    parts, gaps = [], []
+    for i in range(tested):
+        y_a, y_b = [], []
+        for size in chunks(CHANGE_OF_MEASURE_DRAWS, step):
+            omega = _target_draws(ctx.rng, q[i], k, size)                               # (size, D)
+            common = np.ascontiguousarray(np.broadcast_to(omega, (n_c,) + omega.shape))  # ω under every proposal
+            alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, common, rng=np.random.default_rng(partition),
+                             **options)
+            alpha = alpha[i] if alpha.shape[0] > 1 else alpha[0]                         # (C, size)
+            ratio = np.exp(_log_mixture(q[i], k, common) - lp.proposals.logpdf(common))   # the estimator's p_n/q_c
+            back = np.exp(theory.proposal_log_density(omega, means, log_rho)
+                          - theory.target_log_density(q[i], k, omega))                    # q_c/p_n, theory
+            b = (alpha * ratio * back).sum(axis=0)
+            y_b.append(b)
+            y_a.append(b * (rfa_est.key_statistics(k, v, omega).F @ u))
+        y_a, y_b = np.concatenate(y_a), np.concatenate(y_b)
+        spread = float(y_b.max() - y_b.min())
+        gaps.append(float(np.abs(y_b - 1.0).max()))
+        if gaps[-1] > CHANGE_OF_MEASURE_TOL and spread > CHANGE_OF_MEASURE_TOL:
+            return undecided(f"change of measure: Σ_c α_nc (p_n/q_c)(q_c/p_n) departs from 1 by up to {gaps[-1]:.3g} "
+                             f"and varies with ω (spread {spread:.3g}): its mean under p_n has no a-priori bound",
+                             extra=dict(route="change of measure", gap_B=gaps))
+        parts.append(exact_test(float(y_b.mean()), 1.0, tolerance=ctx.tolerance))
+        if gaps[-1] <= CHANGE_OF_MEASURE_TOL:  # Y = f_n·u to round-off: bounded by the values
+            lo, hi = padded(float(vu.min()), float(vu.max()))
+            if not ((y_a >= lo) & (y_a <= hi)).all():
+                return undecided("change of measure: the estimator's f_n leaves the hull of the values, so Y has no "
+                                 "a-priori bound", extra=dict(route="change of measure", gap_B=gaps))
+            parts.append(mean_test(y_a, float(mu[i] @ u), scale=scale, bounds=(lo, hi), **ctx.sub_test(2 * tested)))
+    return combine(parts, extra=dict(route="change of measure", gap_B=gaps, draws=CHANGE_OF_MEASURE_DRAWS))
+
+
+def _catoni_radius(sd: float, n: int, alpha: float) -> float:
+    """The half-width a Catoni sequence of ``n`` replicates with standard deviation ``sd`` reaches at level
+    ``alpha`` (to leading order: ``sd·sqrt(2 log(2/alpha)/n)``), to see whether a budget can decide a cell."""
+    return sd * math.sqrt(2.0 * math.log(2.0 / alpha) / n)
+
+
 def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evidence:
+    """D > 2, generic inputs: Monte Carlo under the proposals with theory's variance bounds where the tier's
+    replicates can decide them (radius at most half the tolerance), else the change-of-measure route
+    (:func:`_change_of_measure_cell`)."""
     p = ctx.params
     q, k, v = _cell_inputs(ctx, p["N"])
     lp = _mis_setup(ctx, q, k)
     weight_name = weight_name or p["weights"]
-    options = _weight_options(weight_name)
-    kind = options.pop("kind")
     tested = min(TESTED_QUERIES, p["N"])
     u = _direction(ctx, v.shape[1])
+    var_a = _mis_variance_bounds(q, k, lp, weight_name, v @ u, tested)
+    var_b = _mis_variance_bounds(q, k, lp, weight_name, None, tested)
+    level = ctx.alpha / (2 * tested)
+    scale = _value_scale(v)
+    radius = max([_catoni_radius(math.sqrt(x), ctx.replicates, level) / scale for x in var_a]
+                 + [_catoni_radius(math.sqrt(x), ctx.replicates, level) for x in var_b])
+    if not radius <= 0.5 * ctx.tolerance:
+        return _change_of_measure_cell(ctx, q, k, v, lp, weight_name, u, tested)
+    options = _weight_options(weight_name)
+    kind = options.pop("kind")
     # R replicates (one draw per proposal each) in blocks that keep the (N, C, block) weights and (C, block, D)
     # draws within CROSS_BLOCK_ELEMENTS (the full tier's 400,000 replicates at N = M = 196, D = 64 peaked at 8 GiB);
     # random weights keep one partition of unity for the whole cell (one generator, restarted per block)
@@ -542,13 +624,9 @@ def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evid
         b.append(b_block)
     g_u, b = np.concatenate(g_u), np.concatenate(b)                                       # (R, tested) each
     mu = _softmax_rows(q[:tested], k, v)
-    scale = _value_scale(v)
     # Catoni sequences with theory's variance bound (exact or proven upper bound; see _mis_variance_bounds):
-    # non-asymptotic, so heavy-tailed importance weights cannot fake a decision. A fixed sample: where the bound
-    # needs more replicates than the tier has, the cell reports itself underpowered (sequential rounds would spend
-    # up to 8x the plan on cells whose exact variance needs millions of replicates).
-    var_a = _mis_variance_bounds(q, k, lp, weight_name, v @ u, tested)
-    var_b = _mis_variance_bounds(q, k, lp, weight_name, None, tested)
+    # non-asymptotic, so heavy-tailed importance weights cannot fake a decision. A fixed sample, sized by the bound
+    # above (sequential rounds would spend up to 8x the plan).
     parts = [mean_test(g_u[:, i], float(mu[i] @ u), scale=scale, sd=math.sqrt(var_a[i]), **ctx.sub_test(2 * tested))
              for i in range(tested)]
     parts += [mean_test(b[:, i], 1.0, sd=math.sqrt(var_b[i]), **ctx.sub_test(2 * tested)) for i in range(tested)]
@@ -728,12 +806,17 @@ EQ8_MIS_UNBIASED = Claim(
     notes="D <= 2 (route quadrature): E[ĝ_n] = Σ_c E_{q_c}[α_nc w_c f_n] by linearity over the independent draws, each "
           "expectation by an 80x80 Gauss-Hermite rule under q_c (24x24 per component of an Eq 32 mixture) of the "
           "estimator's own α, p_n/q_c and f_n: exact to ~1e-10, so the heavy-tailed importance weights (E_q[w²] ~ 1e3 "
-          "for the single eq34 proposal of query 0) no longer decide the power. D > 2 (route Monte Carlo): Catoni "
-          "tests with theory's variance bound (rfkit.theory.lara.mis_variance_bound: exact second moments for C = 1 "
-          "and constant weights, proven bounds otherwise); a cell whose bound needs more replicates than the tier has "
-          "reports itself underpowered (a generic-input route at D = 8, 64: E_q[w²] grows with D, so the bounds need "
-          "~1e5-1e7 "
-          "replicates at D = 8 and ~1e6-1e9 at D = 64 for G-gauss logit std 0.5; full tier only). D (ω ∈ R^D, every "
+          "for the single eq34 proposal of query 0) no longer decide the power. "
+          "D > 2 (route Monte Carlo, generic inputs, full tier): Catoni tests under the proposals with "
+          "theory's variance bound (rfkit.theory.lara.mis_variance_bound: exact "
+          "second moments for C = 1 and constant weights, proven bounds otherwise) where the tier's replicates reach "
+          "half the tolerance with it; elsewhere (E_q[w²] grows with D: radii up to 8.7e34 at D = 64 for 2.4e6 "
+          "replicates) the change of measure decides: E[ĝ_n] = E_{p_n}[Σ_c t_c q_c/p_n] for the estimator's terms t_c "
+          "at a common ω drawn from p_n (theory's mixture, not the estimator's sampler), with q_c and p_n from "
+          "theory's densities. There Σ_c α_nc (p_n/q_c)(q_c/p_n) = 1 is checked at every draw (a constant departure is "
+          "E[B]'s bias, exactly; a varying one leaves the cell undecided) and Y = f_n·u is bounded by the values, so a "
+          "betting sequence decides E[A] (non-asymptotic). That route does not exercise the proposals' sampler, which "
+          "the quadrature and embedded routes do not either (the identity claims test it). D (ω ∈ R^D, every "
           "D) is a domain axis: D = 1, 2 by quadrature; D = 8, 64 exactly by the embedded route (_embedded_setup): "
           "rank-2 inputs q = q_r B^T, k = k_r B^T in R^D (B random orthonormal), where every LARA proposal is "
           "N(Bμ_r, I_D), so with ω = Bz + ξ⊥ the estimator's p_n/q_c, f_n and the ratio-of-q_c weights (balance, "
@@ -922,9 +1005,10 @@ EQ9_UNBIASED_OR_CONSISTENT = Claim(
     where=_eq9_where,
     related={"lara.eq8.mis_unbiased": "its unbiased part is lara.eq8.mis_unbiased with Eq 9 weights"},
     plot_x="C",
-    notes="unbiased: the exact expectation by quadrature for D <= 2 (see lara.eq8.mis_unbiased; Monte Carlo with "
-          "theory's bounds for D > 2, full tier). consistent: 'consistency' in its statistical sense, convergence (in "
-          "probability; here almost surely) as the samples per proposal S_c grow with proposals and weights fixed "
+    notes="unbiased: the exact expectation by quadrature for D <= 2 (see lara.eq8.mis_unbiased; for D > 2 at the full "
+          "tier, Monte Carlo with theory's bounds where they decide, else eq8's change-of-measure route). "
+          "consistent: 'consistency' in its statistical sense, convergence (in probability; here almost "
+          "surely) as the samples per proposal S_c grow with proposals and weights fixed "
           "(footnote 5): LARA's numerator and denominator are means of S_c iid draws, so LARA → E[A]/E[B] by the "
           "strong law, and the cell computes that limit exactly (quadrature, D <= 2) against μ_n. The truncated MSE "
           "E[min(‖y - μ‖², max|v|²)] over S_c = 1..64 is reported beside it (extra truncated_mse_slope): with signed "
@@ -1326,8 +1410,9 @@ def _lara_query_replicates(q_row, k, v, lp, omega, alpha, R: int) -> np.ndarray:
 #: "To leading order in 1/S_c" is tested where the linearisation describes the draws that carry the variance: the
 #: single-draw factor κ (:func:`rfkit.theory.lara.snis_linearisation_factor`) within half the claim's tolerance of 1.
 LEADING_ORDER_SLACK = 0.5
-#: The most draws per estimate (C·S_c) a cell spends to reach that regime (~500x a C = 1, S_c = 64 cell).
-LEADING_ORDER_MAX_DRAWS = 2**15
+#: The most draws per estimate (C·S_c) a cell spends to reach that regime: 32x a C = 4, S_c = 64 cell (~6 min of CPU
+#: on a loaded machine; 2^15 draws took more than 25 min for RFA at norms <= 1).
+LEADING_ORDER_MAX_DRAWS = 2**13
 
 
 def _leading_order_samples(aw, f, g, S_c: int, n_c: int, weights, tolerance: float) -> tuple[int, float]:
@@ -1551,7 +1636,7 @@ SNIS_DELTA = Claim(
           "single-draw factor κ (rfkit.theory.lara.snis_linearisation_factor: the share of the leading-order second "
           "moment that survives the normaliser's response to the draw carrying it) must be within 0.05 (half the "
           "tolerance) of 1. A cell whose grid S_c (64 quick, 64-1024 full; the regime of the statement, not a "
-          "quantified word) is short of it runs at the smallest doubling that reaches it, up to 32,768 draws per "
+          "quantified word) is short of it runs at the smallest doubling that reaches it, up to 8,192 draws per "
           "estimate, and is undecided beyond, naming the S_c it needs. The full tier's former refutations had κ "
           "from 0.8 down to 1e-9 at S_c = 64: the draws carrying the predicted variance were ones a sample of 1e5 "
           "estimates never sees (eq9 weights on far custom Gaussians: predicted 1.6e4 against a measured 4e-5). The "
