@@ -93,8 +93,9 @@ def test_eq8_change_of_measure_decides_where_monte_carlo_cannot():
 
 
 def test_eq8_change_of_measure_refutes_planted_bugs(monkeypatch):
-    # seeded (rng 0), 50,000 draws per query; the betting test's level is the cell's (0.05 here): a bias of 0.1 max|v|
-    # in F is 10x its radius
+    # seeded (rng 0), 10,000 draws per query; the betting test's level is the cell's (0.05 here): f_n pulled halfway
+    # to one value is biased by 0.29 max|v| here (tolerance 0.05, resolution 0.004)
+    monkeypatch.setattr(variance, "CHANGE_OF_MEASURE_DRAWS", 10_000)
     weights, key_statistics = variance._weights, variance.rfa_est.key_statistics
     with monkeypatch.context() as mp:  # the weights sum to 1.1: E[B] = 1.1, exactly
         mp.setattr(variance, "_weights", lambda *a, **k: 1.1 * weights(*a, **k))
