@@ -100,7 +100,13 @@ def test_eq8_change_of_measure_refutes_planted_bugs(monkeypatch):
     with monkeypatch.context() as mp:  # the weights sum to 1.1: E[B] = 1.1, exactly
         mp.setattr(variance, "_weights", lambda *a, **k: 1.1 * weights(*a, **k))
         ev = variance._mis_unbiased_cell(_generic())
-        assert ev.p_value == 0.0 and ev.effect == pytest.approx(0.1, rel=1e-6)
+        assert ev.p_value == 0.0 and ev.effect >= 0.1 - 1e-6
+    with monkeypatch.context() as mp:  # sum to 1 + 1e-6: B within tolerance, and A is still tested (f_n biased)
+        mp.setattr(variance, "_weights", lambda *a, **k: (1 + 1e-6) * weights(*a, **k))
+        mp.setattr(variance.rfa_est, "key_statistics", lambda k, v, omega: dataclasses.replace(
+            key_statistics(k, v, omega), F=0.5 * key_statistics(k, v, omega).F + 0.5 * v[0]))
+        ev = variance._mis_unbiased_cell(_generic())
+        assert ev.p_value < 0.05 and ev.effect > 0.2
     with monkeypatch.context() as mp:  # f_n pulled halfway to the first value: still in the values' hull, biased
         mp.setattr(variance.rfa_est, "key_statistics", lambda k, v, omega: dataclasses.replace(
             key_statistics(k, v, omega), F=0.5 * key_statistics(k, v, omega).F + 0.5 * v[0]))

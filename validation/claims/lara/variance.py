@@ -537,9 +537,10 @@ def _change_of_measure_cell(ctx: CellContext, q, k, v, lp, weight_name: str, u, 
     p_n is positive everywhere), ``q_c`` and ``p_n`` from theory's densities, ω drawn from ``p_n`` here. Where the
     estimator's ratio and weights are right, ``Y = (Σ_c α_nc) f_n = f_n`` pointwise: bounded by the values, so a
     betting sequence decides E[A·u] = μ_n·u non-asymptotically, and E[B] = E[Σ_c α_nc (p_n/q_c)(q_c/p_n)] = 1 is
-    checked at every draw. A pointwise gap of B that is the same at every draw (a constant factor) is E[B]'s bias,
-    exactly; one that varies has no a-priori bound, and the cell is undecided. Used where the importance weights
-    under q_c make the Monte Carlo route's variance bound exceed any budget (E_q[w²] ~ 1e69 at D = 64)."""
+    checked at every draw. B constant over the draws (1, or a constant factor ``b``: then E[B]'s bias, exactly) makes
+    ``Y = b f_n·u`` bounded by ``b`` times the values; a B that varies has no a-priori bound, and the cell is
+    undecided. Used where the importance weights under q_c make the Monte Carlo route's variance bound exceed any
+    budget (E_q[w²] ~ 1e69 at D = 64)."""
     options = _weight_options(weight_name)
     kind = options.pop("kind")
     partition = int(ctx.rng.integers(2**63))
@@ -571,13 +572,16 @@ def _change_of_measure_cell(ctx: CellContext, q, k, v, lp, weight_name: str, u, 
             return undecided(f"change of measure: Σ_c α_nc (p_n/q_c)(q_c/p_n) departs from 1 by up to {gaps[-1]:.3g} "
                              f"and varies with ω (spread {spread:.3g}): its mean under p_n has no a-priori bound",
                              extra=dict(route="change of measure", gap_B=gaps))
-        parts.append(exact_test(float(y_b.mean()), 1.0, tolerance=ctx.tolerance))
-        if gaps[-1] <= CHANGE_OF_MEASURE_TOL:  # Y = f_n·u to round-off: bounded by the values
-            lo, hi = padded(float(vu.min()), float(vu.max()))
-            if not ((y_a >= lo) & (y_a <= hi)).all():
-                return undecided("change of measure: the estimator's f_n leaves the hull of the values, so Y has no "
-                                 "a-priori bound", extra=dict(route="change of measure", gap_B=gaps))
-            parts.append(mean_test(y_a, float(mu[i] @ u), scale=scale, bounds=(lo, hi), **ctx.sub_test(2 * tested)))
+        b = float(y_b.mean())
+        parts.append(exact_test(b, 1.0, tolerance=ctx.tolerance))
+        # Y = B f_n·u with B constant to CHANGE_OF_MEASURE_TOL: within b times the values' range, widened by that
+        lo, hi = sorted((b * float(vu.min()), b * float(vu.max())))
+        pad = CHANGE_OF_MEASURE_TOL * float(np.abs(vu).max())
+        lo, hi = padded(lo - pad, hi + pad)
+        if not ((y_a >= lo) & (y_a <= hi)).all():
+            return undecided("change of measure: the estimator's f_n leaves the hull of the values, so Y has no "
+                             "a-priori bound", extra=dict(route="change of measure", gap_B=gaps))
+        parts.append(mean_test(y_a, float(mu[i] @ u), scale=scale, bounds=(lo, hi), **ctx.sub_test(2 * tested)))
     return combine(parts, extra=dict(route="change of measure", gap_B=gaps, draws=CHANGE_OF_MEASURE_DRAWS))
 
 
