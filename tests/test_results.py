@@ -43,3 +43,18 @@ def test_attributes_the_netcdf3_writer_reserves_are_refused_by_name(tmp_path, wh
 def test_reserved_axis_names_are_refused(axis):
     with pytest.raises(ValueError, match="clash with results variables"):
         _claim(axis)
+
+
+def test_claim_resolution_is_the_deciding_readings():
+    # lara.eq36 was "supported" with resolution inf: the worst radius of a reading reported beside the verdict
+    from rfkit.validation.domain import Choice, Reading
+    from rfkit.validation.stats import undecided
+
+    claim = Claim(id="core.toy.beside", paper="core", source="test", statement="toy", kind="identity",
+                  hypotheses="none", tolerance=1e-9, grid={"smoke": {"x": [1]}},
+                  domain=dict(x=Choice("x", (1,))),
+                  readings={"main": Reading("decides"), "other": Reading("beside", beside=True)},
+                  cell=lambda ctx: exact_test(0.0, 0.0, tolerance=1e-9) if ctx.variant == "main" else undecided("no"))
+    result = validate([claim], tier="smoke", progress=False).claims[0]
+    assert result.verdict == "supported" and result.variants["other"].resolution == np.inf
+    assert result.resolution == 0.0

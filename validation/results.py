@@ -99,7 +99,10 @@ class ClaimResult:
 
     @property
     def resolution(self) -> float:
-        return max((v.resolution for v in self.variants.values()), default=math.inf)
+        """The confidence radius of the verdict: the worst of the readings that decide it (those reported beside it
+        keep their own, in ``variants``)."""
+        deciding = [name for name in self.claim.deciding() if name in self.variants] or list(self.variants)
+        return max((self.variants[name].resolution for name in deciding), default=math.inf)
 
     @property
     def failed(self) -> bool:
