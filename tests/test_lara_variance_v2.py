@@ -88,7 +88,7 @@ def test_eq8_change_of_measure_decides_where_monte_carlo_cannot():
 
     # where the bound lets the budget decide (a radius at most half the tolerance), the proposals' own samples are used
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(variance, "_catoni_radius", lambda sd, n, alpha: 0.0)
+        mp.setattr(variance, "required_replicates", lambda *a, **k: 0.0)
         assert "route" not in variance._mis_unbiased_cell(_generic(weights="constant", proposal="eq34", d=8)).extra
 
 

@@ -1636,13 +1636,13 @@ def _short_cell(ctx: CellContext) -> Evidence:
 #: The quick sweep of the short-length parts; 'catches up ... soon after' sweeps on to CATCH_UP_BY (its crossover lies
 #: between 2048 and 4096 here: at 1024 EVA was still 1.8x softmax's time, and the part could not decide).
 SHORT_SWEEP = (128, 256, 512, 1024)
+CATCH_UP_SWEEP = SHORT_SWEEP + (2048, CATCH_UP_BY)
 
 
 def _short_where(p, v) -> bool:
     """Each part on its own quick sweep: catches_up on the long one, the others on :data:`SHORT_SWEEP` (the long
     sweep's memory tracing and timing cost ~10x the short one's); other tiers: one sweep."""
-    long = p["L"] == SHORT_SWEEP + (2048, CATCH_UP_BY)
-    return p["L"] not in (SHORT_SWEEP, SHORT_SWEEP + (2048, CATCH_UP_BY)) or long == (p["part"] == "catches_up")
+    return p["L"] not in (SHORT_SWEEP, CATCH_UP_SWEEP) or (p["L"] == CATCH_UP_SWEEP) == (p["part"] == "catches_up")
 
 
 SHORT_SEQUENCES = Claim(
@@ -1657,7 +1657,7 @@ SHORT_SEQUENCES = Claim(
                    points=SHORT_LENGTHS)),
     tolerance=SHORT_TOLERANCE, units="log cost ratio EVA/softmax on the wrong side of 1",
     cell=_short_cell,
-    grid=tiers(dict(part=list(SHORT_READINGS), L=[SHORT_SWEEP, SHORT_SWEEP + (2048, CATCH_UP_BY)]),
+    grid=tiers(dict(part=list(SHORT_READINGS), L=[SHORT_SWEEP, CATCH_UP_SWEEP]),
                smoke=dict(L=[(128, 256)]), full=dict(L=[(64, 128, 256, 512, 1024, 2048, 4096)])),
     where=_short_where,
     replicates=tiers(2, full=10),

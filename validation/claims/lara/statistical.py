@@ -905,7 +905,7 @@ def _prop32_cell(ctx: CellContext) -> Evidence:
     # f_n ≡ the mean of the values)
     vu = v @ u
     lo, hi = float(vu.min()), float(vu.max())
-    constant = p["M"] == 1 or hi <= lo or not np.ptp(k, axis=0).any()
+    constant = hi <= lo or not np.ptp(k, axis=0).any()  # one key: ptp 0 as well
     law = dict(sd=0.0) if constant else dict(bounds=padded(lo, hi))
     return _sequential(ctx, draw, float(mu @ u), scale=PROP32_BIAS_THRESHOLD * scale,
                        extra=dict(method="stratified Monte Carlo"), **law)

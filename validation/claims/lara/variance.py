@@ -27,6 +27,7 @@ from rfkit.validation.stats import (
     exact_test,
     mean_test,
     padded,
+    required_replicates,
     slope_test,
     undecided,
 )
@@ -559,7 +560,7 @@ def _change_of_measure_cell(ctx: CellContext, q, k, v, lp, weight_name: str, u, 
             alpha = _weights(kind, lp.proposals, q, lp.q_landmarks, common, rng=np.random.default_rng(partition),
                              **options)
             alpha = alpha[i] if alpha.shape[0] > 1 else alpha[0]                         # (C, size)
-            ratio = np.exp(_log_mixture(q[i], k, common) - lp.proposals.logpdf(common))   # the estimator's p_n/q_c
+            ratio = np.exp(_log_mixture(q[i], k, omega) - lp.proposals.logpdf(common))    # the estimator's p_n/q_c
             back = np.exp(theory.proposal_log_density(omega, means, log_rho)
                           - theory.target_log_density(q[i], k, omega))                    # q_c/p_n, theory
             b = (alpha * ratio * back).sum(axis=0)
@@ -585,16 +586,10 @@ def _change_of_measure_cell(ctx: CellContext, q, k, v, lp, weight_name: str, u, 
     return combine(parts, extra=dict(route="change of measure", gap_B=gaps, draws=CHANGE_OF_MEASURE_DRAWS))
 
 
-def _catoni_radius(sd: float, n: int, alpha: float) -> float:
-    """The half-width a Catoni sequence of ``n`` replicates with standard deviation ``sd`` reaches at level
-    ``alpha`` (to leading order: ``sd·sqrt(2 log(2/alpha)/n)``), to see whether a budget can decide a cell."""
-    return sd * math.sqrt(2.0 * math.log(2.0 / alpha) / n)
-
-
 def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evidence:
     """D > 2, generic inputs: Monte Carlo under the proposals with theory's variance bounds where the tier's
-    replicates can decide them (radius at most half the tolerance), else the change-of-measure route
-    (:func:`_change_of_measure_cell`)."""
+    replicates can decide them (:func:`~rfkit.validation.stats.required_replicates`: a radius of half the
+    tolerance), else the change-of-measure route (:func:`_change_of_measure_cell`)."""
     p = ctx.params
     q, k, v = _cell_inputs(ctx, p["N"])
     lp = _mis_setup(ctx, q, k)
@@ -603,11 +598,10 @@ def _mis_unbiased_cell(ctx: CellContext, weight_name: str | None = None) -> Evid
     u = _direction(ctx, v.shape[1])
     var_a = _mis_variance_bounds(q, k, lp, weight_name, v @ u, tested)
     var_b = _mis_variance_bounds(q, k, lp, weight_name, None, tested)
-    level = ctx.alpha / (2 * tested)
     scale = _value_scale(v)
-    radius = max([_catoni_radius(math.sqrt(x), ctx.replicates, level) / scale for x in var_a]
-                 + [_catoni_radius(math.sqrt(x), ctx.replicates, level) for x in var_b])
-    if not radius <= 0.5 * ctx.tolerance:
+    need = max(required_replicates(math.sqrt(x), alpha=ctx.alpha / (2 * tested), tolerance=ctx.tolerance,
+                                   power=ctx.power) for x in [a / scale**2 for a in var_a] + var_b)
+    if not need <= ctx.replicates:
         return _change_of_measure_cell(ctx, q, k, v, lp, weight_name, u, tested)
     options = _weight_options(weight_name)
     kind = options.pop("kind")
@@ -1419,25 +1413,15 @@ LEADING_ORDER_SLACK = 0.5
 LEADING_ORDER_MAX_DRAWS = 2**13
 
 
-def _leading_order_samples(aw, f, g, S_c: int, n_c: int, weights, tolerance: float) -> tuple[int, float]:
-    """The smallest ``S_c · 2^j`` at which |1 - κ| <= :data:`LEADING_ORDER_SLACK` · tolerance, and κ there; ``S_c`` of
-    the last doubling tried (and its κ) when none within :data:`LEADING_ORDER_MAX_DRAWS` draws per estimate is."""
+def _leading_order_samples(aw, f, g, S_c: int, weights, tolerance: float) -> int | None:
+    """The smallest ``S_c · 2^j`` at which |1 - κ| <= :data:`LEADING_ORDER_SLACK` · tolerance (the quadrature's κ:
+    cheap), or ``None`` where not even 2^50 samples per proposal reach it."""
     s = S_c
-    while True:
-        kappa = theory.snis_linearisation_factor(aw, f, g, s, weights=weights)
-        if abs(1.0 - kappa) <= LEADING_ORDER_SLACK * tolerance or 2 * s * n_c > LEADING_ORDER_MAX_DRAWS:
-            return s, kappa
-        s *= 2
-
-
-def _regime_needed(aw, f, g, s: int, weights, tolerance: float) -> str:
-    """The ``S_c`` the leading-order regime needs beyond the cap, by doubling the quadrature's κ (cheap): a number, or
-    a lower bound where even 2^50 samples per proposal do not reach it."""
     while abs(1.0 - theory.snis_linearisation_factor(aw, f, g, s, weights=weights)) > LEADING_ORDER_SLACK * tolerance:
         if s >= 2**50:
-            return f"more than {s:.1e}"
+            return None
         s *= 2
-    return f"{s:.3g}"
+    return s
 
 
 def _delta_cell(ctx: CellContext, leading_order: bool = False) -> Evidence:
@@ -1456,15 +1440,16 @@ def _delta_cell(ctx: CellContext, leading_order: bool = False) -> Evidence:
     kappa = theory.snis_linearisation_factor(aw, f, g, S_c, weights=weights)
     regime = dict(kappa=kappa, S_c_run=S_c)
     if leading_order:
-        S_c, kappa = _leading_order_samples(aw, f, g, S_c, n_c, weights, ctx.tolerance)
-        regime = dict(kappa=kappa, S_c_run=S_c, kappa_at_grid=regime["kappa"])
-        if abs(1.0 - kappa) > LEADING_ORDER_SLACK * ctx.tolerance:
-            needed = _regime_needed(aw, f, g, S_c, weights, ctx.tolerance)
+        needed = _leading_order_samples(aw, f, g, S_c, weights, ctx.tolerance)
+        if needed is None or (needed > S_c and needed * n_c > LEADING_ORDER_MAX_DRAWS):  # the grid's own S_c runs
             return undecided(
                 f"pre-asymptotic: the draws that carry the leading-order variance move the normaliser by a share "
                 f"comparable to S_c (single-draw factor κ = {kappa:.3g} at S_c = {S_c}); the leading-order regime "
-                f"(|1 - κ| <= {LEADING_ORDER_SLACK * ctx.tolerance:g}) needs S_c = {needed} samples per proposal, "
+                f"(|1 - κ| <= {LEADING_ORDER_SLACK * ctx.tolerance:g}) needs S_c = "
+                f"{f'more than {2**50:.1e}' if needed is None else format(needed, '.3g')} samples per proposal, "
                 f"beyond the cell cap of {LEADING_ORDER_MAX_DRAWS} draws per estimate (C·S_c)", extra=regime)
+        S_c, kappa = needed, theory.snis_linearisation_factor(aw, f, g, needed, weights=weights)
+        regime = dict(kappa=kappa, S_c_run=S_c, kappa_at_grid=regime["kappa"])
     _, var = theory.snis_delta_bias_variance(aw, f, g, S_c, weights=weights)
     options = _weight_options(p["weights"])
     kind = options.pop("kind")
