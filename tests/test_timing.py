@@ -87,3 +87,53 @@ def test_exp_evaluations_counts_every_value_and_restores_numpy():
     with pytest.raises(ZeroDivisionError):
         exp_evaluations(lambda: 1 / 0)
     assert np.exp is real
+
+
+def _cubic(n):
+    a = np.random.default_rng(0).standard_normal((n, n))
+    return lambda: [a @ a for _ in range(4)]  # time ~ n³
+
+
+def test_best_of_blocks_slope_refutes_a_cubic_growth_claimed_quadratic():
+    from rfkit.validation.timing import timing_slope_test
+
+    sizes = [96, 128, 176, 240, 320]
+    ev = timing_slope_test(sizes, [_cubic(n) for n in sizes], 2.0, repeats=4, best_of=2, alpha=1e-3, tolerance=0.25)
+    assert ev.estimate > 2.5 and ev.effect > 0.25  # slope ~3: a violation beyond the tolerance
+    assert ev.extra["best_of"] == 2 and ev.extra["repeats"] == 4
+    ev = timing_slope_test(sizes, [_cubic(n) for n in sizes], 3.0, repeats=4, best_of=2, alpha=1e-3, tolerance=0.25)
+    assert ev.effect <= 0.25
+
+
+def _disturbed(work, every):
+    """A call that does ``work`` units, and 20 times as many on each ``every``-th call (a planted disturbance:
+    another process's load only ever adds time)."""
+    calls = [0]
+
+    def call():
+        calls[0] += 1
+        for _ in range(work * (20 if calls[0] % every == 0 else 1)):
+            sum(range(2_000))
+    return call
+
+
+def test_best_of_a_block_drops_a_disturbed_round():
+    from rfkit.validation.timing import interleaved_times
+
+    # call 1 is the warm-up and every 3rd call is disturbed (3, 6, 9, 12): every block of 2 rounds (calls 2-3,
+    # 4-5, ..., 12-13) holds an undisturbed one
+    plain = interleaved_times([_disturbed(20, 3)], repeats=6)[:, 0]
+    best = interleaved_times([_disturbed(20, 3)], repeats=6, best_of=2)[:, 0]
+    assert plain.max() > 8 * np.median(plain)  # the planted disturbance is seen round by round
+    assert best.max() < 3 * best.min()  # and dropped by the best of each block
+    with pytest.raises(ValueError, match="best_of"):
+        interleaved_times([_disturbed(1, 3)], repeats=2, best_of=0)
+
+
+def test_timing_ratio_test_reports_its_blocks():
+    from rfkit.validation.timing import timing_ratio_test
+
+    ev = timing_ratio_test(_disturbed(5, 1_000), _disturbed(10, 1_000), 1.0, repeats=4, best_of=3, alpha=1e-3,
+                           tolerance=0.25)
+    assert ev.extra["best_of"] == 3 and len(ev.extra["seconds"]) == 4
+    assert 0.3 < ev.estimate < 0.7  # half the work

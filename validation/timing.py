@@ -8,7 +8,8 @@ Complexity claims and the benchmark's memory column use these; the benchmark's `
   (threadpoolctl). Other processes' load stretches wall time by whole scheduler slices and idle BLAS workers
   spin, but neither adds work to this thread, so scaling slopes measure the work. Calls are timed
   round-robin, so any remaining disturbance hits every size alike. Numba code here is not ``parallel``,
-  so its work is on the calling thread too. :func:`interleaved_best_times` summarises them as best-of-k.
+  so its work is on the calling thread too. With ``best_of`` a repeat is a block of rounds and each call's best
+  time in it (load only adds time). :func:`interleaved_best_times` summarises them as best-of-k.
 * :func:`timing_slope_test` — a timing is a random variable: the log-log slope of time against size is
   fitted on *every* repeated measurement (at least 5 sizes), with Student t on the fit's degrees of freedom.
 * :func:`timing_ratio_slope_test` — the same fit for the ratio of two calls' paired times (an acceleration).
@@ -35,7 +36,7 @@ from rfkit.validation.stats import exact_test, ratio_test, slope_test
 
 __all__ = ["peak_bytes", "single_threaded_blas", "interleaved_times", "interleaved_best_times", "timing_slope_test",
            "timing_ratio_slope_test", "cell_timing_slope", "timing_ratio_test", "geometric_sizes", "loglog_slope",
-           "count_slope_test", "MACHINE_MARGIN"]
+           "count_slope_test", "MACHINE_MARGIN", "LOAD_BEST_OF"]
 
 #: Log-ratio a claim about relative speed measured on this CPU allows for the machine (another CPU, BLAS and
 #: memory system than the paper's): 25% either way.
@@ -43,6 +44,10 @@ MACHINE_MARGIN = math.log(1.25)
 
 #: Smallest relative resolution given to a best time (timer and CPU-frequency jitter).
 TIMING_FLOOR = 0.02
+
+#: Rounds per block (``best_of``) of the timing claims whose verdict followed the machine's load: each repeat is
+#: a call's best time in a block of this many rounds (:func:`interleaved_times`).
+LOAD_BEST_OF = 2
 
 
 #: Calls of :func:`peak_bytes` when other threads run in the process (the least peak is the call's own).
@@ -78,10 +83,19 @@ def single_threaded_blas():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def interleaved_times(calls: list[Callable[[], object]], *, repeats: int) -> np.ndarray:
+def interleaved_times(calls: list[Callable[[], object]], *, repeats: int, best_of: int = 1) -> np.ndarray:
     """``(repeats, len(calls))`` CPU times of the calling thread, single-threaded BLAS, calls round-robin
-    after one warm-up call each (lazy imports, JIT compilation, first touch of memory)."""
-    times = np.empty((repeats, len(calls)))
+    after one warm-up call each (lazy imports, JIT compilation, first touch of memory).
+
+    ``best_of > 1``: each row is a block of ``best_of`` consecutive rounds, and a call's time in it is its best
+    (smallest) there. Other processes' load only ever adds CPU time to a measurement (cache and memory-bandwidth
+    contention, interrupts): one disturbed round at one size is an outlier of a fit on every round, whose
+    lack-of-fit inflation widens the whole interval, so the verdict follows the machine's load. A block's best is
+    disturbed only when all its rounds are, and every block still holds every call, so a block's machine speed
+    stays common to its calls; the blocks are independent rows."""
+    if repeats < 1 or best_of < 1:
+        raise ValueError(f"repeats and best_of must be >= 1, got {repeats} and {best_of}")
+    times = np.empty((repeats * best_of, len(calls)))
     with single_threaded_blas():
         for call in calls:
             call()
@@ -90,7 +104,7 @@ def interleaved_times(calls: list[Callable[[], object]], *, repeats: int) -> np.
                 t0 = time.thread_time()
                 call()
                 row[i] = time.thread_time() - t0
-    return times
+    return times.reshape(repeats, best_of, len(calls)).min(axis=1)
 
 
 def geometric_sizes(lo: int, hi: int, count: int = 5) -> list[int]:
@@ -106,7 +120,7 @@ def geometric_sizes(lo: int, hi: int, count: int = 5) -> list[int]:
 
 
 def _rounds_slope(sizes, times: np.ndarray, resolution: float, claimed: float, *, alpha: float, tolerance: float,
-                  alternative: str, extra: dict):
+                  alternative: str, extra: dict, best_of: int = 1):
     """Log-log least-squares slope of ``times (rounds, sizes)`` against ``sizes``: one intercept per round and
     one slope, each point with the relative resolution ``resolution`` (inflated by the fit's scatter when
     larger); Student t on ``points - rounds - 1`` degrees of freedom."""
@@ -114,7 +128,8 @@ def _rounds_slope(sizes, times: np.ndarray, resolution: float, claimed: float, *
     rounds = np.broadcast_to(np.arange(times.shape[0])[:, None], times.shape).ravel()
     y = times.ravel()
     info = dict(extra, sizes=np.asarray(sizes, dtype=np.float64).tolist(), repeats=int(times.shape[0]),
-                measured="CPU time of the calling thread, single-threaded BLAS")
+                best_of=best_of, measured="CPU time of the calling thread, single-threaded BLAS"
+                + (f", best of {best_of} rounds per repeat" if best_of > 1 else ""))
     return slope_test(x, y, resolution * y, claimed, alpha=alpha, tolerance=tolerance, alternative=alternative,
                       groups=rounds, extra=info)
 
@@ -124,7 +139,7 @@ def _floored(times: np.ndarray) -> np.ndarray:
 
 
 def timing_slope_test(sizes, calls: list[Callable[[], object]], claimed: float, *, repeats: int, alpha: float,
-                      tolerance: float, alternative: str = "less", extra: dict | None = None):
+                      tolerance: float, alternative: str = "less", best_of: int = 1, extra: dict | None = None):
     """Log-log slope of CPU time against ``sizes`` versus ``claimed`` from ``repeats`` rounds of every call.
 
     Every measurement is a point of a least-squares fit of ``log t`` on ``log size`` with one intercept per
@@ -133,12 +148,14 @@ def timing_slope_test(sizes, calls: list[Callable[[], object]], claimed: float, 
     :data:`TIMING_FLOOR`; the slope's standard error comes from the scatter within rounds and the curvature
     between sizes (when larger than that floor), and the interval is Student t with
     ``points - rounds - 1`` degrees of freedom (:func:`rfkit.validation.stats.slope_test` with ``groups``).
+    ``best_of > 1``: a round is a block of that many, each size's best time in it (:func:`interleaved_times`).
     Needs at least 5 sizes. ``alternative="less"``: "grows no faster than size^claimed". Validity:
     asymptotic (normal log-time errors).
     """
-    times = _floored(interleaved_times(calls, repeats=max(repeats, 2)))
+    times = _floored(interleaved_times(calls, repeats=max(repeats, 2), best_of=best_of))
     return _rounds_slope(sizes, times, TIMING_FLOOR, claimed, alpha=alpha, tolerance=tolerance,
-                         alternative=alternative, extra=dict(extra or {}, seconds=times.min(axis=0).tolist()))
+                         alternative=alternative, extra=dict(extra or {}, seconds=times.min(axis=0).tolist()),
+                         best_of=best_of)
 
 
 def timing_ratio_slope_test(sizes, numerators: list[Callable[[], object]], denominators: list[Callable[[], object]],
@@ -169,7 +186,8 @@ def _batched(calls: list[Callable[[], object]], min_seconds: float) -> tuple[lis
 
 
 def cell_timing_slope(ctx, sizes, calls: list[Callable[[], object]], claimed: float, *, parts: int = 1,
-                      repeats: int | None = None, min_seconds: float = 0.0, extra: dict | None = None):
+                      repeats: int | None = None, min_seconds: float = 0.0, best_of: int = 1,
+                      extra: dict | None = None):
     """"Time grows no faster than ``size^claimed``" in a claim cell: :func:`timing_slope_test` with ``repeats``
     rounds (default ``ctx.replicates``) at the level of one of ``parts`` sub-tests and the claim's tolerance.
 
@@ -180,17 +198,19 @@ def cell_timing_slope(ctx, sizes, calls: list[Callable[[], object]], claimed: fl
         calls, loops = _batched(calls, min_seconds)
     repeats = (ctx.replicates if repeats is None else repeats) * (2 if loops > 1 else 1)
     return timing_slope_test(sizes, calls, claimed, repeats=repeats, alpha=ctx.alpha / parts,
-                             tolerance=ctx.tolerance, alternative="less",
+                             tolerance=ctx.tolerance, alternative="less", best_of=best_of,
                              extra=dict(extra or {}, **({"calls_per_measurement": loops} if min_seconds > 0 else {})))
 
 
 def timing_ratio_test(fast: Callable[[], object], slow: Callable[[], object], claimed_ratio: float, *, repeats: int,
-                      alpha: float, tolerance: float, margin: float = MACHINE_MARGIN, extra: dict | None = None):
+                      alpha: float, tolerance: float, margin: float = MACHINE_MARGIN, best_of: int = 1,
+                      extra: dict | None = None):
     """"``fast`` takes at most ``claimed_ratio`` times the time of ``slow``" on paired repeated CPU times:
-    :func:`rfkit.validation.stats.ratio_test` on ``log(t_fast/t_slow)`` with the machine margin."""
-    times = interleaved_times([fast, slow], repeats=max(repeats, 3))
+    :func:`rfkit.validation.stats.ratio_test` on ``log(t_fast/t_slow)`` with the machine margin. ``best_of >
+    1``: each pair is the two calls' best times in a block of that many rounds (:func:`interleaved_times`)."""
+    times = interleaved_times([fast, slow], repeats=max(repeats, 3), best_of=best_of)
     return ratio_test(times[:, 0], times[:, 1], claimed_ratio, alpha=alpha, tolerance=tolerance, margin=margin,
-                      alternative="less", extra=dict(extra or {}, seconds=times.tolist()))
+                      alternative="less", extra=dict(extra or {}, seconds=times.tolist(), best_of=best_of))
 
 
 def interleaved_best_times(calls: list[Callable[[], object]], *, repeats: int) -> tuple[np.ndarray, np.ndarray]:

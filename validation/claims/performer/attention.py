@@ -81,13 +81,10 @@ from rfkit.validation.stats import (
     exact_test,
     mean_test,
     required_replicates,
-    slope_test,
 )
 from rfkit.validation.timing import (
-    TIMING_FLOOR,
     count_slope_test,
     geometric_sizes,
-    interleaved_times,
     loglog_slope,
     peak_bytes,
     timing_slope_test,
@@ -1017,7 +1014,7 @@ class Sweep:
     #: Named constructions the sweep measures (grid axes, e.g. ``projection="iid"``).
     labels: Mapping[str, str] = field(default_factory=dict)
     #: Time sweeps: ``best_of`` consecutive rounds form a block and each size's time in a block is its best there
-    #: (:func:`_best_of_blocks_slope`); 1: every round is a point of the fit (:func:`timing_slope_test`).
+    #: (:func:`~rfkit.validation.timing.interleaved_times`); 1: every round is a point of the fit.
     best_of: int = 1
 
 
@@ -1031,14 +1028,11 @@ def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
     sweep = sweeps[name]
     sizes = list(ctx.params[_swept_axis(name, sweep)])
     claimed = _claimed_slope(sweep.order, sizes)
-    if sweep.measure == "time" and sweep.best_of > 1:
-        return _best_of_blocks_slope(sizes, [sweep.setup(ctx, s) for s in sizes], claimed, blocks=ctx.replicates,
-                                     best_of=sweep.best_of, alpha=ctx.alpha, tolerance=ctx.tolerance,
-                                     alternative="two-sided" if sweep.two_sided else "less")
     if sweep.measure == "time":
-        # every repeated CPU time is a point of the fit (a timing is a random variable), every size is fitted
+        # every repeated CPU time (the best of a block of sweep.best_of rounds) is a point of the fit (a timing is
+        # a random variable), every size is fitted
         return timing_slope_test(sizes, [sweep.setup(ctx, s) for s in sizes], claimed, repeats=ctx.replicates,
-                                 alpha=ctx.alpha, tolerance=ctx.tolerance,
+                                 best_of=sweep.best_of, alpha=ctx.alpha, tolerance=ctx.tolerance,
                                  alternative="two-sided" if sweep.two_sided else "less",
                                  extra=dict(claimed_slope=claimed))
     if sweep.measure == "memory":
@@ -1055,31 +1049,6 @@ def _complexity_cell(sweeps: Mapping[str, Sweep], ctx: CellContext):
     exact = exact_test(counts, reference, tolerance=0.0, scale=reference,
                        extra=dict(reference=reference.tolist()))
     return combine([evidence, exact], extra=dict(evidence.extra, reference=reference.tolist()))
-
-
-def _best_of_blocks_slope(sizes, calls, claimed: float, *, blocks: int, best_of: int, alpha: float,
-                          tolerance: float, alternative: str) -> Evidence:
-    """Log-log slope of CPU time against ``sizes`` from ``blocks`` blocks of ``best_of`` consecutive round-robin
-    rounds (:func:`rfkit.validation.timing.interleaved_times`): each size's point in a block is its best (smallest)
-    time there, and the fit is :func:`rfkit.validation.timing.timing_slope_test`'s (one intercept per block, one
-    slope, relative resolution ``TIMING_FLOOR``, Student t when the scatter exceeds it).
-
-    Other processes' load only ever adds CPU time to a measurement (cache and memory-bandwidth contention,
-    interrupts): a single disturbed round at one size is an outlier of the all-rounds fit, whose lack-of-fit
-    inflation then widens the whole interval (the verdict followed the machine's load). The best of a block is
-    disturbed only when all its rounds are at that size, and every block still holds every size, so a block's
-    machine speed is common to its sizes as before; the blocks are independent points of the fit.
-    """
-    times = interleaved_times(calls, repeats=blocks * best_of)
-    best = times.reshape(blocks, best_of, len(calls)).min(axis=1)
-    best = np.maximum(best, TIMING_FLOOR * np.median(best, axis=0))
-    x = np.broadcast_to(np.asarray(sizes, dtype=np.float64), best.shape)
-    groups = np.broadcast_to(np.arange(blocks)[:, None], best.shape)
-    info = dict(claimed_slope=claimed, sizes=[float(s) for s in sizes], blocks=blocks, best_of=best_of,
-                seconds=best.min(axis=0).tolist(),
-                measured=f"CPU time of the calling thread, single-threaded BLAS, best of {best_of} rounds per block")
-    return slope_test(x, best, TIMING_FLOOR * best, claimed, alpha=alpha, tolerance=tolerance,
-                      alternative=alternative, groups=groups, extra=info)
 
 
 #: Repeated CPU-time measurements per size of a timing sweep (every one a point of the fit: 5 sizes × 8 repeats =
