@@ -184,6 +184,38 @@ def test_unnormalised_variance_embedded_route_at_d64():
     assert ev.extra["route"].startswith("embedded") and ev.upper <= 0.1
 
 
+def _plug_in_ctx(**params):
+    return dataclasses.replace(_variance_ctx(d=8, route="monte_carlo", max_norm=1.0, **params), tier="full",
+                               replicates=40_000)
+
+
+def test_unnormalised_variance_plug_in_cell_is_non_asymptotic_where_theory_bounds_it():
+    """Generic inputs at D = 8 (plug-in reference): the replicate's variance is at most 2V² and V at most theory's
+    proven bound, so a Catoni sequence decides (seed 0; the full tier's cell at norms <= 1 was flagged 'heavy tails'
+    under the asymptotic sequence)."""
+    ev = variance._unnormalised_variance_cell(_plug_in_ctx())
+    assert ev.validity == "non-asymptotic" and ev.upper <= 0.1 and not ev.flags, ev
+    assert ev.extra["variance_bound"] >= ev.extra["predicted"]
+
+
+def test_unnormalised_variance_plug_in_cell_catches_shared_draws(monkeypatch):
+    """The planted dependence of test_unnormalised_variance_refutes_shared_draws on the plug-in route."""
+    setup = variance._mis_setup
+
+    class Shared(mis.GaussianProposals):
+        def sample(self, rng, size):
+            return self.means[:, None, :] + rng.standard_normal((size, self.means.shape[1]))[None]
+
+    def shared_setup(ctx, q, k):
+        lp = setup(ctx, q, k)
+        return dataclasses.replace(lp, proposals=Shared(**{f.name: getattr(lp.proposals, f.name)
+                                                                  for f in dataclasses.fields(lp.proposals)}))
+
+    monkeypatch.setattr(variance, "_mis_setup", shared_setup)
+    ev = variance._unnormalised_variance_cell(_plug_in_ctx())
+    assert ev.effect > 0.1 and ev.upper > 0.1  # beyond the tolerance, never supported
+
+
 def test_eq9_embedded_limit_is_exact_at_d64():
     ev = variance._eq9_cell(_eq9_ctx(d=64, route="exact"))
     assert ev.extra["route"] == "embedded quadrature limit" and max(ev.extra["limit_error"]) < 1e-6

@@ -1686,6 +1686,17 @@ def _unnormalised_variance_cell(ctx: CellContext) -> Evidence:
 
     extra = dict(predicted=predicted, quadrature=weights is not None, control="Σ_c,s ‖t_cs - m_c‖²/S²")
     if weights is None:  # plug-in reference (D > 2): the control variate's mean is itself estimated
+        # the replicate's variance under the claim is that of the cross terms, at most 2V², and V is at most theory's
+        # proven bound on Σ_c tr Cov_{q_c}[α w f_n] / S_c (mis_variance_bound per value coordinate, for the weighting's
+        # family): where the tier's replicates can reach the tolerance with that sd (required_replicates at
+        # resolution 1, before any draw), a non-asymptotic (Catoni) sequence, as the quadrature cells; else the
+        # asymptotic one (the bound is loose: 7e3x V for the far custom_2 proposals, ~30x for random partitions)
+        bound = sum(_mis_variance_bounds(q, k, lp, p["weights"], v[:, j], 1)[0] for j in range(v.shape[1])) / S
+        sd = math.sqrt(2.0) * bound
+        extra.update(variance_bound=bound)
+        if required_replicates(sd / predicted, alpha=ctx.alpha, tolerance=ctx.tolerance, power=ctx.power,
+                               resolution=1.0) <= ctx.replicates:
+            return ctx.mean(draw, predicted, scale=predicted, sd=sd, extra=extra)
         return ctx.mean(draw, predicted, scale=predicted, extra=extra)
     # the formula's value: the quadrature against a finer rule (the control variate takes it as the control's mean)
     finer = theory.unnormalised_mis_variance(*_proposal_expectations(ctx, q, k, v, lp, p["weights"], partition,
@@ -1776,7 +1787,9 @@ UNNORMALISED_VARIANCE = Claim(
           "are 2-D Gauss-Hermite sums at D-dimensional nodes, the finer rule at an independent ξ⊥ draw; the replicates "
           "are the estimator's own D-dimensional draws), for balance and Eq 9 (β = 4) on eq34 at C = 4, S_c = 1; "
           "generic inputs "
-          "at D = 8 at the full tier (plug-in reference from 4e4 draws per proposal). The random "
+          "at D = 8 at the full tier (plug-in reference from 4e4 draws per proposal; the replicate's sd is at most √2 "
+          "times theory's proven bound on V, rfkit.theory.lara.mis_variance_bound, so a Catoni sequence decides "
+          "where that bound lets the tier's replicates reach the tolerance, the asymptotic one elsewhere). The random "
           "partitions of unity use one fixed partition for the reference and every replicate. Control variate (see "
           "_unnormalised_variance_cell): the replicate "
           "‖ĝ - μ‖² - Σ_{c,s}‖t_cs - m_c‖²/S² + V has mean tr Var[ĝ] and a variance of at most 2V² (second moments "
