@@ -1694,10 +1694,17 @@ def _unnormalised_variance_cell(ctx: CellContext) -> Evidence:
         bound = sum(_mis_variance_bounds(q, k, lp, p["weights"], v[:, j], 1)[0] for j in range(v.shape[1])) / S
         sd = math.sqrt(2.0) * bound
         extra.update(variance_bound=bound)
-        if required_replicates(sd / predicted, alpha=ctx.alpha, tolerance=ctx.tolerance, power=ctx.power,
-                               resolution=1.0) <= ctx.replicates:
+        need = required_replicates(sd / predicted, alpha=ctx.alpha, tolerance=ctx.tolerance, power=ctx.power,
+                                   resolution=1.0)
+        if need <= ctx.replicates:
             return ctx.mean(draw, predicted, scale=predicted, sd=sd, extra=extra)
-        return ctx.mean(draw, predicted, scale=predicted, extra=extra)
+        ev = ctx.mean(draw, predicted, scale=predicted, extra=extra)
+        if not ev.flags:
+            return ev
+        # what would decide it: the non-asymptotic sequence at theory's bound, or a sharper bound on V
+        return replace(ev, flags=(f"{ev.flags[0]}; theory's bound V <= {bound:.3g} (predicted {predicted:.3g}) "
+                                  f"would decide it non-asymptotically with ~{need:.2g} replicates, a sharper bound "
+                                  "with fewer",) + ev.flags[1:])
     # the formula's value: the quadrature against a finer rule (the control variate takes it as the control's mean)
     finer = theory.unnormalised_mis_variance(*_proposal_expectations(ctx, q, k, v, lp, p["weights"], partition,
                                                                     nodes=GH_FINER_NODES, low=low)[:2], S,
