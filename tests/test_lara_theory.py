@@ -7,6 +7,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 from scipy import integrate, stats
+from scipy.special import softmax
 
 from rfkit.estimators import mis as mis_est
 from rfkit.estimators import ra as ra_est
@@ -226,6 +227,23 @@ def test_appd_grid_solution_reduces_to_the_printed_system_and_is_stationary():
         h = rng.normal(size=(sol.points.shape[0], 3))
         h -= h.mean(axis=1, keepdims=True)
         assert sol.eq20_objective(ag + t * h[:, :, None] * sol.g[:, None, :]) >= optimum
+
+
+def test_eq20_first_term_and_its_edge_share():
+    """Σ_c ∫ ‖α_c g‖²/q_c on the grid from its definition; Eq 20 is it less the squared means; a proposal far outside
+    the grid's centre puts its mass on the edge."""
+    rng = np.random.default_rng(3)
+    sol = theory.appd_grid_solution(0.5 * rng.normal(size=1), 0.5 * rng.normal(size=(3, 1)), rng.normal(size=(3, 1)),
+                                    rng.normal(size=(2, 1)))
+    ag = softmax(sol.log_q, axis=-1)[:, :, None] * sol.g[:, None, :]
+    total, share = sol.eq20_first_term(ag)
+    brute = sum(sol.weights[i] * (ag[i] ** 2).sum(-1) @ np.exp(-sol.log_q[i]) for i in range(len(sol.weights)))
+    assert total == pytest.approx(brute, rel=1e-12) and 0 <= share < 1e-6
+    squares = (np.einsum("g,gcd->cd", sol.weights, ag) ** 2).sum()
+    assert sol.eq20_objective(ag) == pytest.approx(total - squares, rel=1e-12)
+    edge = np.zeros_like(ag)
+    edge[0] = 1.0  # all the integrand on the grid's first point
+    assert sol.eq20_first_term(edge)[1] == pytest.approx(1.0)
 
 
 def test_appd_grid_alpha_matches_the_grid_values():

@@ -312,7 +312,7 @@ def _eq36_margin(x, step=0.15, margin=8.0, constant=False):
     sol = variance.theory.appd_grid_solution(q, k, v, x[1 + 2 * M:offset].reshape(C, 1), step=step, margin=margin)
     alpha = (np.full((sol.points.shape[0], C), 1 / C) if constant else
              variance._signed_partition(sol.points, x[offset:offset + 2 * C], C, float(x[offset + 2 * C])))
-    return variance._veach_margin(sol, alpha, float(sol.mu[0]) ** 2)
+    return variance._veach_margin(sol, alpha, float(sol.mu[0]) ** 2, variance.BH_REDUCTION_TOL)
 
 
 def test_eq36_margin_the_grid_cannot_resolve_is_no_evidence():
@@ -339,12 +339,12 @@ def test_eq36_cell_refutes_a_resolved_violation_and_searches_past_unresolved_inp
                                                               placement="overlapping"),
                       "quick", 0, 1e-3, 0.8, variance.BH_NEAR_OPTIMAL.tolerance, np.random.default_rng(0))
     assert variance._bh_cell(ctx).upper <= variance.BH_NEAR_OPTIMAL.tolerance  # the real margins hold
-    monkeypatch.setattr(variance, "_veach_margin", lambda sol, alpha, mu_sq: -0.5)
+    monkeypatch.setattr(variance, "_veach_margin", lambda sol, alpha, mu_sq, tolerance: -0.5)
     assert variance._bh_cell(ctx).effect == pytest.approx(0.5)
     seen = []
     monkeypatch.setattr(variance, "minimize_margin", lambda margin, bounds, **kw: seen.append(margin(
         np.asarray(EQ36_FULL_WITNESS))) or type("R", (), dict(margin=0.0, x=np.zeros(1)))())
-    monkeypatch.setattr(variance, "_veach_margin", lambda sol, alpha, mu_sq: float("nan"))
+    monkeypatch.setattr(variance, "_veach_margin", lambda sol, alpha, mu_sq, tolerance: float("nan"))
     variance._bh_search(dataclasses.replace(ctx, params=dict(iterations=1), restart=0))
     assert seen == [float("inf")]
 

@@ -479,14 +479,21 @@ class AppDGridSolution:
         """``α*_c(ω)`` on the grid, ``(G, C)``."""
         return self.alpha_at(self.points)
 
+    def eq20_first_term(self, alpha_g: np.ndarray) -> tuple[float, float]:
+        r"""The first term of Eq 20, ``Σ_c ∫ ‖α_c g‖²/q_c dω``, on the grid (``alpha_g`` as in :meth:`eq20_objective`),
+        and the share of it on the grid's outermost points (a large share: the integral is cut short by the grid)."""
+        q = np.exp(self.log_q)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            density = np.where(q > 0, (alpha_g**2).sum(-1) / q, 0.0).sum(-1)
+        edge = ((self.points == self.points.min(axis=0)) | (self.points == self.points.max(axis=0))).any(axis=1)
+        total = float(self.weights @ density)
+        return total, float(self.weights[edge] @ density[edge]) / total if total > 0 else 0.0
+
     def eq20_objective(self, alpha_g: np.ndarray) -> float:
         r"""App D's Eq 20 for weights given as ``α_c(ω) g(ω)`` on the grid ``(G, C, D_v)``:
         ``Σ_c [∫ ‖α_c g‖²/q_c dω - Σ_d (∫ α_c g_d dω)²]`` (the delta-method trace variance, one draw per proposal)."""
-        q = np.exp(self.log_q)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            first = np.where(q > 0, (alpha_g**2).sum(-1) / q, 0.0)
         second = np.einsum("g,gcd->cd", self.weights, alpha_g)
-        return float(self.weights @ first.sum(-1) - (second**2).sum())
+        return self.eq20_first_term(alpha_g)[0] - float((second**2).sum())
 
 
 def appd_grid_solution(query, keys, values, means, *, step: float = 0.1, margin: float = 9.0) -> AppDGridSolution:

@@ -1829,18 +1829,7 @@ EDGE_SHARE = 1e-9
 ROUNDOFF = 1e-13
 
 
-def _integral(sol, alpha_g: np.ndarray) -> tuple[float, float]:
-    """``Σ_c ∫ ‖α_c g‖²/q_c dω`` on the grid (the first term of Eq 20) and the share of it on the grid's outermost
-    points."""
-    q = np.exp(sol.log_q)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        density = np.where(q > 0, (alpha_g**2).sum(-1) / q, 0.0).sum(-1)
-    edge = ((sol.points == sol.points.min(axis=0)) | (sol.points == sol.points.max(axis=0))).any(axis=1)
-    total = float(sol.weights @ density)
-    return total, float(sol.weights[edge] @ density[edge]) / total if total > 0 else 0.0
-
-
-def _bounded(margin: float, sol, bh_g: np.ndarray, other_g: np.ndarray, scale: float) -> float:
+def _bounded(margin: float, sol, bh_g: np.ndarray, other_g: np.ndarray, scale: float, tolerance: float) -> float:
     """The margin ``(Var_other - Var_BH)/scale + slack`` where the grid decides it, else NaN (no evidence).
 
     The balance heuristic's integral must be whole (:data:`EDGE_SHARE`). The other weighting's may be cut short:
@@ -1849,17 +1838,18 @@ def _bounded(margin: float, sol, bh_g: np.ndarray, other_g: np.ndarray, scale: f
     the true one. A margin is returned as computed where both integrals are whole and float64 resolves it (round-off
     :data:`ROUNDOFF` of the integrals, on ``scale``, below a tenth of the tolerance); as its lower bound, less the
     round-off, where that already lies within the tolerance (the claim holds there whatever the rest); NaN otherwise.
+    The integrals are :meth:`rfkit.theory.lara.AppDGridSolution.eq20_first_term`.
     """
-    (bh_total, bh_share), (other_total, other_share) = _integral(sol, bh_g), _integral(sol, other_g)
+    (bh_total, bh_share), (other_total, other_share) = sol.eq20_first_term(bh_g), sol.eq20_first_term(other_g)
     if bh_share > EDGE_SHARE:
         return math.nan
     roundoff = ROUNDOFF * (bh_total + other_total) / scale
-    if other_share <= EDGE_SHARE and roundoff <= 0.1 * BH_REDUCTION_TOL:
+    if other_share <= EDGE_SHARE and roundoff <= 0.1 * tolerance:
         return margin
-    return margin - roundoff if margin - roundoff >= -BH_REDUCTION_TOL else math.nan
+    return margin - roundoff if margin - roundoff >= -tolerance else math.nan
 
 
-def _veach_margin(sol, alpha: np.ndarray, mu_sq: float) -> float:
+def _veach_margin(sol, alpha: np.ndarray, mu_sq: float, tolerance: float) -> float:
     """R1 (Veach & Guibas): ``Var[ĝ_α] + (1 - 1/C)μ² - Var[ĝ_BH]``, relative to ``μ²``, for the unnormalised
     integrand ``p_n f_n`` (D_v = 1, values >= 0); NaN where the grid cannot decide it (:func:`_bounded`)."""
     n_c = alpha.shape[1]
@@ -1869,10 +1859,10 @@ def _veach_margin(sol, alpha: np.ndarray, mu_sq: float) -> float:
         return math.inf  # all values zero: every weighting has zero variance (outside the search's interest)
     bh_g, alpha_g = bh[:, :, None] * pf[:, None, :], alpha[:, :, None] * pf[:, None, :]
     margin = (sol.eq20_objective(alpha_g) + (1 - 1 / n_c) * mu_sq - sol.eq20_objective(bh_g)) / mu_sq
-    return _bounded(margin, sol, bh_g, alpha_g, mu_sq)
+    return _bounded(margin, sol, bh_g, alpha_g, mu_sq, tolerance)
 
 
-def _reduction_margin(sol) -> float:
+def _reduction_margin(sol, tolerance: float) -> float:
     """R2: ``-(1 - V(α*)/V(BH))`` with Eq 20 (the smallest variance any admissible weighting reaches); NaN where the
     grid cannot decide it (:func:`_bounded`)."""
     bh_g = softmax(sol.log_q, axis=-1)[:, :, None] * sol.g[:, None, :]
@@ -1880,7 +1870,7 @@ def _reduction_margin(sol) -> float:
     if v_bh <= 1e-300:
         return math.inf  # f_n constant: every weighting is exact
     star_g = sol.alpha_times_g()
-    return _bounded(-(1.0 - sol.eq20_objective(star_g) / v_bh), sol, bh_g, star_g, v_bh)
+    return _bounded(-(1.0 - sol.eq20_objective(star_g) / v_bh), sol, bh_g, star_g, v_bh, tolerance)
 
 
 #: The flag of a cell whose margins the quadrature grid cannot resolve.
@@ -1925,10 +1915,10 @@ def _bh_cell(ctx: CellContext) -> Evidence:
     q, k, v, means = _nonnegative_problem(ctx.rng, p["C"], p["M"], p["placement"])
     sol = theory.appd_grid_solution(q, k, v, means)
     if ctx.variant == "R2":
-        return _bh_evidence([_reduction_margin(sol)], ctx.tolerance)
+        return _bh_evidence([_reduction_margin(sol, ctx.tolerance)], ctx.tolerance)
     mu_sq = float(sol.mu[0]) ** 2
-    return _bh_evidence([_veach_margin(sol, a, mu_sq) for a in _bh_competitors(ctx.rng, sol, p["C"], p["weighting"])],
-                        ctx.tolerance)
+    return _bh_evidence([_veach_margin(sol, a, mu_sq, ctx.tolerance)
+                         for a in _bh_competitors(ctx.rng, sol, p["C"], p["weighting"])], ctx.tolerance)
 
 
 def _bh_search(ctx: CellContext) -> Evidence:
@@ -1942,10 +1932,10 @@ def _bh_search(ctx: CellContext) -> Evidence:
     def margin(x):  # an input the grid cannot resolve is no evidence: the search looks elsewhere (+inf)
         sol = problem(x)
         if ctx.variant == "R2":
-            value = _reduction_margin(sol)
+            value = _reduction_margin(sol, ctx.tolerance)
         else:
             alpha = _signed_partition(sol.points, x[offset:offset + 2 * C], C, float(x[offset + 2 * C]))
-            value = _veach_margin(sol, alpha, float(sol.mu[0]) ** 2)
+            value = _veach_margin(sol, alpha, float(sol.mu[0]) ** 2, ctx.tolerance)
         return math.inf if math.isnan(value) else value
 
     bounds = [(-3.0, 3.0)] * (1 + M) + [(0.0, 5.0)] * M + [(-6.0, 6.0)] * C
