@@ -290,6 +290,23 @@ def test_rfa_consistent_rate_route_tests_the_role_not_only_its_own_rfa():
     assert bad.validity == "exact" and bad.p_value < 1e-3 and bad.effect > 1e-6
 
 
+def test_rfa_consistent_rate_route_doubles_its_replicates_until_the_secant_decides(monkeypatch):
+    """Undecided looks (planted: the first two report an upper bound of 1) double the replicates; the decision is
+    at the third look, whose p-value is reported times RATE_LOOKS (Bonferroni over the looks)."""
+    calls, real = [], st.secant_slope_test
+
+    def spy(x, replicates, *args, **kwargs):
+        assert kwargs["alpha"] == pytest.approx(1e-3 / st.RATE_LOOKS)
+        calls.append((len(replicates), real(x, replicates, *args, **kwargs)))
+        return calls[-1][1] if len(calls) == 3 else dataclasses.replace(calls[-1][1], upper=1.0, effect=0.0)
+
+    monkeypatch.setattr(st, "secant_slope_test", spy)
+    params = dict(S_max=512, design="sparse", inputs="gauss", logit_std=0.25, d=1, N=16)
+    ev = st._rfa_consistent_cell(_ctx(st.RFA_CONSISTENT, params))
+    assert [n for n, _ in calls] == [1_000, 2_000, 4_000] and ev.extra["looks"] == 3 and ev.upper <= 0.25
+    assert ev.p_value == min(1.0, st.RATE_LOOKS * calls[-1][1].p_value)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_is_heavy_weight_cell_is_decided_by_control_variates_and_a_planted_bias_is_not_hidden(seed):
     """N(0, I) at D = 8 (E_q[w²] ~ 1e1-1e2: theory's sd needs more than the plan): the control variates of known
