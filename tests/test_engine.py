@@ -395,12 +395,34 @@ def test_a_grid_value_none_renders_in_the_figures(tmp_path):
 
 
 def test_dask_batches_keep_order_and_give_every_worker_several():
+    import dataclasses
+
+    from rfkit.validation.cells import plan
     from rfkit.validation.engine import MAX_BATCH, batches
 
-    specs = list(range(1000))
+    base = plan(get_claim("core.is.unbiased"), tier="smoke", seed=0)[0]
+    specs = [dataclasses.replace(base, params={"i": i}) for i in range(1000)]  # 1000 points of one reading
     for workers in (1, 2, 16, 1000):
         parts = batches(specs, workers)
         assert [s for part in parts for s in part] == specs
         assert max(map(len, parts)) <= MAX_BATCH
         assert len(parts) >= min(len(specs), 8 * workers) or max(map(len, parts)) == 1
     assert batches([], 2) == []
+
+
+def test_batches_never_split_the_readings_of_a_point():
+    """macformer.thm3.scale_restoration's full tier: 72 readings a point share one set of RMFA draws
+    (CellContext.shared_rng); a batch boundary inside a point made a second worker (or batch) redraw them."""
+    from rfkit.validation.cells import plan
+    from rfkit.validation.engine import MAX_BATCH, _point, batches
+
+    specs = plan(get_claim("macformer.thm3.scale_restoration"), tier="full", seed=0)
+    parts = batches(specs, workers=2)
+    assert [s for part in parts for s in part] == specs  # the same cells, in order
+    points = [{_point(s) for s in part} for part in parts]
+    assert all(not (a & b) for a, b in zip(points, points[1:]))  # no point in two consecutive batches
+    assert len({p for part in points for p in part}) == sum(len(p) for p in points)  # nor in any two
+    assert max(len(part) for part in parts) >= 72 and len(parts) > 2 * 8  # a point is one batch, many batches
+    # single-reading points pack as before: batches of at most MAX_BATCH
+    flat = plan(get_claim("core.is.unbiased"), tier="quick", seed=0)
+    assert all(len(part) <= MAX_BATCH for part in batches(flat, workers=1))

@@ -25,6 +25,7 @@ Cells whose check raises are reported (the run counts as failed) and make the cl
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -337,11 +338,28 @@ def _where(spec: CellSpec) -> str:
 MAX_BATCH = 32
 
 
+def _point(spec: CellSpec) -> tuple:
+    """The grid point a cell belongs to (its readings share it; a search restart is a point of its own)."""
+    if spec.kind != "grid":
+        return (spec.claim.id, spec.kind, spec.variant, spec.restart)
+    return (spec.claim.id, json.dumps(dict(spec.params), sort_keys=True, default=str))
+
+
 def batches(specs: list[CellSpec], workers: int) -> list[list[CellSpec]]:
-    """Consecutive cells in batches of at most :data:`MAX_BATCH`, at least 8 batches per worker where there are
-    cells enough (so that the last ones do not leave workers idle)."""
+    """Consecutive cells in batches of about :data:`MAX_BATCH` at most, at least 8 batches per worker where there
+    are cells enough (so that the last ones do not leave workers idle), never splitting the readings of one grid
+    point (:func:`~rfkit.validation.cells.plan` lists them together): a check that shares work across them
+    (``CellContext.shared_rng``, :func:`~rfkit.validation.harness.shared`) does it once per point, not once per
+    batch (macformer.thm3.scale_restoration: 72 readings of a point on one set of RMFA draws)."""
     size = max(1, min(MAX_BATCH, len(specs) // (8 * max(1, workers))))
-    return [specs[i:i + size] for i in range(0, len(specs), size)]
+    out: list[list[CellSpec]] = []
+    for _, group in itertools.groupby(specs, key=_point):
+        group = list(group)
+        if out and len(out[-1]) + len(group) <= size:
+            out[-1].extend(group)
+        else:
+            out.append(group)
+    return out
 
 
 def run_cells(specs: list[CellSpec]) -> list[CellOutcome]:
