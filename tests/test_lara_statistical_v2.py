@@ -151,6 +151,22 @@ def test_prop32_identical_keys_are_judged_exactly_by_the_integral_route():
         assert st._prop32_cell(_ctx(st.PROP32, params)).p_value < 1e-3
 
 
+def test_prop32_monte_carlo_rounds_are_sized_by_theory_and_still_see_a_bias():
+    """The stratified estimate's sd is at most ‖π‖₂(max v·u - min v·u)/2: the rounds are planned for 4x what that
+    needs, not the budget (at M = 784 the budget's first round took 500-1,300 s); a planted bias of 5% of max|v|
+    in F (2.5x the threshold) is still refuted."""
+    params = dict(route="integral", d=8, M=196, logit_std=1.0, values="gaussian", inputs="gauss", design="sparse")
+    ctx = dataclasses.replace(_ctx(st.PROP32, params), replicates=400_000)
+    ev = st._prop32_cell(ctx)
+    assert ev.extra["planned"] < 400_000 / 4 and ev.n < 12_500 and ev.upper <= 1.0 and ev.p_value > 1e-3
+    assert ev.extra["sd_bound"] > 0
+    original = st.rfa_est.key_statistics
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(st.rfa_est, "key_statistics", lambda k, v, omega: dataclasses.replace(
+            original(k, v, omega), F=original(k, v, omega).F + 0.05 * np.abs(v).max()))
+        assert st._prop32_cell(dataclasses.replace(ctx, rng=np.random.default_rng(0))).p_value < 1e-3
+
+
 def test_prop32_planted_f_bug_is_refuted_by_the_identity_route(monkeypatch):
     original = st.rfa_est.key_statistics
 

@@ -272,10 +272,13 @@ def _mc_affordable(ctx: CellContext, rel_sd: float, tolerance: float) -> bool:
     return math.isfinite(need) and need <= MC_MAX_REPLICATES
 
 
-def _sequential(ctx: CellContext, draw, prediction: float, parts: int = 1, **kwargs) -> Evidence:
+def _sequential(ctx: CellContext, draw, prediction: float, parts: int = 1, planned: int | None = None,
+                **kwargs) -> Evidence:
     """A sequential mean cell (:func:`~rfkit.validation.stats.sequential_mean`) at the level of one of ``parts``
-    sub-tests (Bonferroni inside the cell), with the cell's budget; ``kwargs`` as for ``ctx.mean``."""
-    return sequential_mean(draw, prediction, rng=ctx.rng, budget=ctx.replicates, planned=ctx.planned or ctx.replicates,
+    sub-tests (Bonferroni inside the cell), with the cell's budget; ``planned`` (default the budget) sizes its
+    rounds (the first is 1/32 of it); ``kwargs`` as for ``ctx.mean``."""
+    return sequential_mean(draw, prediction, rng=ctx.rng, budget=ctx.replicates,
+                           planned=min(planned or ctx.replicates, ctx.planned or ctx.replicates),
                            **dict(ctx.sub_test(parts), **kwargs))
 
 
@@ -907,8 +910,16 @@ def _prop32_cell(ctx: CellContext) -> Evidence:
     lo, hi = float(vu.min()), float(vu.max())
     constant = hi <= lo or not np.ptp(k, axis=0).any()  # one key: ptp 0 as well
     law = dict(sd=0.0) if constant else dict(bounds=padded(lo, hi))
+    # sized before any draw: the replicate Σ_m π_m f_n(ω_m)·u has independent terms in [lo, hi], so its sd is at
+    # most ‖π‖₂(hi - lo)/2; the rounds are planned for 4x the replicates that sd needs (required_replicates), not
+    # the tier's whole budget: a replicate costs O(M²D) (one draw per component against every key), and at M = 784
+    # the budget's first round (12,500 of 400,000) took 500-1,300 s where ~500 decide (‖π‖₂ ~ 0.04-0.3)
+    sd_bound = float(np.linalg.norm(pi)) * (hi - lo) / 2
+    need = required_replicates(sd_bound / (PROP32_BIAS_THRESHOLD * scale), alpha=ctx.alpha, tolerance=ctx.tolerance,
+                               power=ctx.power)
     return _sequential(ctx, draw, float(mu @ u), scale=PROP32_BIAS_THRESHOLD * scale,
-                       extra=dict(method="stratified Monte Carlo"), **law)
+                       planned=max(1, math.ceil(4 * need)) if math.isfinite(need) else None,
+                       extra=dict(method="stratified Monte Carlo", sd_bound=sd_bound), **law)
 
 
 #: Logits evaluated at once by the quadrature route (components × nodes × keys; ~0.3 GB of float64).
@@ -978,7 +989,8 @@ PROP32 = Claim(
     plot_x="M",
     notes="Two routes. Integral: the expectation itself, by Gauss-Hermite for D <= 2 (60 nodes per axis, per "
           "component) and stratified Monte Carlo otherwise (one draw per component, betting confidence sequence on "
-          "the values' range). Identity (exact at every D and M, the register's D = 64 and M = 784 included): Prop "
+          "the values' range; its rounds sized from theory's bound ‖π‖₂(range)/2 on the replicate's sd, not from the "
+          "tier's whole budget). Identity (exact at every D and M, the register's D = 64 and M = 784 included): Prop "
           "3.2's proof, p_n(ω) f_n(ω) = Σ_m π_nm N(ω; q_n + k_m, I) v_m, checked to round-off at 256 points (half "
           "from p_n, half from N(0, I)) together with Eq 5's log density and Σ_m π_nm v_m = the softmax row; "
           "integrating the identity gives E_{p_n}[f_n] = Σ_m π_nm v_m exactly.",
