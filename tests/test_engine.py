@@ -420,7 +420,7 @@ def test_batches_never_split_the_readings_of_a_point():
     parts = batches(specs, workers=2)
     assert [s for part in parts for s in part] == specs  # the same cells, in order
     points = [{_point(s) for s in part} for part in parts]
-    assert all(not (a & b) for a, b in zip(points, points[1:]))  # no point in two consecutive batches
+    assert all(not (a & b) for a, b in zip(points, points[1:], strict=False))  # no point in two consecutive batches
     assert len({p for part in points for p in part}) == sum(len(p) for p in points)  # nor in any two
     assert max(len(part) for part in parts) >= 72 and len(parts) > 2 * 8  # a point is one batch, many batches
     # single-reading points pack as before: batches of at most MAX_BATCH
