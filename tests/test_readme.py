@@ -81,6 +81,9 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     # claims whose code changed since the run are named (their verdicts are the run's, not this commit's)
     assert "Since the run, the code of 1 of its claims has changed" in full_section([doc], None, [["a.y"]])
     assert "Since the run" not in full_section([doc], None, [[]]) + full_section([doc], None, [None])
+    # a run without its checkpoint cannot say whether its code changed: the section says so, not nothing
+    assert "Whether the code changed since these runs is unknown" in full_section([doc], None, [None])
+    assert "unknown" not in full_section([doc], None, [[]]) + full_section([doc], None, [["a.y"]])
     readme = tmp_path / "README.md"
     readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n"
                       "<!-- full:start -->\nold\n<!-- full:end -->\n")

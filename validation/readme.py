@@ -154,6 +154,11 @@ def full_section(docs: list[dict], quick: dict | None = None, changed: list[list
         lines += ["", f"Since the run, the code of {len(stale)} of its claims has changed (their verdicts above are "
                   "the run's, not this commit's; `--resume` reruns their cells): " + ", ".join(f"`{c}`" for c in stale)
                   + "."]
+    unknown = [doc for doc, ids in zip(docs, changed or [None] * len(docs), strict=True) if ids is None]
+    if unknown:
+        lines += ["", "Whether the code changed since these runs is unknown (no checkpoint beside their "
+                  "`verdicts.json`): " + ", ".join(sorted({c["paper"] for doc in unknown for c in doc["claims"]}))
+                  + "."]
     return "\n".join(lines)
 
 
