@@ -53,7 +53,7 @@ import numpy as np
 from scipy.special import softmax
 
 from rfkit.base.numerics import log_normal, logsumexp
-from rfkit.theory.importance import gram_fourth_power_integral, mixture_square_integral
+from rfkit.theory.importance import gram_fourth_power_integral, mixture_square_integral, signed_sum_upper
 from rfkit.theory.softmax import relative_mse
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "ra_mse",
     "snis_delta_bias_variance",
     "snis_linearisation_factor",
+    "rfa_delta_variance",
     "proposal_log_density",
     "unnormalised_mis_variance",
     "log_density_ratio_standard",
@@ -601,6 +602,23 @@ def is_second_moment(q_row, k, mu, coef) -> float:
     :func:`is_weight_second_moment`). The per-replicate variance is this minus ``(Σ β)²``."""
     beta, a = _target_terms(q_row, k, coef)
     return mixture_square_integral(beta, a, divide=np.asarray(mu, dtype=np.float64).ravel())
+
+
+def rfa_delta_variance(q_row, k, v) -> float:
+    r"""RFA's leading-order trace variance, ``lim_{S→∞} S·E‖RFA_S(q_n) - μ_n‖²`` (positive map, ``ω ~ N(0, I)``).
+
+    RFA is self-normalised IS of ``f_n`` under ``p_n = Σ_m π_nm N(a_m, I)`` (``a_m = q_n + k_m``) from ``N(0, I)``;
+    the delta method gives ``S·MSE → E_{N(0,I)}[w²‖f_n - μ_n‖²]`` with ``w f_n - w μ_n = Σ_m π_nm
+    e^{ω·a_m - ‖a_m‖²/2}(v_m - μ_n)``, so (``∫ N(a)N(b)/N(0) = e^{a·b}``)
+    ``= Σ_{m,m'} π_nm π_nm' e^{a_m·a_m'} (v_m - μ_n)·(v_m' - μ_n)`` (exact; a signed sum bounded above to round-off
+    by :func:`~rfkit.theory.importance.signed_sum_upper`; ``inf`` beyond float64). ``O(M²(D + D_v))``.
+    """
+    pi, a = _target_terms(q_row, k)
+    v = np.asarray(v, dtype=np.float64).reshape(pi.size, -1)
+    centred = v - pi @ v
+    gram = (pi[:, None] * centred) @ (pi[:, None] * centred).T                       # β_m·β_m', β_m = π_m (v_m - μ)
+    with np.errstate(divide="ignore"):
+        return signed_sum_upper(np.log(np.abs(gram)) + a @ a.T, np.sign(gram))
 
 
 def _proposal_components(means, log_weights=None) -> tuple[np.ndarray, np.ndarray]:
