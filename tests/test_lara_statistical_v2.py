@@ -288,13 +288,18 @@ def test_rfa_consistent_pre_asymptotic_cell_is_decided_by_the_strong_law(params)
     assert bad.p_value < 1e-3 and bad.effect > 1e-6
 
 
+#: A cell the rate route decides at the test context's 1,000 replicates (predicted range share ~0.04).
+_RATE_CELL = dict(S_max=512, design="sparse", inputs="gauss", logit_std=0.25, d=16, N=2)
+
+
 def test_rfa_consistent_rate_route_tests_the_role_not_only_its_own_rfa():
     """The rate route measures the MSE of RFA computed from its definition (nested prefixes); rfa_attention, the
     role, must be that estimator at every measured size: a planted RFA without the keys' -‖k_m‖²/2 (a biased limit)
     fails the cell exactly, where it used to reach only the strong-law cells."""
-    ctx = _ctx(st.RFA_CONSISTENT, dict(S_max=512, design="sparse", inputs="gauss", logit_std=0.25, d=1, N=16))
+    ctx = _ctx(st.RFA_CONSISTENT, _RATE_CELL)
     ev = st._rfa_consistent_cell(ctx)
-    assert ev.extra["route"] == "rate" and ev.extra["identity_error"] <= 1e-13 and ev.validity == "asymptotic"
+    assert ev.extra["route"] == "rate" and ev.extra["identity_error"] <= 1e-13 and ev.validity == "non-asymptotic"
+    assert ev.upper <= st.RFA_CONSISTENT.tolerance
 
     def no_key_norm(q, k, v, *, omega, **kw):
         log_t = omega @ k.T
@@ -317,10 +322,44 @@ def test_rfa_consistent_rate_route_doubles_its_replicates_until_the_secant_decid
         return calls[-1][1] if len(calls) == 3 else dataclasses.replace(calls[-1][1], upper=1.0, effect=0.0)
 
     monkeypatch.setattr(st, "secant_slope_test", spy)
-    params = dict(S_max=512, design="sparse", inputs="gauss", logit_std=0.25, d=1, N=16)
-    ev = st._rfa_consistent_cell(_ctx(st.RFA_CONSISTENT, params))
+    ev = st._rfa_consistent_cell(_ctx(st.RFA_CONSISTENT, _RATE_CELL))
     assert [n for n, _ in calls] == [1_000, 2_000, 4_000] and ev.extra["looks"] == 3 and ev.upper <= 0.25
     assert ev.p_value == min(1.0, st.RATE_LOOKS * calls[-1][1].p_value)
+
+
+def test_rfa_consistent_rate_undecided_at_every_look_is_decided_by_the_strong_law_and_reported(monkeypatch):
+    """A rate the secant leaves undecided after RATE_LOOKS looks (planted: upper bound 1 at every look) does not
+    leave the cell undecided: the strong law decides it exactly, and the undecided rate is reported beside. A
+    planted inconsistent estimator is still caught (exactly, by the identity)."""
+    real = st.secant_slope_test
+    monkeypatch.setattr(st, "secant_slope_test", lambda *a, **kw: dataclasses.replace(real(*a, **kw), upper=1.0,
+                                                                                       effect=0.0))
+    ev = st._rfa_consistent_cell(_ctx(st.RFA_CONSISTENT, _RATE_CELL))
+    assert ev.extra["route"] == "strong law" and ev.validity == "exact" and ev.effect <= 1e-13
+    assert ev.extra["rate_undecided"]["upper"] == 1.0 and ev.extra["rate_undecided"]["replicates"] == 8_000
+
+
+def test_rfa_consistent_routes_cells_the_rate_cannot_resolve_to_the_strong_law_before_any_draw():
+    """gauss, logit std 0.25, D = 1, N = 16 at 1,000 replicates: the squared errors' range (max_m ‖v_m - μ‖²)
+    over the last look's replicates is ~11 times the delta method's MSE at S = 64 times log(RATE_LOOKS/α), so no
+    betting bound can resolve the slope: the cell goes to the strong law, and says how many replicates the rate
+    would need."""
+    ev = st._rfa_consistent_cell(_ctx(st.RFA_CONSISTENT, dict(_RATE_CELL, d=1, N=16)))
+    assert ev.extra["route"] == "strong law" and ev.extra["range_share"] > st.RATE_RANGE_SHARE
+    assert ev.extra["replicates_needed"] > 8 * 1_000 * 10
+
+
+@pytest.mark.slow
+def test_rfa_consistent_full_tier_cell_once_falsely_refuted_is_not_refuted():
+    """The full tier's cell (seed 0) smooth inputs, logit std 1, D = 1, N = 196: its sample MSE is flat at ~3e-5
+    over S = 16..64 while the delta method's is ~2.5e-3 at 64 (rare draws carry it), and a normal quantile on the
+    sample refuted consistency (p = 4.5e-13). The bounded secant is undecided and the strong law decides (~30 s)."""
+    from rfkit.validation.cells import plan
+
+    spec = next(c for c in plan(st.RFA_CONSISTENT, tier="full", seed=0)
+                if (c.params["inputs"], c.params["logit_std"], c.params["d"], c.params["N"]) == ("smooth", 1.0, 1, 196))
+    ev = st._rfa_consistent_cell(spec.context())
+    assert ev.p_value == 1.0 and ev.extra["route"] == "strong law" and ev.extra["rate_undecided"]["upper"] > 0.25
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

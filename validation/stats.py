@@ -76,7 +76,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from rfkit.validation.sequences import VALIDITY, AsymptoticCS, BettingCS, CatoniCS
 
@@ -234,13 +234,6 @@ def _variance_within(dev2: np.ndarray, variance: float, alpha: float) -> bool:
     return excess <= 0 or excess <= stats.norm.isf(alpha) * float(dev2.std(ddof=1)) / math.sqrt(len(dev2))
 
 
-def _share_flag(x: np.ndarray) -> str | None:
-    """The flag of a sample whose largest replicate carries more than :data:`_MAX_SHARE` of its variance."""
-    dev2 = (x - x.mean()) ** 2
-    share = float(dev2.max() / dev2.sum()) if dev2.sum() > 0 else 0.0
-    return f"heavy tails (one replicate carries {share:.0%} of the sample variance)" if share > _MAX_SHARE else None
-
-
 def _hill_flag(x: np.ndarray, extra: dict) -> str | None:
     """The flag of a sample (of at least :data:`_TAIL_MIN_N`, not constant) whose Hill tail index is below
     :data:`MIN_TAIL_INDEX` (recorded in ``extra``)."""
@@ -292,7 +285,7 @@ def _mean_evidence(seq, prediction: float, *, alpha: float, tolerance: float, al
         flags.append("degenerate replicates: every replicate is equal although the quantity is random "
                      "(a frozen generator?); pass sd=0 only for a deterministic quantity")
     elif share > _MAX_SHARE and not theory_governs and not isinstance(seq, BettingCS):
-        flags.append(_share_flag(x_all))
+        flags.append(f"heavy tails (one replicate carries {share:.0%} of the sample variance)")
     if isinstance(seq, AsymptoticCS) and not flags and n >= _TAIL_MIN_N and sample_sd > 0:
         flags += [f for f in [_hill_flag(x_all, extra)] if f]
     if isinstance(seq, AsymptoticCS) and not flags and n > 2 and sample_sd > 0:
@@ -635,22 +628,24 @@ def slope_test(x, y, y_se, predicted_slope: float, *, alpha: float, power: float
                     assumption="normal errors of the log points")
 
 
-def secant_slope_test(x, replicates, predicted_slope: float, *, alpha: float, power: float = 0.8,
+def secant_slope_test(x, replicates, predicted_slope: float, *, bound: float, alpha: float, power: float = 0.8,
                       tolerance: float = 0.0, alternative: str = "two-sided", extra: dict | None = None) -> Evidence:
-    """Log-log secant slope ``(log y_last - log y_first) / log(x_last / x_first)`` of the means ``y`` of
-    ``replicates`` ``(R, sizes)`` (row r: replicate r's value at every size ``x``, increasing) versus
-    ``predicted_slope``.
+    r"""Log-log secant slope ``(log y_last - log y_first) / log(x_last / x_first)`` of the means ``y`` of bounded
+    replicates ``(R, sizes)`` (row r: replicate r's value at every size ``x``, increasing; every value in
+    ``[0, bound]``) versus ``predicted_slope``. **Non-asymptotic**: valid for any joint law on the range.
 
-    The columns may be correlated (nested common random numbers: replicate r reuses its draws at every size); the
-    delta method on their sample covariance ``C/R`` gives ``Var = gᵀ Cov(log y) g`` with ``Cov(log y) ≈ D⁻¹ (C/R)
-    D⁻¹``, ``D = diag(y)``, ``g = (-1, 0, ..., 0, 1) / log(x_last/x_first)``; the quantile is normal. Unlike
-    :func:`slope_test` no curve is fitted between the ends: where the local slope drifts across the sizes (a
-    pre-asymptotic mean squared error, ``A/S + B/S² + ...``), a power law fitted to every point is misspecified
-    and its lack-of-fit inflation (Student t on ``points - 2`` dof) measures the curvature, not the noise. The
-    means between the ends are reported, not tested. An end column whose largest replicate carries more than 20% of
-    its sample variance (the mean test's check) leaves the cell undecided; Hill's tail-index check is not applied
-    (on squared errors, ``χ²``-like and light-tailed, it reads 2.9-4.2 at 4000 replicates: a false flag). Validity:
-    asymptotic (normal means).
+    The slope is ``s`` exactly when ``m_last = e^{s·L} m_first`` (``L = log(x_last/x_first)``, ``m`` the column
+    means), so "slope <= s" is "the mean of ``z_s = Y_last - e^{s·L} Y_first`` is <= 0", a mean of values in
+    ``[-e^{s·L}·bound, bound]``: a betting confidence sequence (:class:`~rfkit.validation.sequences.BettingCS`,
+    Waudby-Smith & Ramdas 2024) on ``z_s`` tests it with no assumption but the range. The columns may be correlated
+    (nested common random numbers: replicate r reuses its draws at every size); the difference ``z_s`` is then
+    less spread than its terms, which the bets use. The p-value is that of the interval null at its nearest end
+    (``predicted ± tolerance``); the confidence bounds of the slope are where the one-sided tests start to
+    reject, found by root-finding in ``s``. The range term is what makes the test honest where rare draws carry
+    the mean (a heavy-tailed squared error): a mass the replicates have not seen can be at most ``bound`` times
+    its probability, and the bounds widen until they cover it, where a normal quantile on the sample variance
+    would not. The means between the ends are reported (``extra["means"]``), not tested. Where the first or last
+    mean is 0 the secant is undefined and the cell undecided.
     """
     del power
     _check_alternative(alternative)
@@ -661,26 +656,60 @@ def secant_slope_test(x, replicates, predicted_slope: float, *, alpha: float, po
         raise ValueError(f"replicates must be (R >= 3, {x.size}): one column per size, got shape {r.shape}")
     if x.size < 2 or not x[-1] > x[0] > 0:
         raise ValueError(f"x must hold >= 2 increasing positive sizes, got {x.tolist()}")
-    y, cov = r.mean(axis=0), np.cov(r, rowvar=False) / r.shape[0]
-    extra.update(means=y.tolist(), mean_se=np.sqrt(np.diag(cov)).tolist())
-    flags = [f for f in (_share_flag(r[:, 0]), _share_flag(r[:, -1])) if f][:1]
-    if not (np.isfinite(y).all() and (y > 0).all()):
-        flags = ["secant undefined (non-positive or non-finite means)"]
-    if flags:
-        return Evidence(math.nan, predicted_slope, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf,
-                        int(r.size), "log-log secant slope", tuple(flags), extra=extra, validity="asymptotic")
-    span = math.log(x[-1] / x[0])
+    if not (math.isfinite(bound) and bound > 0):
+        raise ValueError(f"bound must be finite and > 0, got {bound}")
+    if not (np.isfinite(r).all() and (r >= 0).all() and (r <= bound).all()):
+        raise ValueError(f"replicates must be finite and in [0, bound = {bound:.6g}]")
+    n, span = r.shape[0], math.log(x[-1] / x[0])
+    y = r.mean(axis=0)
+    extra.update(means=y.tolist(), mean_se=(r.std(axis=0, ddof=1) / math.sqrt(n)).tolist(), bound=bound)
+    method, assumption = "log-log secant slope (betting confidence sequence on the end columns)", \
+        f"replicates in [0, {bound:.6g}]"
+    if not (y[0] > 0 and y[-1] > 0):
+        return Evidence(math.nan, predicted_slope, math.nan, math.nan, 1.0, math.inf, math.nan, math.inf, int(r.size),
+                        method, ("secant undefined (a zero end mean)",), extra=extra, validity="non-asymptotic",
+                        assumption=assumption)
     slope = math.log(y[-1] / y[0]) / span
-    g = np.zeros(y.size)
-    g[0], g[-1] = -1.0 / (y[0] * span), 1.0 / (y[-1] * span)
-    se = math.sqrt(max(float(g @ cov @ g), 0.0))
-    se = max(se, 1e-12 * max(abs(slope), 1.0))
+
+    def log_e(s: float, side: int) -> float:
+        """Evidence for "slope > s" (``side=+1``) or "slope < s" (``side=-1``)."""
+        k = math.exp(min(s * span, 700.0))
+        seq = BettingCS(lo=-k * bound, hi=bound, alpha=alpha, t_opt=n).update(r[:, -1] - k * r[:, 0])
+        return seq.log_e(0.0, side)
+
+    def p_value(s: float, side: int) -> float:
+        return math.exp(-max(log_e(s, side), 0.0))
+
+    def bound_at(level: float, side: int) -> float:
+        """The one-sided confidence bound of the slope: upper (``side=-1``) or lower (``side=+1``)."""
+        target, step = math.log(1.0 / level), 0.05
+        if log_e(slope, side) >= target:
+            return slope
+        while not log_e(slope - side * step, side) >= target:
+            step *= 2.0
+            if step > 1e3 / span:
+                return -side * math.inf
+        return float(optimize.brentq(lambda s: log_e(s, side) - target, *sorted((slope, slope - side * step)),
+                                     xtol=1e-4, rtol=1e-10))
+
+    lo_null, hi_null = predicted_slope - tolerance, predicted_slope + tolerance
+    if alternative == "two-sided":
+        p = min(1.0, 2 * min(p_value(hi_null, +1), p_value(lo_null, -1)))
+        low, high = bound_at(alpha / 2, +1), bound_at(alpha / 2, -1)
+        upper, radius = max(high - predicted_slope, predicted_slope - low), (high - low) / 2
+    elif alternative == "less":
+        p = p_value(hi_null, +1)
+        high = bound_at(alpha, -1)
+        upper, radius = high - predicted_slope, high - slope
+    else:
+        p = p_value(lo_null, -1)
+        low = bound_at(alpha, +1)
+        upper, radius = predicted_slope - low, slope - low
     diff = slope - predicted_slope
-    p, upper, resolution = _interval(diff, se, tolerance, _Law(), alpha, alternative)
-    violation = max(_signed_violation(diff, alternative), 0.0)
-    return Evidence(slope, predicted_slope, se, diff / se, p, resolution, violation, upper, int(r.size),
-                    "log-log secant slope (normal, delta method on correlated means)", extra=extra,
-                    validity="asymptotic", assumption="normal means at the end sizes")
+    se = radius / stats.norm.isf(alpha / 2 if alternative == "two-sided" else alpha)
+    return Evidence(slope, predicted_slope, se, diff / se if se > 0 else math.inf, float(min(p, 1.0)),
+                    max(radius, 0.0), max(_signed_violation(diff, alternative), 0.0), max(upper, 0.0), int(r.size),
+                    method, extra=extra, validity="non-asymptotic", assumption=assumption)
 
 
 def _inverse_pd(matrix: np.ndarray, name: str) -> np.ndarray:
