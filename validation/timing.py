@@ -186,8 +186,7 @@ def _batched(calls: list[Callable[[], object]], min_seconds: float) -> tuple[lis
 
 
 def cell_timing_slope(ctx, sizes, calls: list[Callable[[], object]], claimed: float, *, parts: int = 1,
-                      repeats: int | None = None, min_seconds: float = 0.0, best_of: int = 1,
-                      extra: dict | None = None):
+                      repeats: int | None = None, min_seconds: float = 0.0, extra: dict | None = None):
     """"Time grows no faster than ``size^claimed``" in a claim cell: :func:`timing_slope_test` with ``repeats``
     rounds (default ``ctx.replicates``) at the level of one of ``parts`` sub-tests and the claim's tolerance.
 
@@ -198,7 +197,7 @@ def cell_timing_slope(ctx, sizes, calls: list[Callable[[], object]], claimed: fl
         calls, loops = _batched(calls, min_seconds)
     repeats = (ctx.replicates if repeats is None else repeats) * (2 if loops > 1 else 1)
     return timing_slope_test(sizes, calls, claimed, repeats=repeats, alpha=ctx.alpha / parts,
-                             tolerance=ctx.tolerance, alternative="less", best_of=best_of,
+                             tolerance=ctx.tolerance, alternative="less",
                              extra=dict(extra or {}, **({"calls_per_measurement": loops} if min_seconds > 0 else {})))
 
 
