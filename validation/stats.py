@@ -645,7 +645,8 @@ def secant_slope_test(x, replicates, predicted_slope: float, *, bound: float, al
     the mean (a heavy-tailed squared error): a mass the replicates have not seen can be at most ``bound`` times
     its probability, and the bounds widen until they cover it, where a normal quantile on the sample variance
     would not. The means between the ends are reported (``extra["means"]``), not tested. Where the first or last
-    mean is 0 the secant is undefined and the cell undecided.
+    mean is 0 the secant is undefined and the cell undecided. ``stderr`` is the radius over the normal quantile of
+    the level (for display: the test does not use it).
     """
     del power
     _check_alternative(alternative)
