@@ -1481,9 +1481,9 @@ RFA_CONSISTENT = Claim(
           "checks exactly, on 64 sample sets of 64 draws, that rfa_attention equals that ratio computed from the "
           "definitions (round-off 1e-12 relative to max|v|), the limit being the theorem's. f_n constant (M = 1, "
           "identical keys, logit std 0) is checked exactly. The quick tier (S_max = 512) measures the rate on 3 "
-          "cells (D = 1 and 16, N = 2 and 16, G-gauss and G-smooth) and reaches the domain's ends (logit std 4, "
-          "D = 64, N = 196, G-peaked) by the strong law; the full tier (S_max = 2^16, the register's range) "
-          "measures the rate wherever E_q[w²] <= 2^14 and the range allows it."
+          "cells (inputs/logit std/D/N: gauss/0.5/1/2, gauss/0.5/16/16, smooth/0.25/4/2) and reaches the "
+          "domain's ends (logit std 4, D = 64, N = 196, G-peaked) by the strong law; the full tier (S_max = 2^16, "
+          "the register's range) measures the rate wherever E_q[w²] <= 2^14 and the range allows it."
 )
 
 
