@@ -234,19 +234,6 @@ def _variance_within(dev2: np.ndarray, variance: float, alpha: float) -> bool:
     return excess <= 0 or excess <= stats.norm.isf(alpha) * float(dev2.std(ddof=1)) / math.sqrt(len(dev2))
 
 
-def _hill_flag(x: np.ndarray, extra: dict) -> str | None:
-    """The flag of a sample (of at least :data:`_TAIL_MIN_N`, not constant) whose Hill tail index is below
-    :data:`MIN_TAIL_INDEX` (recorded in ``extra``)."""
-    if x.size < _TAIL_MIN_N or not x.std() > 0:
-        return None
-    index = tail_index(x)
-    extra["tail_index"] = min(index, extra.get("tail_index", math.inf))
-    if index >= MIN_TAIL_INDEX:
-        return None
-    return (f"heavy tails (tail index {index:.2g} < {MIN_TAIL_INDEX:g} by Hill's estimator: the normal "
-            "approximation of the mean is unreliable; give theory's variance bound for a non-asymptotic sequence)")
-
-
 def _mean_evidence(seq, prediction: float, *, alpha: float, tolerance: float, alternative: str, scale: float,
                    sd: float | None, extra: dict, bounds: tuple[float, float] | None = None) -> Evidence:
     """Evidence of a mean from a confidence sequence after its last round (see :func:`mean_test`)."""
@@ -287,7 +274,12 @@ def _mean_evidence(seq, prediction: float, *, alpha: float, tolerance: float, al
     elif share > _MAX_SHARE and not theory_governs and not isinstance(seq, BettingCS):
         flags.append(f"heavy tails (one replicate carries {share:.0%} of the sample variance)")
     if isinstance(seq, AsymptoticCS) and not flags and n >= _TAIL_MIN_N and sample_sd > 0:
-        flags += [f for f in [_hill_flag(x_all, extra)] if f]
+        index = tail_index(x_all)
+        extra.update(tail_index=index)
+        if index < MIN_TAIL_INDEX:
+            flags.append(f"heavy tails (tail index {index:.2g} < {MIN_TAIL_INDEX:g} by Hill's estimator: the "
+                         "normal approximation of the mean is unreliable; give theory's variance bound for a "
+                         "non-asymptotic sequence)")
     if isinstance(seq, AsymptoticCS) and not flags and n > 2 and sample_sd > 0:
         gamma = float(stats.skew(x_all))
         crit = radius * scale / (sample_sd / math.sqrt(n))  # the sequence's boundary in standard errors

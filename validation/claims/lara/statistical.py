@@ -1328,14 +1328,14 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
     # mean (a mass the replicates have not seen), so the rate is measured only where theory (the delta method's
     # MSE at the largest size) says the tier's most replicates resolve it; elsewhere the strong law decides
     R = max(1_000, ctx.replicates * 64 // sizes[-1])
+    most = R * 2 ** (RATE_LOOKS - 1)                                            # the last look's replicates
     bound = float(((v - mu) ** 2).sum(-1).max()) * (1 + 1e-9) + np.finfo(float).tiny
     mse_end = theory.rfa_delta_variance(q[0], k, v) / sizes[-1]
-    range_share = bound * math.log(RATE_LOOKS / ctx.alpha) / (R * 2 ** (RATE_LOOKS - 1) * mse_end) \
-        if mse_end > 0 else math.inf
+    range_share = bound * math.log(RATE_LOOKS / ctx.alpha) / (most * mse_end) if mse_end > 0 else math.inf
     if not range_share <= RATE_RANGE_SHARE:
         return _rfa_strong_law(ctx, q[:1], k, v, mu, extra=dict(
             weight_second_moment=second, range_share=range_share, predicted_mse=mse_end,
-            replicates_needed=math.ceil(R * 2 ** (RATE_LOOKS - 1) * range_share / RATE_RANGE_SHARE)))
+            replicates_needed=math.ceil(most * range_share / RATE_RANGE_SHARE)))
     # common random numbers: replicate r's estimate at size S uses the first S of its draws, so the MSE points
     # are correlated (the secant's test bets on the difference of the end columns, which the correlation makes
     # less spread; its level holds under any dependence); the per-draw key statistics are computed once, at the
@@ -1396,7 +1396,7 @@ def _rfa_consistent_cell(ctx: CellContext) -> Evidence:
     # A look whose radius, shrunk as 1/R (the range term's rate, faster than the 1/√R of the spread: optimistic)
     # to the last look's replicates, still exceeds the slope's distance from the threshold cannot be decided by
     # the later looks: the rate stops there (undecided), saving their draws (up to 7/8 of the cell's)
-    test, most = ctx.sub_test(RATE_LOOKS), R * 2 ** (RATE_LOOKS - 1)
+    test = ctx.sub_test(RATE_LOOKS)
     for look in range(1, RATE_LOOKS + 1):
         ev = secant_slope_test(sizes, sq, CONSISTENCY_SLOPE, bound=bound, alternative="less", **test,
                                extra=dict(extra, looks=look, replicates=len(sq)))
