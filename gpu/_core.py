@@ -15,8 +15,8 @@ from rfkit.base import checks as base_checks
 from rfkit.base.checks import NumericalError, real_array
 from rfkit.estimators import Features
 
-__all__ = ["TorchFeatures", "as_torch_features", "as_tensor", "all_finite", "torch_dtype", "numpy_dtype",
-           "default_device", "make_generator", "generator_from_rng", "as_generator", "check_qkv"]
+__all__ = ["TorchFeatures", "as_torch_features", "as_tensor", "all_finite", "check_finite", "torch_dtype",
+           "numpy_dtype", "default_device", "make_generator", "generator_from_rng", "as_generator", "check_qkv"]
 
 _DTYPES = {torch.float64: np.dtype(np.float64), torch.float32: np.dtype(np.float32)}
 
@@ -54,6 +54,22 @@ def all_finite(t: torch.Tensor) -> bool:
     ``t``'s size, which on a CPU cost more than the products they guard (FAVOR+ validates its inputs and output)."""
     with torch.no_grad():
         return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
+
+
+def check_finite(**tensors: torch.Tensor) -> None:
+    """Raise ``ValueError`` naming the first of ``tensors`` with a NaN or an infinity (as :func:`as_tensor` does).
+
+    One reduction per tensor and one transfer to the host for all of them: on CUDA each host read waits for the
+    device, so validating FAVOR+'s inputs one by one cost a round trip each."""
+    if not tensors:
+        return
+    with torch.no_grad():
+        sums = torch.stack([t.sum().to(torch.float64) for t in tensors.values()])
+        if bool(torch.isfinite(sums).all()):
+            return
+        for name, t in tensors.items():
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name} contains {int((~torch.isfinite(t)).sum())} non-finite value(s) (nan or inf)")
 
 
 def as_tensor(x, name: str, *, dtype=None, device=None, min_ndim: int = 0, ndim: int | None = None,

@@ -33,6 +33,7 @@ from ._core import (
     as_generator,
     as_tensor,
     as_torch_features,
+    check_finite,
     numpy_dtype,
     torch_dtype,
 )
@@ -61,11 +62,21 @@ def gaussian_projection(m: int, d: int, *, rng, size: int | None = None, dtype=t
     return _standard_normal(_lead(size) + (m, d), as_generator(rng)).to(torch_dtype(dtype))
 
 
+#: At most this many matrices are factored on the host when the draw is on CUDA: torch's batched Householder QR
+#: there runs one matrix per thread block, column by column, so a few small matrices take long (4 of 64×64 in
+#: float64: 1.27 ms on an H200, against 0.45 ms through the host, copies included; 2026-11-28), while many matrices
+#: share the device's multiprocessors.
+HOST_QR_BATCH = 16
+
+
 def _haar_frame(d: int, k: int, generator: torch.Generator, lead: tuple[int, ...]) -> torch.Tensor:
-    """``k <= d`` Haar-orthonormal rows: sign-fixed thin QR of a ``d×k`` Gaussian (Mezzadri 2007)."""
-    q, r = torch.linalg.qr(_standard_normal(lead + (d, k), generator))
+    """``k <= d`` Haar-orthonormal rows: sign-fixed thin QR of a ``d×k`` Gaussian (Mezzadri 2007). The Gaussian is
+    drawn on the generator's device; a small batch of CUDA matrices is factored on the host (:data:`HOST_QR_BATCH`)."""
+    g = _standard_normal(lead + (d, k), generator)
+    host = g.is_cuda and math.prod(lead) <= HOST_QR_BATCH
+    q, r = torch.linalg.qr(g.cpu() if host else g)
     signs = torch.where(torch.diagonal(r, dim1=-2, dim2=-1) < 0, -1.0, 1.0)
-    return (q * signs[..., None, :]).mT
+    return (q * signs[..., None, :]).mT.to(g.device)
 
 
 def _radial(shape: tuple[int, ...], d: int, norms: str, generator: torch.Generator) -> torch.Tensor:
@@ -179,7 +190,10 @@ def trig_features(x, omega, *, stabilize: bool = True, dtype=None) -> TorchFeatu
     Torch version of :func:`rfkit.estimators.trig_features`: ``x`` ``(..., L, d)`` (or ``(d,)``), ``omega``
     ``(m, d)``; ``dtype=None`` keeps a float32/float64 tensor's dtype. Cost ``O(Lmd)``; no randomness.
     """
-    x, proj, omega = _project(x, omega, dtype)
+    return _trig(*_project(x, omega, dtype), stabilize)
+
+
+def _trig(x: torch.Tensor, proj: torch.Tensor, omega: torch.Tensor, stabilize: bool) -> TorchFeatures:
     values = torch.cat([torch.sin(proj), torch.cos(proj)], dim=-1)
     log_scale = _half_sq_norm(x) - 0.5 * math.log(omega.shape[-2])
     if stabilize:
@@ -192,7 +206,10 @@ def positive_features(x, omega, *, stabilize: bool = True, dtype=None) -> TorchF
 
     Torch version of :func:`rfkit.estimators.positive_features`; cost ``O(Lmd)``; no randomness.
     """
-    x, proj, omega = _project(x, omega, dtype)
+    return _positive(*_project(x, omega, dtype), stabilize)
+
+
+def _positive(x: torch.Tensor, proj: torch.Tensor, omega: torch.Tensor, stabilize: bool) -> TorchFeatures:
     return _exp_rows(proj, _half_sq_norm(x) + 0.5 * math.log(omega.shape[-2]), stabilize, _projection_bound(x, omega))
 
 
@@ -201,7 +218,10 @@ def hyperbolic_features(x, omega, *, stabilize: bool = True, dtype=None) -> Torc
 
     Torch version of :func:`rfkit.estimators.hyperbolic_features`; cost ``O(Lmd)``; no randomness.
     """
-    x, proj, omega = _project(x, omega, dtype)
+    return _hyperbolic(*_project(x, omega, dtype), stabilize)
+
+
+def _hyperbolic(x: torch.Tensor, proj: torch.Tensor, omega: torch.Tensor, stabilize: bool) -> TorchFeatures:
     log_phi = torch.cat([proj, -proj], dim=-1)
     return _exp_rows(log_phi, _half_sq_norm(x) + 0.5 * math.log(2 * omega.shape[-2]), stabilize,
                      _projection_bound(x, omega))
@@ -209,6 +229,9 @@ def hyperbolic_features(x, omega, *, stabilize: bool = True, dtype=None) -> Torc
 
 #: Named softmax-kernel feature maps (the keys of :data:`rfkit.estimators.FEATURE_MAPS`).
 FEATURE_MAPS = {"trig": trig_features, "positive": positive_features, "hyperbolic": hyperbolic_features}
+#: Their formulas on validated tensors ``(x, x Wᵀ, W, stabilize)``: what :func:`favor_attention` calls once it has
+#: checked its inputs (the maps above check theirs, a host round trip each on CUDA).
+_FEATURE_FORMULAS = {"trig": _trig, "positive": _positive, "hyperbolic": _hyperbolic}
 
 # ------------------------------------------------------------------------------------- attention
 
@@ -221,9 +244,14 @@ def _with_ones(v: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Te
     return torch.cat([weighted, weights[..., None].expand(weighted.shape[:-1] + (1,))], dim=-1)
 
 
-def _causal_scan(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chunk: int):
+def _causal_scan(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chunk: int, start: int = 0,
+                 carry: tuple[torch.Tensor, torch.Tensor] | None = None):
     """Chunked causal prefix sums: :func:`rfkit.estimators.attention._causal_scan` step for step (row ``i``'s
-    keys weighted by ``exp(kls_j - max_{j'<=i} kls_j')``, rank-one inside a chunk, outliers added exactly)."""
+    keys weighted by ``exp(kls_j - max_{j'<=i} kls_j')``, rank-one inside a chunk, outliers added exactly).
+
+    ``start`` and ``carry`` continue a scan: the rows from ``start`` (a multiple of ``chunk``) only, with
+    ``carry = (state, c)`` the keys before ``start`` summed as ``Σ_j e^{kls_j - c} [v_j, 1] k'_jᵀ`` (``c >=`` each
+    ``kls_j``; shape ``(..., r, d_v + 1)`` and ``(..., 1)``)."""
     qv, kv = qf.values, kf.values
     lead = torch.broadcast_shapes(qv.shape[:-2], kv.shape[:-2], v.shape[:-2])
     n = qv.shape[-2]
@@ -231,8 +259,9 @@ def _causal_scan(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chunk: i
     kls_grad = kf.log_scale.expand(lead + (n,))
     tri = torch.ones(chunk, chunk, dtype=qv.dtype, device=qv.device).tril()
     spread_limit = _RANK_ONE_SPREAD[numpy_dtype(qv.dtype)]
-    blocks, refs, state, c = [], [], None, None
-    for s in range(0, n, chunk):
+    blocks, refs = [], []
+    state, c = carry if carry is not None else (None, None)
+    for s in range(start, n, chunk):
         e = min(s + chunk, n)
         ls, ls_grad, mask = kls[..., s:e], kls_grad[..., s:e], tri[: e - s, : e - s]
         running = torch.cummax(ls, dim=-1).values
@@ -279,9 +308,12 @@ def _causal_parallel(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chun
         ``T_{k-1} = Σ_{b<k} e^{c_b - c_0} U_b`` (one cumulative sum over chunks).
 
     Every weight inside a chunk is ``<= 1``; across chunks the first chunk's maximum ``c_0`` is the shift, which
-    is exact while ``max_b c_b - c_0`` stays within :data:`~rfkit.estimators.attention._RANK_ONE_SPREAD`
-    (``None`` is returned otherwise and the caller scans). A row reads its own and earlier chunks and ``c_0`` only, so
-    it is causal in exact arithmetic; its rounding may differ from the scan's."""
+    is exact while ``c_b - c_0`` stays within :data:`~rfkit.estimators.attention._RANK_ONE_SPREAD`. From the first
+    chunk ``b*`` beyond it, the rows after chunk ``b*`` are scanned (:func:`_causal_scan`, carrying ``T_{b*}``
+    rescaled to ``max_{b<=b*} c_b``); the rows of chunks ``<= b*`` keep the formula above, whose terms read chunks
+    before ``b*`` only. Which formula a row takes thus depends on the chunks before its own, and every batched
+    product has the same shape whatever the data: a row's value, to the last bit, does not depend on later
+    tokens. Its rounding may differ from the scan's."""
     qv, kv = qf.values, kf.values
     lead = torch.broadcast_shapes(qv.shape[:-2], kv.shape[:-2], v.shape[:-2])
     n = qv.shape[-2]
@@ -290,8 +322,6 @@ def _causal_parallel(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chun
     a = _chunked(kf.log_scale.expand(lead + (n,))[..., None], n, chunk, -math.inf)[..., 0]  # (..., C, chunk)
     top = a.detach().amax(dim=-1)  # c_b
     c0 = top[..., :1]
-    if float((top - c0).amax()) > _RANK_ONE_SPREAD[numpy_dtype(qv.dtype)]:
-        return None
     q = _chunked(qv.expand(lead + qv.shape[-2:]), n, chunk, 0.0)
     k = _chunked(kv.expand(lead + kv.shape[-2:]), n, chunk, 0.0)
     vo = _chunked(_with_ones(v.expand(lead + v.shape[-2:])), n, chunk, 0.0)
@@ -300,16 +330,29 @@ def _causal_parallel(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, chun
     inside = torch.exp(torch.where(tri, a[..., None, :] - r[..., :, None], -math.inf))
     buf = ((q @ k.mT) * inside) @ vo
     states = (k * torch.exp(a - top[..., None])[..., None]).mT @ vo  # U_b: (..., C, r, d_v + 1)
-    shifted = torch.cumsum(states * torch.exp(top - c0)[..., None, None], dim=-3)
+    limit = _RANK_ONE_SPREAD[numpy_dtype(qv.dtype)]
+    # clamped: chunks beyond the limit (their rows are scanned below) stay finite, so no gradient meets an infinity
+    shifted = torch.cumsum(states * torch.exp((top - c0).clamp(max=limit))[..., None, None], dim=-3)
     before = torch.cat([torch.zeros_like(shifted[..., :1, :, :]), shifted[..., :-1, :, :]], dim=-3)
     buf = buf + (q @ before) * torch.exp((c0[..., None] - r).clamp(max=0.0))[..., None]  # <= 0 past chunk 0
-    return buf.reshape(lead + (-1, buf.shape[-1]))[..., :n, :], running
+    buf = buf.reshape(lead + (-1, buf.shape[-1]))[..., :n, :]
+    beyond = (top - c0).reshape(-1, top.shape[-1]).amax(dim=0) > limit
+    first = int(torch.argmax(beyond.to(torch.uint8)))  # b*, or 0 (chunk 0 is never beyond) when none is
+    start = (first + 1) * chunk
+    if first == 0 or start >= n:
+        return buf, running
+    c_new = top[..., : first + 1].amax(dim=-1, keepdim=True)
+    state = (shifted[..., first - 1, :, :] * torch.exp(c0 - c_new)[..., None]
+             + states[..., first, :, :] * torch.exp(top[..., first : first + 1] - c_new)[..., None])
+    tail, tail_refs = _causal_scan(qf, kf, v, chunk, start=start, carry=(state, c_new))
+    return torch.cat([buf[..., :start, :], tail], dim=-2), torch.cat([running[..., :start], tail_refs], dim=-1)
 
 
 #: Causal algorithms of :func:`linear_attention`: ``"scan"`` (a loop over chunks carrying the state; rows are
 #: bit-for-bit independent of later tokens), ``"parallel"`` (:func:`_causal_parallel`: all chunks at once, one
-#: cumulative sum of states; falls back to the scan when the keys' scales spread too far) and ``"auto"`` (parallel
-#: on CUDA, where the scan's per-chunk kernel launches and host syncs dominate; the scan elsewhere).
+#: cumulative sum of states; scans the chunks after the keys' scales spread too far; also bit-for-bit causal)
+#: and ``"auto"`` (parallel on CUDA, where the scan's per-chunk kernel launches and host syncs dominate; the scan
+#: elsewhere).
 CAUSAL_ALGORITHMS = ("auto", "scan", "parallel")
 
 
@@ -318,8 +361,7 @@ def _buffers(qf: TorchFeatures, kf: TorchFeatures, v: torch.Tensor, causal: bool
     """``[numerator | denominator]`` on a stabilised scale and ``log_ref`` (true = stabilised·e^{log_ref})."""
     if causal:
         parallel = algorithm == "parallel" or (algorithm == "auto" and qf.values.is_cuda)
-        done = _causal_parallel(qf, kf, v, chunk) if parallel else None
-        buf, key_ref = done if done is not None else _causal_scan(qf, kf, v, chunk)
+        buf, key_ref = (_causal_parallel if parallel else _causal_scan)(qf, kf, v, chunk)
     else:
         key_ref = kf.log_scale.detach().amax(dim=-1, keepdim=True)
         weights = torch.exp(kf.log_scale - key_ref)
@@ -335,17 +377,19 @@ def _normalize(buf: torch.Tensor, log_ref: torch.Tensor, inputs: dict[str, torch
     """Divide ``[num | den]``; a zero or non-finite renormaliser raises, ``D̂ <= 0`` warns (numpy semantics)."""
     num, den = buf[..., :-1], buf[..., -1]
     out = num / den[..., None]
-    if not all_finite(out):
+    with torch.no_grad():  # the output's sum, the count of D̂ <= 0 and the least true D̂: one read from the device
+        true_den = torch.sign(den) * torch.exp(torch.log(torch.abs(den)) + log_ref)
+        total, nonpos, least = torch.stack([out.sum().to(torch.float64), (den <= 0).sum().to(torch.float64),
+                                            true_den.min().to(torch.float64)]).tolist()
+    if not math.isfinite(total) and not all_finite(out):
         for name, arr in inputs.items():
             if not all_finite(arr):
                 raise ValueError(f"{name} contains non-finite values (nan or inf)")
         bad = ~torch.isfinite(out).all(dim=-1)
         raise NumericalError(f"{int(bad.sum())} attention row(s) have a zero or non-finite renormaliser "
                              f"(first at index {_first_bad_row(bad)}); the estimate is undefined there")
-    with torch.no_grad():
-        nonpos = int((den <= 0).sum())
-        true_den = torch.sign(den) * torch.exp(torch.log(torch.abs(den)) + log_ref)
-        stats = AttentionStats(float(true_den.min()), nonpos, int(den.numel()))
+    nonpos = int(nonpos)
+    stats = AttentionStats(least, nonpos, int(den.numel()))
     if nonpos:
         warnings.warn(f"{nonpos} of {den.numel()} renormalisers are <= 0 (min {stats.min_denominator:.3g}); "
                       "signed features make the estimate unstable", NonPositiveDenominatorWarning, stacklevel=3)
@@ -448,8 +492,9 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
     Cost: features ``O(Lmd)``, buffers ``O(L·r·d_v)``.
     """
     kind = check_choice(kind, "kind", FEATURE_MAPS)
-    q = as_tensor(q, "q", dtype=dtype, min_ndim=2)
-    k = as_tensor(k, "k", dtype=q.dtype, device=q.device, min_ndim=2)
+    q = as_tensor(q, "q", dtype=dtype, min_ndim=2, allow_nonfinite=True)
+    k = as_tensor(k, "k", dtype=q.dtype, device=q.device, min_ndim=2, allow_nonfinite=True)
+    v = as_tensor(v, "v", dtype=q.dtype, device=q.device, min_ndim=2, allow_nonfinite=True)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share their last dimension, got {q.shape[-1]} and {k.shape[-1]}")
     d = q.shape[-1]
@@ -457,9 +502,13 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
         if rng is None:
             raise ValueError("favor_attention needs rng= to draw the projection (or an explicit omega)")
         omega = draw_projection(projection, m, d, rng=as_generator(rng, q.device), dtype=q.dtype)
-    omega = as_tensor(_operator_matrix(omega), "omega", dtype=q.dtype, device=q.device, ndim=2)
+    omega = as_tensor(_operator_matrix(omega), "omega", dtype=q.dtype, device=q.device, ndim=2, allow_nonfinite=True)
+    if omega.shape[-1] != d:
+        raise ValueError(f"x and omega must share their last dimension, got {d} and {omega.shape[-1]}")
+    check_finite(q=q, k=k, v=v, omega=omega)
     scale = d ** -0.25 if scale_inputs else 1.0
-    fmap = FEATURE_MAPS[kind]
-    qf, kf = fmap(q * scale, omega), fmap(k * scale, omega)
+    formula = _FEATURE_FORMULAS[kind]
+    qs, ks = q * scale, k * scale
+    qf, kf = formula(qs, qs @ omega.mT, omega, True), formula(ks, ks @ omega.mT, omega, True)
     return linear_attention(qf, kf, v, causal=causal, chunk_size=chunk_size, causal_algorithm=causal_algorithm,
                             return_stats=return_stats)

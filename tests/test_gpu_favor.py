@@ -113,19 +113,47 @@ def test_causal_scan_with_key_scale_outliers_matches_numpy(rng, chunk, step, alg
     assert _rel(got, want) < 1e-10
 
 
-def test_parallel_causal_path_runs_in_chunks_within_its_spread_and_falls_back_beyond(rng, monkeypatch):
+def test_parallel_causal_path_scans_the_chunks_after_its_spread(rng, monkeypatch):
     from rfkit.gpu import favor as gf
 
     length, r = 96, 5
     qv, kv, v = (_t(rng.random((length, r)) + 0.1), _t(rng.random((length, r)) + 0.1), _t(rng.normal(size=(length, 2))))
-    near, far = _t(np.linspace(0.0, 250.0, length)), _t(np.linspace(0.0, 500.0, length))  # float64 limit: 300
-    assert gf._causal_parallel(gpu.TorchFeatures(qv, _t(np.zeros(length))), gpu.TorchFeatures(kv, near), v, 16)
-    assert gf._causal_parallel(gpu.TorchFeatures(qv, _t(np.zeros(length))), gpu.TorchFeatures(kv, far), v, 16) is None
-    # planted: without the guard, the shift overflows beyond the limit (the fallback is what keeps it finite)
+    qls = _t(np.zeros(length))
+    for top in (250.0, 500.0, 5000.0):  # float64 limit: 300; beyond it from chunk 58 (500) or 6 (5000) of 16 rows
+        kls = _t(np.linspace(0.0, top, length))
+        want = est.linear_attention(est.Features(qv.numpy(), qls.numpy()), est.Features(kv.numpy(), kls.numpy()),
+                                    v.numpy(), causal=True, chunk_size=16)
+        got = gpu.linear_attention(gpu.TorchFeatures(qv, qls), gpu.TorchFeatures(kv, kls), v, causal=True,
+                                   chunk_size=16, causal_algorithm="parallel")
+        assert _rel(got, want) < 1e-12
+    # planted: without the spread limit, the shift overflows beyond it (the scanned tail is what keeps it finite)
     monkeypatch.setitem(gf._RANK_ONE_SPREAD, np.dtype(np.float32), 1e9)
     far32 = gpu.TorchFeatures(qv.float(), _t(np.linspace(0.0, 200.0, length)).float())
     out = gf._causal_parallel(gpu.TorchFeatures(qv.float(), torch.zeros(length)), far32, v.float(), 16)
     assert not bool(torch.isfinite(out[0]).all())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_parallel_causal_rows_are_bitwise_independent_of_huge_future_tokens(rng, kind):
+    # core.causal.no_future_leak's case: future tokens of norm ~30·√d push the keys' scales past the spread limit,
+    # so the parallel path scans the chunks after; a row up to t must not change by one bit
+    length, t, d = 300, 62, 8
+    w = est.orthogonal_projection(16, d, rng=rng)
+    q, k = rng.normal(size=(2, length, d)) * 0.5
+    v = rng.normal(size=(length, 3))
+    q2, k2, v2 = q.copy(), k.copy(), v.copy()
+    for x in (q2, k2, v2):
+        x[t + 1:] = rng.normal(size=x[t + 1:].shape) * 30.0
+    fmap = gpu.FEATURE_MAPS[kind]
+
+    def run(q, k, v, algorithm):
+        return gpu.linear_attention(fmap(_t(q), _t(w)), fmap(_t(k), _t(w)), _t(v), causal=True, chunk_size=16,
+                                    causal_algorithm=algorithm)[: t + 1]
+
+    assert torch.equal(run(q, k, v, "parallel"), run(q2, k2, v2, "parallel"))
+    # planted: the scan's rounding differs from the parallel path's, so switching to it for the whole sequence
+    # because of the future (what the parallel path once did) changes these rows and the check above catches it
+    assert not torch.equal(run(q, k, v, "parallel"), run(q, k, v, "scan"))
 
 
 def test_parallel_causal_rows_do_not_read_later_tokens(rng):
