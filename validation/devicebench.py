@@ -13,14 +13,14 @@ Rows (``B = 1``, :data:`~rfkit.validation.bench.PEER_HEADS` = 8 heads, ``d = 64`
 
 A peer that is not installed is left out and named in every row's ``peers_skipped``.
 
-Timing: 3 warm-up calls, then the median of ``repeats`` calls, each bracketed by device synchronisation (CUDA
-events on CUDA, ``perf_counter`` elsewhere). ``peak_bytes``: the device's peak allocation above what was
-allocated before the call (``torch.cuda.max_memory_allocated``; ``null`` off CUDA). ``roofline_seconds``: plain
-matrix products of the row's shapes (:mod:`rfkit.theory.cost`) on the same device in the same dtype, timed the
-same way; ``roofline_fraction`` is that over the row's time. ``error_vs_float64`` (rfkit rows, at the smallest
-length): max relative error of the row's output against rfkit's numpy float64 FAVOR+ on the same projection. A
-row whose call fails (out of memory, an unsupported kernel) carries ``error`` and no time. ``speedup_vs``: as
-in :mod:`rfkit.validation.bench`.
+Timing: 3 warm-up calls, then the median of ``repeats`` calls, each bracketed by device synchronisation (CUDA events
+on CUDA, ``perf_counter`` elsewhere). ``peak_bytes``: the device's peak allocation above what was allocated before
+the call (``torch.cuda.max_memory_allocated``; ``null`` off CUDA). ``roofline_seconds``: plain matrix products of
+the row's shapes (:mod:`rfkit.theory.cost`; the products of one shape batched into one call) on the same device in
+the same dtype, timed the same way; ``roofline_fraction`` is that over the row's time. ``error_vs_float64`` (rfkit
+rows, at the smallest length): max relative error of the row's output against rfkit's numpy float64 FAVOR+ on the
+same projection. A row whose call fails (out of memory, an unsupported kernel) carries ``error`` and no time.
+``speedup_vs``: as in :mod:`rfkit.validation.bench`.
 
 :func:`device_table` renders these rows as the performance issue's GPU table (``docs/performance.md``).
 """
@@ -93,17 +93,18 @@ def _peak(fn: Callable[[], object], device) -> int | None:
 
 
 def _roofline(gemms, device, dtype, repeats: int) -> float:
-    """Seconds of plain matrix products of ``gemms``' shapes on ``device`` in ``dtype``."""
+    """Seconds of plain matrix products of ``gemms``' shapes on ``device`` in ``dtype``: each shape's ``count``
+    products as one batched product (a causal row's thousands of chunk-sized products, one by one, would time the
+    device's kernel launches instead of its arithmetic)."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(0)
-    operands = [(torch.randn(n, k, generator=gen, device=device).to(dtype),
-                 torch.randn(k, p, generator=gen, device=device).to(dtype), c) for n, k, p, c in gemms]
+    operands = [(torch.randn(c, n, k, generator=gen, device=device).to(dtype),
+                 torch.randn(c, k, p, generator=gen, device=device).to(dtype)) for n, k, p, c in gemms]
 
     def products():
-        for a, b, c in operands:
-            for _ in range(c):
-                a @ b
+        for a, b in operands:
+            torch.bmm(a, b)
 
     return _timed(products, device, repeats)
 
