@@ -198,3 +198,22 @@ def test_a_run_records_the_commit_of_its_code():
     commit = source_commit()
     assert run.verdicts()["commit"] == commit
     assert commit is None or re.fullmatch(r"[0-9a-f]{7,}(\+dirty)?", commit)
+
+
+def test_a_run_records_the_commit_at_its_start(monkeypatch):
+    # a commit made while a long run goes on is not the code that ran: the run reads the checkout before its cells
+    from dataclasses import replace
+
+    from rfkit.validation import engine, validate
+    from rfkit.validation.claims import get_claim
+
+    claim = get_claim("performer.eq11.prefix_sum_identity")
+    ran = []
+
+    def cell(ctx):
+        ran.append(True)
+        return claim.cell(ctx)
+
+    monkeypatch.setattr(engine, "source_commit", lambda: "bbbbbbb" if ran else "aaaaaaa")  # a commit after a cell
+    run = validate([replace(claim, cell=cell)], tier="smoke", progress=False)
+    assert ran and run.verdicts()["commit"] == "aaaaaaa"

@@ -548,6 +548,7 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
     claims = list(claims)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     version = rfkit_version()
+    commit = source_commit()  # the code that runs is the code at the start: a commit made during a long run is not
     t0 = time.perf_counter()
     specs_by_claim = {c.id: plan(c, tier=tier, seed=seed, alpha=alpha, power=power, backend=backend,
                                  device=device, implementations=implementations) for c in claims}
@@ -600,7 +601,7 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
                                    sum(o.seconds for o in mine), created, version,
                                    cpu_seconds=sum(o.cpu_seconds for o in mine)))
     return RunResult(results, tier, seed, alpha, created, version, time.perf_counter() - t0,
-                     resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0, commit=source_commit(),
+                     resumed=ckpt.reused if ckpt else 0, stale=ckpt.stale if ckpt else 0, commit=commit,
                      workers=executor.workers, cpus=usable_cpus())
 
 
