@@ -140,8 +140,9 @@ def _exp_rows(log_phi: np.ndarray, row_offset: np.ndarray, stabilize: bool, row_
     is per row, so one token's features never depend on another token (causal attention needs this).
     Stabilised, the row maximum, the shift and the exponent are fused over cache-sized row blocks
     (:data:`_ROW_BLOCK_BYTES`); each element sees the same operations as unfused, so values are identical.
-    float32 takes its shift and exponent in one compiled pass (:func:`~rfkit.base.numerics.exp_shifted_rows`:
-    within 1 ulp of the correctly rounded exp, subnormal features flushed to 0).
+    float32 takes its row maxima, shifts and exponents in one compiled pass over the rows
+    (:func:`~rfkit.base.numerics.exp_shifted_rows`: within 1 ulp of the correctly rounded exp, subnormal features
+    flushed to 0).
     """
     if stabilize:
         unsafe = row_bound > _SAFE_EXPONENT[log_phi.dtype]
@@ -152,18 +153,18 @@ def _exp_rows(log_phi: np.ndarray, row_offset: np.ndarray, stabilize: bool, row_
         log_phi = np.ascontiguousarray(log_phi)  # fresh, so already contiguous unless an operator's layout
         rows = log_phi.reshape(-1, log_phi.shape[-1])  # a view of log_phi
         flags = np.broadcast_to(unsafe, log_phi.shape[:-1]).reshape(-1)
-        shift = np.zeros(rows.shape[0], log_phi.dtype)
+        shift = np.zeros(rows.shape[0], log_phi.dtype)  # a safe row keeps shift 0: x - 0 == x
+        if compiled:  # row maxima, shifts and exponents in one compiled pass
+            exp_shifted_rows(rows, shift, flags)
+            return Features(log_phi, -(row_offset - shift.reshape(log_phi.shape[:-1])))
         step = max(1, _ROW_BLOCK_BYTES // max(1, rows.shape[1] * rows.itemsize))
         for s in range(0, rows.shape[0], step):
             block, block_shift = rows[s:s + step], shift[s:s + step]
             if flags[s:s + step].any():
                 np.max(block, axis=-1, out=block_shift)
-                np.copyto(block_shift, 0.0, where=~flags[s:s + step])  # a safe row keeps shift 0: x - 0 == x
-            if compiled:
-                exp_shifted_rows(block, block_shift)
-            else:
-                np.subtract(block, block_shift[:, None], out=block)
-                np.exp(block, out=block)
+                np.copyto(block_shift, 0.0, where=~flags[s:s + step])
+            np.subtract(block, block_shift[:, None], out=block)
+            np.exp(block, out=block)
         return Features(log_phi, -(row_offset - shift.reshape(log_phi.shape[:-1])))
     log_phi -= row_offset[..., None]
     with np.errstate(over="ignore", under="ignore"):

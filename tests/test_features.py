@@ -179,6 +179,30 @@ def test_compiled_float32_exp_is_correctly_rounded_to_an_ulp():
     assert _SAFE_EXPONENT[np.dtype(np.float32)] < EXP_ARG_MAX
 
 
+def test_compiled_float32_exp_takes_flagged_rows_maxima_as_numpy_does():
+    """Rows flagged in ``to_max`` are shifted by ``np.max`` of the row (NaN if the row holds one), written into
+    ``shift``; the others by the given shift; the values are those of the explicit shift (the same float32 ops)."""
+    from rfkit.base.numerics import exp_shifted_rows
+
+    rng = np.random.default_rng(5)
+    x = (rng.normal(size=(300, 37)) * 30).astype(np.float32)
+    x[7, 3] = np.nan
+    x[11, :] = -np.inf
+    flags = rng.random(300) < 0.5
+    flags[[7, 11]] = True
+    given = rng.normal(size=300).astype(np.float32)
+    shift = given.copy()
+    got = exp_shifted_rows(x.copy(), shift, flags)
+    want_shift = np.where(flags, x.max(axis=1), given)
+    np.testing.assert_array_equal(shift, want_shift)  # NaN where the row has one, equal positions
+    np.testing.assert_array_equal(got, exp_shifted_rows(x.copy(), want_shift))
+    assert np.isnan(got[7]).all() and np.isnan(got[11]).all()  # x - NaN; -inf - (-inf)
+    with pytest.raises(ValueError, match="writable float32"):
+        exp_shifted_rows(x.copy(), given.astype(np.float64), flags)
+    with pytest.raises(ValueError, match="to_max"):
+        exp_shifted_rows(x.copy(), shift, flags[:5])
+
+
 def test_float32_positive_features_match_float64_within_float32_rounding(rng):
     """Stabilised float32 rows (compiled exp) against float64: the same log scale, values to float32 rounding of
     the exponent (|ωᵀx| up to ~40 here: a relative error of a few 1e-6)."""

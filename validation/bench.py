@@ -74,6 +74,7 @@ import gc
 import importlib.util
 import io
 import json
+import math
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -125,8 +126,27 @@ class Case:
     extra: dict = field(default_factory=dict)
 
 
+#: Most warm-up calls of :func:`_best_time`.
+WARMUP_MAX = 10
+
+
+def _warm_up(fn: Callable[[], object]) -> None:
+    """Call ``fn`` until a call takes within 10% of the one before (at most :data:`WARMUP_MAX` calls): the steady
+    state a caller in a loop sees. One call is not enough: glibc's allocator serves FAVOR+'s 32 MiB temporaries
+    (float32, B·H = 8, L = 4096, m = 256) by fresh page-faulting mappings until its mmap threshold has risen, so
+    the first four calls there took 238, 126, 125 and 107 ms and the fifth on 55 ms (2026-11-28)."""
+    last = math.inf
+    for _ in range(WARMUP_MAX):
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        if dt >= 0.9 * last:
+            return
+        last = dt
+
+
 def _best_time(fn: Callable[[], object], *, min_total: float, max_runs: int) -> float:
-    fn()  # warm-up: first-touch of caches, lazy imports
+    _warm_up(fn)  # first-touch of caches and allocations, lazy imports, compilation
     times, total = [], 0.0
     while len(times) < max_runs and (total < min_total or len(times) < 2):
         t0 = time.perf_counter()
