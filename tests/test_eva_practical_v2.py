@@ -173,3 +173,25 @@ def test_round_off_guard_leaves_an_informative_cell_alone_and_undecides_a_blind_
     guarded = practical._round_off_guard(blind, beta, values)
     assert guarded.p_value == 1.0 and "heavy tails" in guarded.flags[0]
     assert practical._round_off_guard(seen, beta, values) is seen
+
+
+def test_vs_rfa_batches_count_the_keys_features_at_every_sample(monkeypatch):
+    # the full tier's largest Eq 13 cell (N = M = 4096, S = 128, a few spread queries): RFA's key features are
+    # M·S a replicate; sizing batches by the queries' rows alone gave 1,220 replicates a batch, 4.8 GB an array
+    from rfkit.validation.cells import plan
+
+    claim = get_claim("eva.abstract.gap_vs_rfa")
+    spec = max((s for s in plan(claim, tier="full", seed=0) if s.variant == "eq13" and s.restart is None),
+               key=lambda s: (s.params["M"] * practical._rfa_samples(s.params), s.params["N"]))
+    seen = {}
+
+    def record(batch, replicates, floats_per_replicate):
+        seen.update(replicates=replicates, floats=floats_per_replicate)
+        return np.zeros(replicates), np.ones(replicates)
+
+    monkeypatch.setattr(practical, "_in_batches", record)
+    monkeypatch.setattr(practical, "_paired_excess", lambda *args, **kwargs: None)
+    claim.cell(spec.context())
+    m, s = spec.params["M"], practical._rfa_samples(spec.params)
+    assert m * s >= 4096 * 128 and seen["floats"] >= m * s
+    assert practical.BATCH_FLOATS // seen["floats"] * m * s * 8 <= 200e6  # a batch's key features: <= 200 MB

@@ -650,7 +650,11 @@ def _vs_rfa_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> 
             eva = _practical_errors(ctx, problem, p["E"], p["C"], mode, setting, size, partition_domain=p["domain"])
         return eva, rfa
 
-    per_replicate = problem.q.shape[0] * max(problem.k.shape[0], num_samples + p["E"] + p["C"])
+    # the largest intermediates of a replicate: query-key scores, and the features of queries and keys at every
+    # sample (RFA's keys alone are M·S: 4096 x 128 at the full tier, where counting only the queries' rows sized
+    # batches of 1,220 replicates, 4.8 GB an array)
+    n, m = problem.q.shape[0], problem.k.shape[0]
+    per_replicate = n * m + (n + m) * (num_samples + p["E"] + p["C"])
     eva, rfa = _in_batches(batch, ctx.replicates, per_replicate)
     return _paired_excess(ctx, eva, rfa, problem.round_off, extra=dict(rfa_samples=num_samples))
 
