@@ -195,3 +195,26 @@ def test_vs_rfa_batches_count_the_keys_features_at_every_sample(monkeypatch):
     m, s = spec.params["M"], practical._rfa_samples(spec.params)
     assert m * s >= 4096 * 128 and seen["floats"] >= m * s
     assert practical.BATCH_FLOATS // seen["floats"] * m * s * 8 <= 200e6  # a batch's key features: <= 200 MB
+
+
+def test_local_consistency_draws_in_bounded_batches_with_the_same_numbers(monkeypatch):
+    # the full tier's S = 65,536 x 4,000 replicates was one 33 GB draw; batches keep each under BATCH_FLOATS and,
+    # drawing the same stream in order, give the same squared errors
+    from rfkit.validation.cells import plan
+
+    claim = get_claim("eva.eq27.local_consistency")
+    spec = next(s for s in plan(claim, tier="quick", seed=0)
+                if claim.cell(s.context()).extra.get("mse") is not None)
+    whole = claim.cell(spec.context())
+    shapes, draw = [], practical._draw
+
+    def recording(ctx, mu, shape):
+        shapes.append(shape)
+        return draw(ctx, mu, shape)
+
+    monkeypatch.setattr(practical, "_draw", recording)
+    monkeypatch.setattr(practical, "BATCH_FLOATS", 200_000)
+    batched = claim.cell(spec.context())
+    assert len(shapes) > len(whole.extra["mse"])  # several batches per size
+    assert all(n * s <= 200_000 for n, s in shapes)
+    assert batched.extra["mse"] == whole.extra["mse"]

@@ -1022,9 +1022,14 @@ def _consistency_cell(ctx: CellContext) -> Evidence:
             return _beyond_cap(sizes, omega_sq, cap, dict(S=sizes, omega_sq=omega_sq))
 
     def squared_errors(size, n):
-        omega, log_ratio = _draw(ctx, mu, (n, size))
-        est = rfa_attention(q[None], keys, values, omega=omega, log_ratio=log_ratio, form="features")[:, 0]
-        return ((est - beta[0]) ** 2).sum(axis=-1)
+        def batch(part):
+            omega, log_ratio = _draw(ctx, mu, (part, size))
+            est = rfa_attention(q[None], keys, values, omega=omega, log_ratio=log_ratio, form="features")[:, 0]
+            return (((est - beta[0]) ** 2).sum(axis=-1),)
+
+        # a replicate holds S draws in R^d and their features of the keys: at the full tier's S = 65,536 and 4,000
+        # replicates one batch would be 33 GB of draws (a sampled cell peaked at 9.3 GB)
+        return _in_batches(batch, n, size * (q.size + keys.shape[0] + 2))[0]
 
     if exact:
         ev = exact_rate_cell(ctx, q, keys, values, mu, sizes, squared_errors, extra=dict(omega_sq=omega_sq))
