@@ -218,3 +218,27 @@ def test_local_consistency_draws_in_bounded_batches_with_the_same_numbers(monkey
     assert len(shapes) > len(whole.extra["mse"])  # several batches per size
     assert all(n * s <= 200_000 for n, s in shapes)
     assert batched.extra["mse"] == whole.extra["mse"]
+
+
+def test_eq16_limit_draws_replicates_in_bounded_batches(monkeypatch):
+    # the full tier's S = 512 x 1,000 replicates was one 15.6 GB call of practical EVA; batches draw the same stream
+    from rfkit.validation.cells import plan
+
+    claim = get_claim("eva.derived.eq16_large_s_limit")
+    spec = plan(claim, tier="quick", seed=0)[0]
+    whole = claim.cell(spec.context())
+    calls, practical_eva = [], practical.eva_practical
+
+    def recording(q, *args, **kwargs):
+        if kwargs.get("mode") == "train":
+            calls.append((q.shape[0], kwargs["num_samples"], q.shape[1]))
+        return practical_eva(q, *args, **kwargs)
+
+    monkeypatch.setattr(practical, "eva_practical", recording)
+    monkeypatch.setattr(practical, "BATCH_FLOATS", 500_000)
+    batched = claim.cell(spec.context())
+    sizes = whole.extra["S"]
+    assert len(calls) > len(sizes)  # several batches per size
+    m, d = 16, 4  # the quick tier's keys and dimension
+    assert all(r * n * s * (d + m) <= 500_000 or r == 1 for r, s, n in calls)
+    assert batched.extra["S"] == sizes and batched.extra["mse"] == whole.extra["mse"]
