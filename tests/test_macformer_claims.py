@@ -307,3 +307,23 @@ def test_theorem3_restoration_looks_stop_early_and_share_draws_in_any_order(monk
     # first look; readings that hold (fit_column, |·| powers, total output): every look
     for e in forward.values():
         assert e.p_value <= 1e-3 or e.upper <= 0.1 or len(e.extra["looks"]) == 5  # stops only when decided
+
+
+def test_fig4a_cells_block_their_exact_attention(monkeypatch):
+    # the full tier's 16 x 8 heads at length 4,000 hold 16 GB of scores unblocked; both Fig 4a cells block the rows
+    from rfkit.validation.cells import plan
+    from rfkit.validation.claims import get_claim
+    from rfkit.validation.claims.macformer import figures
+
+    blocks, exact = [], figures.softmax_attention
+
+    def recording(*args, **kwargs):
+        blocks.append(kwargs.get("block_size"))
+        return exact(*args, **kwargs)
+
+    monkeypatch.setattr(figures, "softmax_attention", recording)
+    for cid in ("macformer.fig4a.error_increases_with_length", "macformer.fig4a.error_decreases_with_d"):
+        claim = get_claim(cid)
+        spec = next(s for s in plan(claim, tier="smoke", seed=0) if s.variant.startswith("mean_of_log"))
+        claim.cell(spec.context())
+    assert blocks and all(b == figures.EXACT_BLOCK for b in blocks)

@@ -57,6 +57,11 @@ def _toy_inputs(ctx: CellContext, length: int):
     return tuple(fig4_data(ctx.rng, (ctx.params["batch"], ctx.params["heads"], length, 64)) for _ in range(3))
 
 
+#: Query rows per block of the exact attention in Fig 4a's cells: the full tier's 16 x 8 heads at length 4,000 hold
+#: 16 GB of scores unblocked (a sampled cell failed to allocate them); blocks of 128 rows hold 0.5 GB, same values.
+EXACT_BLOCK = 128
+
+
 def _fig4a_d_cell(ctx: CellContext) -> Evidence:
     """The fall is a mean test of the per-repeat OLS slopes, the diminishing returns one of the jackknife
     pseudo-values (over repeats) of the slope of log E[decrement of log NMSE]."""
@@ -67,7 +72,7 @@ def _fig4a_d_cell(ctx: CellContext) -> Evidence:
         for _ in range(ctx.replicates):  # the same data at every D: its effect on the NMSE's denominator is common
             q, k, v = _toy_inputs(ctx, ctx.params["length"])
             pre = presbn(q, k, eps=1e-12)
-            exact = softmax_attention(pre.q, pre.k, v)
+            exact = softmax_attention(pre.q, pre.k, v, block_size=EXACT_BLOCK)
             logs.append([np.mean([math.log(nmse(quiet(rmfa, pre.q, pre.k, v, num_features=f, rng=ctx.rng), exact))
                                   for _ in range(max(1, D_DRAW_FEATURES // f))]) for f in features])
     logs = np.array(logs)
@@ -120,7 +125,7 @@ def _fig4a_length_cell(ctx: CellContext) -> Evidence:
             errors.append(np.empty((len(draws), len(lengths))))
             for j, n in enumerate(lengths):
                 pre = presbn(q[..., :n, :], k[..., :n, :], eps=1e-12)
-                exact = softmax_attention(pre.q, pre.k, v[..., :n, :])
+                exact = softmax_attention(pre.q, pre.k, v[..., :n, :], block_size=EXACT_BLOCK)
                 errors[-1][:, j] = [nmse(quiet(rmfa, pre.q, pre.k, v[..., :n, :], draw=draw), exact) for draw in draws]
             proxy.append([(v[..., :n, :].sum(axis=-2) ** 2).sum() / n for n in lengths])
     errors, proxy = np.array(errors), np.array(proxy)  # (repeats, draws, lengths), (repeats, lengths)
