@@ -93,9 +93,8 @@ def as_tensor(x, name: str, *, dtype=None, device=None, min_ndim: int = 0, ndim:
     if device is None:
         device = t.device if isinstance(x, torch.Tensor) else default_device()
     t = t.to(device=device, dtype=target)
-    if not allow_nonfinite and not all_finite(t):
-        bad = int((~torch.isfinite(t)).sum())
-        raise ValueError(f"{name} contains {bad} non-finite value(s) (nan or inf)")
+    if not allow_nonfinite:
+        check_finite(**{name: t})
     return t
 
 

@@ -1118,7 +1118,7 @@ def _eq16_cell(ctx: CellContext) -> Evidence:
     for size in sizes:
         # a replicate's draws and features are ~N·S·(d + M) numbers: the full tier's S = 512, 1,000 replicates in one
         # call allocated 15.6 GB (16 x 1000 x 4 x 512 x 64)
-        err = _in_batches(lambda part, size=size: squared_errors(size, part), ctx.replicates, n * size * (d + m))[0]
+        err = _in_batches(functools.partial(squared_errors, size), ctx.replicates, n * size * (d + m))[0]
         mse.append(err.mean())
         se.append(err.std(ddof=1) / math.sqrt(err.size))
     gap = problem.squared_error(limit)
