@@ -252,3 +252,38 @@ def test_eva13_declares_its_untested_part():
     cells = c.cells("quick", "light_shared")
     assert all(p["mu"] in cv.LIGHT_MEANS for p in cells if p["sampling"] == "shared" and p["C"] >= 2)
     assert {p["mu"] for p in cells if p["route"] == "exact"} == set(cv.MEANS)
+
+
+# ------------------------------------------------------------- the full tier's Monte Carlo reach
+
+
+def _full_mc_cells(claim_id):
+    from rfkit.validation.cells import plan
+
+    return [s for s in plan(CLAIMS[claim_id], tier="full", seed=0) if s.params.get("route") == "monte_carlo"]
+
+
+@pytest.mark.parametrize("claim_id", ["eva.derived.snis_asymptotics", "eva.derived.eva13_asymptotics"])
+def test_monte_carlo_below_its_reach_cannot_decide_a_limit(claim_id):
+    """A full-tier Monte Carlo cell with S/Ω far below MC_REACH (s = 1, d >= 8: Ω >= 1e4) draws nothing and is
+    undecided, saying which S would decide it; before the gate such cells compared a pre-asymptotic S·MSE (1e-12 of
+    σ² at snis's S/Ω = 1e-14) with the limit and refuted a true claim."""
+    from rfkit.validation.cells import run_cell
+
+    hopeless = [s for s in _full_mc_cells(claim_id) if s.params["s"] == 1.0 and s.params["d"] == 8]
+    assert hopeless
+    ev = run_cell(hopeless[0]).evidence
+    assert ev.n == 0 and ev.p_value == 1.0 and ev.flags[0].startswith("pre-asymptotic")
+    assert ev.extra["omega_sq"] > hopeless[0].params["S"] / cv.MC_REACH
+
+
+def test_monte_carlo_limit_cells_are_sequential():
+    """The Monte Carlo route of the limits stops when decided (a full-tier cell at S = 4096 used 200,000 replicates
+    where 94,000 decided it): a quick cell records its sequential budget."""
+    from rfkit.validation.cells import plan, run_cell
+
+    spec = next(s for s in plan(CLAIMS["eva.derived.snis_asymptotics"], tier="quick", seed=0)
+                if s.params.get("route") == "monte_carlo")
+    ev = run_cell(spec).evidence
+    assert ev.extra["sequential"] and ev.extra["omega_sq"] * cv.MC_REACH <= spec.params["S"]
+    assert ev.p_value > 1e-3 and ev.upper <= CLAIMS["eva.derived.snis_asymptotics"].tolerance   # supported there
