@@ -343,3 +343,22 @@ def test_eva13_asymptotics_by_monte_carlo():
         errors.append(((est - target) ** 2).sum(1) * size)
     evidence = mean_test(np.concatenate(errors), predicted, alpha=1e-4, tolerance=0.1, scale=predicted)
     assert evidence.p_value > 1e-4 and evidence.upper < 0.1
+
+
+def test_eq16_cells_with_an_astronomical_omega_are_undecided_not_errors():
+    """At the full tier's transformer inputs Ω reaches 1e23-1e62: the asymptotic window's sizes passed int64 (a
+    negative size, then an IndexError that made the cell an error). Now such a cell is undecided and says which S_max
+    would decide it."""
+    from rfkit.validation.cells import plan, run_cell
+    from rfkit.validation.claims import claims_in
+    from rfkit.validation.claims.eva import practical
+
+    claim = next(c for c in claims_in(practical) if c.id == "eva.derived.eq16_large_s_limit")
+    spec = next(s for s in plan(claim, tier="full", seed=0)
+                if s.params["gen"] == "transformer" and s.params["M"] == 64 and s.params["d"] == 4)
+    outcome = run_cell(spec)
+    assert outcome.error is None
+    ev = outcome.evidence
+    assert ev.n == 0 and ev.flags[0].startswith("asymptotic regime beyond the sweep")
+    assert ev.extra["omega_sq"] > 1e20 and "e+" in ev.flags[0].rsplit("S_max >= ", 1)[1]
+    assert practical._asymptotic_sizes(float("inf"), 2**15) == []

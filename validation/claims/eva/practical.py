@@ -954,13 +954,16 @@ EXACT_WINDOW_START = 16
 EXACT_WINDOW_CAP_FRACTION = 256
 
 
-def _asymptotic_start(omega_sq: float) -> int:
-    """First size of the asymptotic window: the power of two (>= 16) at or above ``ESS_FACTOR·Ω``."""
-    return 2 ** max(math.ceil(math.log2(max(ESS_FACTOR * omega_sq, 1.0))), 4)
+def _asymptotic_start(omega_sq: float) -> float:
+    """First size of the asymptotic window: the power of two (>= 16) at or above ``ESS_FACTOR·Ω`` (a float: Ω reaches
+    1e60 at the full tier's transformer inputs, past any integer type; ``inf`` where Ω is)."""
+    need = max(ESS_FACTOR * omega_sq, 1.0)
+    return 2.0 ** max(math.ceil(math.log2(need)), 4) if math.isfinite(need) else math.inf
 
 
 def _asymptotic_sizes(omega_sq: float, cap: int) -> list[int]:
-    return [int(n) for n in rate_window(_asymptotic_start(omega_sq)) if n <= cap]
+    start = _asymptotic_start(omega_sq)
+    return [] if start > cap else [int(n) for n in rate_window(start) if n <= cap]
 
 
 def _beyond_cap(sizes: list[int], omega_sq: float, cap: int, extra: dict) -> Evidence | None:
@@ -968,7 +971,8 @@ def _beyond_cap(sizes: list[int], omega_sq: float, cap: int, extra: dict) -> Evi
     fit under the tier's cap, else ``None``."""
     if len(sizes) >= MIN_SLOPE_POINTS:
         return None
-    need = int(rate_window(_asymptotic_start(omega_sq))[MIN_SLOPE_POINTS - 1])
+    # the window's MIN_SLOPE_POINTS-th size, in floating point (it may pass every integer type)
+    need = f"{_asymptotic_start(omega_sq) * RATE_SPAN ** ((MIN_SLOPE_POINTS - 1) / (RATE_POINTS - 1)):.4g}"
     return undecided(f"asymptotic regime beyond the sweep: S >= {ESS_FACTOR}·Ω = {ESS_FACTOR * omega_sq:.3g} leaves "
                      f"{len(sizes)} of {MIN_SLOPE_POINTS} sizes under S_max = {cap}; S_max >= {need} would decide it",
                      extra=extra)
