@@ -287,3 +287,41 @@ def test_monte_carlo_limit_cells_are_sequential():
     ev = run_cell(spec).evidence
     assert ev.extra["sequential"] and ev.extra["omega_sq"] * cv.MC_REACH <= spec.params["S"]
     assert ev.p_value > 1e-3 and ev.upper <= CLAIMS["eva.derived.snis_asymptotics"].tolerance   # supported there
+
+
+# ------------------------------------------------------------- the exact routes' reach (full tier)
+
+
+def test_span_rule_refuses_ranks_and_exponents_it_cannot_integrate_exactly():
+    rng = np.random.default_rng(0)
+    with pytest.raises(cv.QuadratureOutOfReach, match="rank <= 4, got 8"):
+        cv._span_rule(rng.standard_normal((8, 8)), cv.RATIO_GH_POINTS)   # 4 nodes an axis
+    with pytest.raises(cv.QuadratureOutOfReach, match="steepest"):
+        cv._span_rule(np.array([[6.0]]), 60, degree=2)                     # exp(12 z): mass at z = 12, past 60 nodes
+    basis, z, w = cv._span_rule(rng.standard_normal((3, 4)) * 0.3, cv.RATIO_GH_POINTS)
+    assert basis.shape == (3, 4) and z.shape == (w.size, 3)
+
+
+def test_a_quadrature_cell_beyond_its_rule_is_undecided_not_refuted(monkeypatch):
+    """eva.derived.cv_moments at the full tier's far mean, s = 1 (M = d = 1): 60 nodes put E[h²]'s mass at the rule's
+    edge and var_h came out 0.22 off its closed form, a refutation of a true identity; now the cell is undecided.
+    Planted: without the check the same cell refutes."""
+    from rfkit.validation.cells import plan, run_cell
+
+    spec = next(s for s in plan(CLAIMS["eva.derived.cv_moments"], tier="full", seed=0)
+                if s.params.get("route") == "quadrature" and s.params["mu"] == "far" and s.params["s"] == 1.0
+                and s.params["M"] == 1 and s.params["d"] == 1)
+    ev = run_cell(spec).evidence
+    assert ev.p_value == 1.0 and ev.flags[0].startswith("beyond the exact route")
+    monkeypatch.setattr(cv, "GH_EXACT", np.inf)
+    assert run_cell(spec).evidence.effect > 0.1
+
+
+def test_eq5_routes_quadrature_only_where_the_rule_is_exact():
+    """At the full tier's d = 8, 16 (rank 7-8) Eq 5's quadrature had 4-5 nodes an axis and refuted a true identity
+    (effects 0.15-0.31 in 53 cells); those dimensions now run Monte Carlo at s = 0.1."""
+    from rfkit.validation.cells import plan
+
+    specs = plan(CLAIMS["eva.eq5.cv_unbiased"], tier="full", seed=0)
+    assert all(s.params["d"] <= cv.GH_MAX_RANK for s in specs if s.params["route"] == "quadrature")
+    assert {s.params["d"] for s in specs if s.params["route"] == "monte_carlo"} >= {8, 16}
