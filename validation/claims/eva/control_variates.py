@@ -2201,7 +2201,8 @@ SNIS_ASYMPTOTICS = Claim(
           "k}, d ∈ {2, 8}) — the implementation's S·‖β̂ - β‖² at S = 128 against σ²_RFA. The approach of S·MSE to "
           "σ²_RFA is slow when Ω = E_ρ[W²] is large (s = 0.5, d = 4: S·MSE/σ² ≈ 0.65 at S = 64, 0.8 at S = 256), so "
           "Monte Carlo uses s = 0.2 (Ω ≈ 1.2, where the O(1/S) correction is ~1% at S = 64) and the large-Ω inputs "
-          "run in the full tier up to S = 4096. The implementation's S·bias is not simulated (resolving b/S at "
+          "run in the full tier up to S = 4096, judged only where S/Ω >= 30 (MC_REACH; below it a cell is undecided "
+          "and names the S it needs). The implementation's S·bias is not simulated (resolving b/S at "
           "S >= 256 needs ~1e6 replicates per cell); its sign along the exact bias direction is tested by "
           "eva.appb2.finite_s_bias.",
 )
@@ -2323,7 +2324,8 @@ EVA13_ASYMPTOTICS = Claim(
           "~1e10-1e11 operations a cell: full tier only) or Monte Carlo at S >> Ω with a tail-valid test (q_n + k_1: "
           "a variance bound for a non-asymptotic sequence; random: S >= 4096 at full; far: out of reach). At s = 0.5 "
           "(Ω ≈ 4) S·MSE is 0.67 of the limit at S = 64 and 0.86 at S = 256 (a slow approach, not a wrong limit), so "
-          "large Ω runs in the full tier. Per_chunk's μ_c is App C's "
+          "large Ω runs in the full tier, judged only where S/Ω >= 30 (MC_REACH, Ω the largest over the subsets). "
+          "Per_chunk's μ_c is App C's "
           "q_n + mean_{P_c} k (the register's N(μ_c, I) with that choice).",
 )
 
