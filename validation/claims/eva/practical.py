@@ -971,8 +971,9 @@ def _beyond_cap(sizes: list[int], omega_sq: float, cap: int, extra: dict) -> Evi
     fit under the tier's cap, else ``None``."""
     if len(sizes) >= MIN_SLOPE_POINTS:
         return None
-    # the window's MIN_SLOPE_POINTS-th size, in floating point (it may pass every integer type)
-    need = f"{_asymptotic_start(omega_sq) * RATE_SPAN ** ((MIN_SLOPE_POINTS - 1) / (RATE_POINTS - 1)):.4g}"
+    # the window's MIN_SLOPE_POINTS-th size, in floating point (it may pass every integer type); exact below 2^53
+    size = _asymptotic_start(omega_sq) * RATE_SPAN ** ((MIN_SLOPE_POINTS - 1) / (RATE_POINTS - 1))
+    need = str(round(size)) if size < 2.0**53 else f"{size:.4g}"
     return undecided(f"asymptotic regime beyond the sweep: S >= {ESS_FACTOR}·Ω = {ESS_FACTOR * omega_sq:.3g} leaves "
                      f"{len(sizes)} of {MIN_SLOPE_POINTS} sizes under S_max = {cap}; S_max >= {need} would decide it",
                      extra=extra)
