@@ -325,3 +325,24 @@ def test_eq5_routes_quadrature_only_where_the_rule_is_exact():
     specs = plan(CLAIMS["eva.eq5.cv_unbiased"], tier="full", seed=0)
     assert all(s.params["d"] <= cv.GH_MAX_RANK for s in specs if s.params["route"] == "quadrature")
     assert {s.params["d"] for s in specs if s.params["route"] == "monte_carlo"} >= {8, 16}
+
+
+def test_a_replicate_zero_in_exact_arithmetic_is_judged_on_its_round_off():
+    """eva.derived.cv_moments' Monte Carlo Cov[h_0, h_1] at μ = q + k_1: h_1 = w_1 is constant, so every replicate
+    (h_0 - w_0)(h_1 - w_1) is zero but for round-off (~1e-17 w_0 w_1); on the old scale (Var[h_1] = 0 → tiny) the
+    deterministic judge flagged the round-off as "replicates differ". Now each replicate is judged exactly on the
+    round-off floor 1e-10 w_0 w_1. Planted: keys mis-scaled by 1e-3 in the terms make h_1 random, and the cell
+    refutes."""
+    from rfkit.estimators.control_variates import control_variate_terms
+    from rfkit.validation.cells import plan, run_cell
+
+    def specs(impls=None):
+        return [s for s in plan(CLAIMS["eva.derived.cv_moments"], tier="full", seed=0, implementations=impls)
+                if s.params["route"] == "monte_carlo" and s.params["moment"] == "cov_h" and s.params["mu"] == "q+k1"
+                and s.params["M"] == 2]
+
+    spec = specs()[0]
+    ev = run_cell(spec).evidence
+    assert ev.p_value == 1.0 and not ev.flags and ev.effect < 1e-3 and ev.validity == "exact"
+    planted = specs({"control_variate_terms": lambda q, k, v, **kw: control_variate_terms(q, k * 1.001, v, **kw)})
+    assert run_cell(planted[0]).evidence.effect > 1.0

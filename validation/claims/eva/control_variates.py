@@ -1995,8 +1995,9 @@ def _second_moment_target(which: str, mom, y):
     if which == "var_h":
         return (lambda t: (t.h[:, 0] - 1.0) ** 2), mom.var_h, mom.var_h
     if which == "cov_h":
+        # Var[h_m] = 0 at μ = q_n + k_m: the Cauchy-Schwarz scale has the quadrature route's round-off floor
         return ((lambda t: (t.h_tokens[:, 0, 0] - w[0]) * (t.h_tokens[:, 0, 1] - w[1])), mom.cov_h[0, 1],
-                math.sqrt(mom.cov_h[0, 0] * mom.cov_h[1, 1]))
+                max(math.sqrt(mom.cov_h[0, 0] * mom.cov_h[1, 1]), 1e-10 * abs(w[0] * w[1])))
     if which == "cov_hg":
         direction = mom.cov_hg / max(np.linalg.norm(mom.cov_hg), _TINY)
         return ((lambda t: (t.h[:, 0] - 1.0) * ((t.g[:, 0] - y) @ direction)), float(np.linalg.norm(mom.cov_hg)),
@@ -2060,9 +2061,17 @@ def _cv_moment_cell(ctx: CellContext):
     else:
         form = v @ v.T
     sd = theory.quadratic_form_sd(q[0], k, mu, form, s_count)
-    return ctx.mean(_terms_draw(ctx, q, k, v, GaussianProposal(mu), s_count, fn), target, scale=max(scale, _TINY),
-                    sd=sd)
+    draw = _terms_draw(ctx, q, k, v, GaussianProposal(mu), s_count, fn)
+    if sd == 0:
+        # a factor is the constant h_m = w_m (μ = q_n + k_m): every replicate is zero in exact arithmetic and
+        # its computed value the terms' round-off, so each is judged exactly on the round-off floor of the scale
+        return exact_test(draw(ctx.rng, ROUNDOFF_REPLICATES), target, tolerance=ctx.tolerance, scale=scale,
+                          extra=dict(route="every replicate (exact variance 0)"))
+    return ctx.mean(draw, target, scale=max(scale, _TINY), sd=sd)
 
+
+#: Replicates of a Monte Carlo cell whose replicate is zero in exact arithmetic, each judged exactly.
+ROUNDOFF_REPLICATES = 10_000
 
 #: The quadrature route's cells sweep every moment at once (one evaluation of the terms).
 CV_MOMENTS_ALL = ("mean_h", "var_h", "cov_h", "cov_hg", "var_g")
