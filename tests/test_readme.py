@@ -64,7 +64,7 @@ def test_plan_section_sums_each_paper_and_marks_lower_bounds():
 def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     import json
 
-    from rfkit.validation.readme import full_section, update
+    from rfkit.validation.readme import full_blocks, full_section, update
 
     claims = [dict(id="a.x", paper="a", verdict="supported", cause=None, cells=10, seconds=3600.0),
               dict(id="a.y", paper="a", verdict="inconclusive", cause="power", cells=5, seconds=1800.0),
@@ -72,18 +72,23 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     for c in claims:
         c.update(kind="rate", resolution=0.1, tolerance=0.25, reason="r", cpu_seconds=c["seconds"])
     doc = dict(tier="full", seed=0, rfkit_version="0.1.0", created="2026-11-27T00:00:00", claims=claims)
-    text = full_section([doc])
-    assert "| a | 2 | 1 | 0 | 1 (1 / 0 / 0) | 15 | 1.5 h |" in text and "| b | 1 | 0 | 1 | 0 (0 / 0 / 0) | 1 |" in text
-    assert "(commit abc1234)" in full_section([dict(doc, commit="abc1234")])  # a full run names its code
+
+    def text(d=doc, quick=None, changed=None):
+        return "\n".join(full_blocks([d], quick, changed).values())
+
+    assert "| a | 2 | 1 | 0 | 1 (1 / 0 / 0) | 15 | 1.5 h |" in text()
+    assert "| b | 1 | 0 | 1 | 0 (0 / 0 / 0) | 1 |" in text()
+    assert "(commit abc1234)" in text(dict(doc, commit="abc1234"))  # a full run names its code
     # a resumed run says how many of its cells came from its checkpoint (run earlier by the same code)
-    assert "; 1,500 of its cells resumed" in full_section([dict(doc, resumed_cells=1500)])
-    assert "resumed" not in full_section([dict(doc, resumed_cells=0)])
-    # claims whose code changed since the run are named (their verdicts are the run's, not this commit's)
-    assert "Since the run, the code of 1 of its claims has changed" in full_section([doc], None, [["a.y"]])
-    assert "Since the run" not in full_section([doc], None, [[]]) + full_section([doc], None, [None])
+    assert "; 1,500 of its cells resumed" in text(dict(doc, resumed_cells=1500))
+    assert "resumed" not in text(dict(doc, resumed_cells=0))
+    # claims whose code changed since the run are named under their paper (the verdicts are the run's, not this
+    # commit's)
+    assert full_blocks([doc], None, [["a.y"]])["a"].count("Since the run, the code of 1 of its claims has changed")
+    assert "Since the run" not in text(changed=[[]]) + text(changed=[None]) + full_blocks([doc], None, [["a.y"]])["b"]
     # a run without its checkpoint cannot say whether its code changed: the section says so, not nothing
-    assert "Whether the code changed since these runs is unknown" in full_section([doc], None, [None])
-    assert "unknown" not in full_section([doc], None, [[]]) + full_section([doc], None, [["a.y"]])
+    assert "Whether the code changed since this run is unknown" in text(changed=[None])
+    assert "unknown" not in text(changed=[[]]) + text(changed=[["a.y"]])
     readme = tmp_path / "README.md"
     readme.write_text("<!-- verdicts:start -->\nold\n<!-- verdicts:end -->\n"
                       "<!-- full:start -->\nold\n<!-- full:end -->\n")
@@ -91,11 +96,18 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     (tmp_path / "f.json").write_text(json.dumps(doc))
     update(readme, tmp_path / "q.json", full=[tmp_path / "f.json"])
     assert "1.5 h" in readme.read_text() and "old" not in readme.read_text()
+    # a run of one paper replaces that paper's block and keeps the others' as they were generated
+    (tmp_path / "g.json").write_text(json.dumps(dict(doc, claims=[dict(claims[2], verdict="supported")])))
+    update(readme, tmp_path / "q.json", full=[tmp_path / "g.json"])
+    after = readme.read_text()
+    assert "1.5 h" in after and "| b | 1 | 1 | 0 |" in after and "| b | 1 | 0 | 1 |" not in after
+    assert after.index("<!-- full:a:start -->") < after.index("<!-- full:b:start -->") < after.index("<!-- full:end")
+    assert full_section({}, full_section({"a": "A", "b": "B"})) == full_section({"a": "A", "b": "B"})
     # the full tier's open questions and changes are listed: inconclusive claims with their cause, and any verdict
     # that differs from the quick run's
     quick = dict(doc, tier="quick", claims=[dict(c, verdict="inconclusive") if c["id"] == "a.x" else c
                                             for c in claims])
-    listed = full_section([doc], quick)
+    listed = text(quick=quick)
     assert "| `a.y` | inconclusive | inconclusive (power) | r. |" in listed
     assert "| `a.x` | inconclusive | supported | r. |" in listed and "`b.z`" not in listed
 

@@ -8,8 +8,10 @@ Usage::
 Replaces the text between ``<!-- verdicts:start -->`` and ``<!-- verdicts:end -->``. With ``--plan PLAN.json``
 (``rfkit plan --tier full --sample 4 --json > PLAN.json``) it also replaces the section between
 ``<!-- plan:start -->`` and ``<!-- plan:end -->``: the tier's cells and estimated time per paper. With
-``--full FULL.json`` (one or more ``verdicts.json`` of full-tier runs, ``--resume`` allowed) it replaces the section
-between ``<!-- full:start -->`` and ``<!-- full:end -->``: per paper, the verdicts and the measured time. With
+``--full FULL.json`` (one or more ``verdicts.json`` of full-tier runs, ``--resume`` allowed) it replaces, in the
+section between ``<!-- full:start -->`` and ``<!-- full:end -->``, the block of each paper those runs cover (its
+verdicts and measured time, between ``<!-- full:PAPER:start -->`` and ``<!-- full:PAPER:end -->``) and keeps the
+other papers' blocks as their runs generated them. With
 ``--bench BENCH.jsonl`` (``rfkit bench --quick --json --peers-only --lengths 4096 > BENCH.jsonl``, on an otherwise
 idle machine) it replaces the section between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` with the float32
 and float64 tables of :func:`rfkit.validation.bench.performance_table`. With ``--audit AUDIT.json [AUDIT.json ...]``
@@ -115,18 +117,30 @@ def plan_section(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def full_section(docs: list[dict], quick: dict | None = None, changed: list[list[str] | None] | None = None) -> str:
-    """Markdown: per paper, the measured full tier of ``verdicts.json`` documents: verdict counts and the claims'
-    summed cell CPU time (single-process seconds, whatever the workers or the load; a resumed run counts each cell
-    once); then one row per claim that is inconclusive at the full tier or whose verdict differs from the ``quick``
-    run's (summarised reason, as in the verdict table). ``changed``: per document, the claims whose code has changed
-    since it ran (:func:`rfkit.validation.checkpoint.changed_claims`; ``None``: unknown), listed under the tables."""
-    lines = ["Measured by `rfkit validate --paper P --tier full` (the CPU seconds of every cell, summed: the "
-             "single-process time on one core of this machine, whatever else ran beside it; `--workers 2` about "
-             "halves the wall time).", "",
-             "| paper | claims | supported | refuted | inconclusive (power / reading / other) | cells | CPU time "
-             "| run |", "|---|---|---|---|---|---|---|---|"]
-    for doc in docs:
+#: The intro of the full-tier section; each paper's block follows it between its own markers
+#: (:func:`paper_markers`), so a run of one paper replaces its block and keeps the others' (a full tier takes hours
+#: a paper: the papers are run, and their blocks regenerated, one at a time).
+FULL_INTRO = ("Measured by `rfkit validate --paper P --tier full` (the CPU seconds of every cell, summed: the "
+              "single-process time on one core of this machine, whatever else ran beside it; `--workers 2` about "
+              "halves the wall time). Each paper's block is generated from its own run.")
+
+
+def paper_markers(paper: str) -> tuple[str, str]:
+    """The markers of one paper's block in the full-tier section."""
+    return f"<!-- full:{paper}:start -->", f"<!-- full:{paper}:end -->"
+
+
+def full_blocks(docs: list[dict], quick: dict | None = None,
+                changed: list[list[str] | None] | None = None) -> dict[str, str]:
+    """Markdown per paper of the measured full tier of ``verdicts.json`` documents: its verdict counts and the
+    claims' summed cell CPU time (single-process seconds, whatever the workers or the load; a resumed run counts
+    each cell once); then one row per claim that is inconclusive at the full tier or whose verdict differs from the
+    ``quick`` run's (summarised reason, as in the verdict table). ``changed``: per document, the claims whose code has
+    changed since it ran (:func:`rfkit.validation.checkpoint.changed_claims`; ``None``: unknown), listed under the
+    paper's tables."""
+    before = {c["id"]: c["verdict"] for c in (quick or {}).get("claims", ())}
+    blocks = {}
+    for doc, ids in zip(docs, changed or [None] * len(docs), strict=True):
         if doc["tier"] != "full":
             raise SystemExit(f"--full needs full-tier runs, got a {doc['tier']} run")
         for paper in dict.fromkeys(c["paper"] for c in doc["claims"]):
@@ -135,31 +149,46 @@ def full_section(docs: list[dict], quick: dict | None = None, changed: list[list
             cause = Counter(c.get("cause") for c in mine if c["verdict"] == "inconclusive")
             other = n["inconclusive"] - cause["power"] - cause["reading"]
             hours = sum(c["cpu_seconds"] for c in mine) / 3600
-            lines.append(f"| {paper} | {len(mine)} | {n['supported']} | {n['refuted']} | {n['inconclusive']} "
-                         f"({cause['power']} / {cause['reading']} / {other}) | {sum(c['cells'] for c in mine)} | "
-                         f"{hours:.1f} h | rfkit {doc['rfkit_version']}"
-                         + (f" (commit {doc['commit']})" if doc.get("commit") else "")
-                         + f", seed {doc['seed']}, {doc['created'][:10]}{_resumed(doc)} |")
-    stale = sorted({c for ids in (changed or []) if ids for c in ids})
-    before = {c["id"]: c["verdict"] for c in (quick or {}).get("claims", ())}
-    rows = [(c, before.get(c["id"])) for doc in docs for c in doc["claims"]
-            if c["verdict"] == "inconclusive" or before.get(c["id"], c["verdict"]) != c["verdict"]]
-    if rows:
-        lines += ["", "At the full tier, the claims still inconclusive and those whose verdict differs from the quick "
-                  "tier's:", "", "| claim | quick | full | reason at the full tier |", "|---|---|---|---|"]
-        for c, was in rows:
-            cause = f" ({c['cause']})" if c["verdict"] == "inconclusive" and c.get("cause") else ""
-            lines.append(f"| `{c['id']}` | {was or '—'} | {c['verdict']}{cause} | {_reason(c)} |")
-    if stale:
-        lines += ["", f"Since the run, the code of {len(stale)} of its claims has changed (their verdicts above are "
-                  "the run's, not this commit's; `--resume` reruns their cells): " + ", ".join(f"`{c}`" for c in stale)
-                  + "."]
-    unknown = [doc for doc, ids in zip(docs, changed or [None] * len(docs), strict=True) if ids is None]
-    if unknown:
-        lines += ["", "Whether the code changed since these runs is unknown (no checkpoint beside their "
-                  "`verdicts.json`): " + ", ".join(sorted({c["paper"] for doc in unknown for c in doc["claims"]}))
-                  + "."]
-    return "\n".join(lines)
+            lines = ["| paper | claims | supported | refuted | inconclusive (power / reading / other) | cells | "
+                     "CPU time | run |", "|---|---|---|---|---|---|---|---|",
+                     f"| {paper} | {len(mine)} | {n['supported']} | {n['refuted']} | {n['inconclusive']} "
+                     f"({cause['power']} / {cause['reading']} / {other}) | {sum(c['cells'] for c in mine)} | "
+                     f"{hours:.1f} h | rfkit {doc['rfkit_version']}"
+                     + (f" (commit {doc['commit']})" if doc.get("commit") else "")
+                     + f", seed {doc['seed']}, {doc['created'][:10]}{_resumed(doc)} |"]
+            rows = [(c, before.get(c["id"])) for c in mine
+                    if c["verdict"] == "inconclusive" or before.get(c["id"], c["verdict"]) != c["verdict"]]
+            if rows:
+                lines += ["", "At the full tier, the claims still inconclusive and those whose verdict differs from "
+                          "the quick tier's:", "", "| claim | quick | full | reason at the full tier |",
+                          "|---|---|---|---|"]
+                for c, was in rows:
+                    why = f" ({c['cause']})" if c["verdict"] == "inconclusive" and c.get("cause") else ""
+                    lines.append(f"| `{c['id']}` | {was or '—'} | {c['verdict']}{why} | {_reason(c)} |")
+            stale = sorted(set(ids or ()) & {c["id"] for c in mine})
+            if stale:
+                lines += ["", f"Since the run, the code of {len(stale)} of its claims has changed (their verdicts "
+                          "above are the run's, not this commit's; `--resume` reruns their cells): "
+                          + ", ".join(f"`{c}`" for c in stale) + "."]
+            if ids is None:
+                lines += ["", "Whether the code changed since this run is unknown (no checkpoint beside its "
+                          "`verdicts.json`)."]
+            blocks[paper] = "\n".join(lines)
+    return blocks
+
+
+def full_section(blocks: dict[str, str], old: str = "") -> str:
+    """The full-tier section: :data:`FULL_INTRO`, then one block per paper, each between its markers: those of
+    ``blocks`` (new runs) replace the same paper's in the ``old`` section, the old section's other blocks are kept
+    as they were generated (in their order, new papers after them)."""
+    kept, at = {}, 0
+    while (i := old.find("<!-- full:", at)) >= 0:
+        paper = old[i + len("<!-- full:"):old.index(":start -->", i)]
+        start, end = paper_markers(paper)
+        kept[paper] = old[i + len(start):old.index(end, i)].strip("\n")
+        at = old.index(end, i) + len(end)
+    kept.update(blocks)
+    return "\n\n".join([FULL_INTRO] + [f"{paper_markers(p)[0]}\n{b}\n{paper_markers(p)[1]}" for p, b in kept.items()])
 
 
 def _resumed(doc: dict) -> str:
@@ -175,6 +204,11 @@ def _replace(text: str, start: str, end: str, section: str, name: Path) -> str:
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{start}\n{section}\n{end}{tail}"
+
+
+def _section(text: str, start: str, end: str) -> str:
+    """The text between ``start`` and ``end`` (empty if the markers are missing)."""
+    return text.split(start, 1)[1].split(end, 1)[0] if start in text and end in text else ""
 
 
 def bench_section(rows: list[dict]) -> str:
@@ -225,8 +259,8 @@ def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Pa
 
         changed = [changed_claims(p.parent / "cells.ckpt") if (p.parent / "cells.ckpt").exists() else None
                    for p in full]
-        text = _replace(text, FULL_START, FULL_END,
-                        full_section([json.loads(p.read_text()) for p in full], quick, changed), readme)
+        blocks = full_blocks([json.loads(p.read_text()) for p in full], quick, changed)
+        text = _replace(text, FULL_START, FULL_END, full_section(blocks, _section(text, FULL_START, FULL_END)), readme)
     if audit:
         text = _replace(text, AUDIT_START, AUDIT_END, audit_section([json.loads(p.read_text()) for p in audit]),
                         readme)
