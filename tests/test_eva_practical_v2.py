@@ -190,7 +190,7 @@ def test_vs_rfa_batches_count_the_keys_features_at_every_sample(monkeypatch):
         return np.zeros(replicates), np.ones(replicates)
 
     monkeypatch.setattr(practical, "_in_batches", record)
-    monkeypatch.setattr(practical, "_paired_excess", lambda *args, **kwargs: None)
+    monkeypatch.setattr(practical, "_paired_excess", lambda ctx, pair, floor, **kwargs: pair(ctx, 10))
     claim.cell(spec.context())
     m, s = spec.params["M"], practical._rfa_samples(spec.params)
     assert m * s >= 4096 * 128 and seen["floats"] >= m * s
@@ -242,3 +242,26 @@ def test_eq16_limit_draws_replicates_in_bounded_batches(monkeypatch):
     m, d = 16, 4  # the quick tier's keys and dimension
     assert all(r * n * s * (d + m) <= 500_000 or r == 1 for r, s, n in calls)
     assert batched.extra["S"] == sizes and batched.extra["mse"] == whole.extra["mse"]
+
+
+def test_paired_excess_is_sequential_with_an_independent_pilot_scale():
+    """The paired excess test stops once decided (a clearly smaller error: well inside the budget), refutes a larger
+    one, and takes its relative scale from a pilot drawn before the test's rounds. Planted: an error 10% above the
+    reference (beyond the 5% tolerance) must refute, an error equal to it must not."""
+    from rfkit.validation.cells import plan
+
+    spec = next(s for s in plan(get_claim("eva.abstract.gap_vs_rfa"), tier="full", seed=0) if s.restart is None)
+    ctx = spec.context()
+
+    def pair(factor):
+        def draw(c, n):
+            reference = c.rng.exponential(1.0, n)
+            return factor * reference + 0.01 * c.rng.standard_normal(n), reference
+        return draw
+
+    smaller = practical._paired_excess(ctx, pair(0.5), 1e-12)
+    assert smaller.p_value == 1.0 and smaller.n < ctx.replicates
+    assert smaller.extra["pilot_replicates"] == int(ctx.replicates * practical.PILOT_FRACTION)
+    assert abs(smaller.extra["ratio"] - 0.5) < 0.05 and abs(smaller.extra["pilot_reference"] - 1.0) < 0.2
+    assert practical._paired_excess(spec.context(), pair(1.1), 1e-12).p_value < 1e-6
+    assert practical._paired_excess(spec.context(), pair(1.0), 1e-12).p_value == 1.0

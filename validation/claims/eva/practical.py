@@ -154,17 +154,31 @@ def _draw(ctx: CellContext, mu: np.ndarray, shape: tuple[int, ...]) -> tuple[np.
     return omega, proposals_est.log_ratio(proposal, omega)
 
 
-def _paired_excess(ctx: CellContext, errors: np.ndarray, reference: np.ndarray, floor: float, *,
-                   extra: dict | None = None) -> Evidence:
-    """Paired test of ``E[error] <= E[reference]`` up to ``EXCESS_TOLERANCE`` of ``E[reference]``.
+#: Replicates of the pilot that sizes a paired cell's relative scale, as a fraction of its planned budget.
+PILOT_FRACTION = 1 / 8
 
-    ``floor`` (:meth:`Problem.round_off`) keeps the relative scale away from zero: errors at round-off level of
-    the output are both exact, and their ratio means nothing."""
-    scale = max(float(np.mean(reference)), floor)
-    extra = dict(extra or {}, mean_error=float(np.mean(errors)), mean_reference=float(np.mean(reference)),
-                 ratio=float(np.mean(errors)) / scale)
-    return mean_test(np.asarray(errors) - np.asarray(reference), 0.0, alternative="less", scale=scale,
-                     extra=extra, **ctx.test)
+
+def _paired_excess(ctx: CellContext, pair: Callable[[CellContext, int], tuple], floor: float, *,
+                   extra: dict | None = None) -> Evidence:
+    """Sequential paired test of ``E[error] <= E[reference]`` up to ``EXCESS_TOLERANCE`` of ``E[reference]``:
+    ``pair(c, n)`` gives ``n`` replicate pairs ``(error, reference)`` drawn with ``c.rng``; the replicates are their
+    differences (:meth:`CellContext.mean`, which stops once the cell is decided).
+
+    The relative scale ``E[reference]`` comes from an independent pilot of :data:`PILOT_FRACTION` of the budget,
+    drawn before the test's rounds; ``floor`` (:meth:`Problem.round_off`) keeps it away from zero: errors at
+    round-off level of the output are both exact, and their ratio means nothing."""
+    pilot_error, pilot_reference = pair(ctx, max(2, int((ctx.planned or ctx.replicates) * PILOT_FRACTION)))
+    scale = max(float(np.mean(pilot_reference)), floor)
+
+    def draw(rng, n):
+        error, reference = pair(dataclasses.replace(ctx, rng=rng), n)
+        return np.asarray(error) - np.asarray(reference)
+
+    extra = dict(extra or {}, pilot_error=float(np.mean(pilot_error)), pilot_reference=float(np.mean(pilot_reference)),
+                 pilot_replicates=int(np.size(pilot_reference)))
+    evidence = ctx.mean(draw, 0.0, alternative="less", scale=scale, extra=extra)
+    # MSE_error / MSE_reference, the difference's mean over the pilot's reference mean
+    return dataclasses.replace(evidence, extra=dict(evidence.extra, ratio=1.0 + evidence.estimate))
 
 
 def _excess_margin(ctx: CellContext, error: float, reference: float, floor: float,
@@ -266,8 +280,8 @@ def _partitioning_cell(ctx: CellContext) -> Evidence:
     if ctx.variant == "R1_J":
         return _j_excess(ctx, problem, labels)
     mu = proposal_mean(p.get("mu", "zero"), problem.q, problem.k, ctx.rng)
-    eva, rfa = _rfa_and_eva13(ctx, problem, labels, mu, p["S"], sampling, ctx.replicates)
-    return _paired_excess(ctx, eva, rfa, problem.round_off)
+    return _paired_excess(ctx, lambda c, n: _rfa_and_eva13(c, problem, labels, mu, p["S"], sampling, n),
+                          problem.round_off)
 
 
 #: Search domain: one query, ``M`` keys and scalar values in ``[-B, B]`` (``d`` coordinates each), and the
@@ -308,8 +322,8 @@ def _partition_search(ctx: CellContext) -> Evidence:
     extra = dict(surrogate_margin=found.margin, point=found.x.tolist(), sampling=sampling)
     if ctx.variant == "R1_J":
         return _j_excess(ctx, problem, labels)
-    eva, rfa = _rfa_and_eva13(ctx, problem, labels, mu, CONFIRM_S, sampling, ctx.replicates)
-    return _paired_excess(ctx, eva, rfa, problem.round_off, extra=extra)
+    return _paired_excess(ctx, lambda c, n: _rfa_and_eva13(c, problem, labels, mu, CONFIRM_S, sampling, n),
+                          problem.round_off, extra=extra)
 
 
 #: The Monte Carlo readings reported beside (R2, R3) run on this sub-grid (their cost; they never decide): M up to
@@ -637,7 +651,7 @@ def _vs_rfa_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> 
     deterministic = (_practical_errors(ctx, problem, p["E"], p["C"], mode, setting, 1, partition_domain=p["domain"])
                      if mode == "eval" else None)
 
-    def batch(size):
+    def batch(ctx, size):
         omega, log_ratio = _draw(ctx, np.zeros(problem.q.shape[-1]), (size, num_samples))
         rfa = problem.squared_error(rfa_attention(problem.q, problem.k, problem.v, omega=omega, log_ratio=log_ratio,
                                                   frame=problem.frame, form="features"))
@@ -655,8 +669,8 @@ def _vs_rfa_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> 
     # batches of 1,220 replicates, 4.8 GB an array)
     n, m = problem.q.shape[0], problem.k.shape[0]
     per_replicate = n * m + (n + m) * (num_samples + p["E"] + p["C"])
-    eva, rfa = _in_batches(batch, ctx.replicates, per_replicate)
-    return _paired_excess(ctx, eva, rfa, problem.round_off, extra=dict(rfa_samples=num_samples))
+    return _paired_excess(ctx, lambda c, n: _in_batches(functools.partial(batch, c), n, per_replicate),
+                          problem.round_off, extra=dict(rfa_samples=num_samples))
 
 
 #: The checks (keys of VS_RFA_READINGS) of each reading of "EVA": Eq 13, or the practical Eq 16 in each of its settings
