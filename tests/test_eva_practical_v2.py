@@ -265,3 +265,45 @@ def test_paired_excess_is_sequential_with_an_independent_pilot_scale():
     assert abs(smaller.extra["ratio"] - 0.5) < 0.05 and abs(smaller.extra["pilot_reference"] - 1.0) < 0.2
     assert practical._paired_excess(spec.context(), pair(1.1), 1e-12).p_value < 1e-6
     assert practical._paired_excess(spec.context(), pair(1.0), 1e-12).p_value == 1.0
+
+
+def test_rfa_and_practical_eva_errors_lie_within_the_hull_bound():
+    """The paired excess test's known range: RFA (positive features) and practical EVA in every setting of
+    gap_vs_rfa output convex combinations of the values, so each squared error is at most hull_error_bound (the
+    bound's one source of truth). Planted: an output pushed outside the hull exceeds it."""
+    from rfkit.estimators import rfa_attention
+    from rfkit.validation.cells import plan
+
+    specs = [s for s in plan(get_claim("eva.abstract.gap_vs_rfa"), tier="quick", seed=0)
+             if s.restart is None and s.variant == "eq16"]
+    for spec in specs:
+        ctx = spec.context()
+        problem, p = practical._problem(ctx), spec.params
+        bound = practical.hull_error_bound(problem)
+        mode, setting = practical._practical_reading(f"R2_{p['setting']}")
+        eva = practical._practical_errors(ctx, problem, p["E"], p["C"], mode, setting, 200)
+        omega, log_ratio = practical._draw(ctx, np.zeros(problem.q.shape[-1]), (200, practical._rfa_samples(p)))
+        rfa = problem.squared_error(rfa_attention(problem.q, problem.k, problem.v, omega=omega, log_ratio=log_ratio,
+                                                  frame=problem.frame, form="features"))
+        assert np.all(eva <= bound * (1 + 1e-9)) and np.all(rfa <= bound * (1 + 1e-9))
+        outside = problem.target + 2 * np.abs(problem.v).max()
+        assert problem.squared_error(outside) > bound
+
+
+def test_paired_excess_judges_heavy_tails_on_the_known_range():
+    """Where the asymptotic sequence flags heavy tails and the range of a difference is known, the same replicates
+    are judged by a betting sequence (at half the level each): a clearly smaller error with rare large reference
+    errors is decided, not left undecided; without the range it stays flagged."""
+    from rfkit.validation.cells import plan
+
+    spec = next(s for s in plan(get_claim("eva.abstract.gap_vs_rfa"), tier="full", seed=0) if s.restart is None)
+
+    def draw(c, n):
+        reference = np.where(c.rng.random(n) < 0.002, 50.0, c.rng.exponential(1.0, n))  # rare large errors
+        return np.full(n, 0.2), reference
+
+    bounded = practical._paired_excess(spec.context(), draw, 1e-12, bounds=(0.2 - 50.0, 0.2))
+    unbounded = practical._paired_excess(spec.context(), draw, 1e-12)
+    assert any(f.startswith("heavy tails") for f in unbounded.flags)
+    assert bounded.extra["sequence"].startswith("betting") and not bounded.flags and bounded.validity != "asymptotic"
+    assert bounded.upper <= 0.05 and bounded.p_value == 1.0   # supported: EVA's error is far below RFA's
