@@ -267,22 +267,27 @@ def test_paired_excess_is_sequential_with_an_independent_pilot_scale():
     assert practical._paired_excess(spec.context(), pair(1.0), 1e-12).p_value == 1.0
 
 
-def test_rfa_and_practical_eva_errors_lie_within_the_hull_bound():
-    """The paired excess test's known range: RFA (positive features) and practical EVA in every setting of
+def test_rfa_and_eva_errors_lie_within_the_hull_bound():
+    """The paired excess test's known range: RFA (positive features), EVA13 and practical EVA in every setting of
     gap_vs_rfa output convex combinations of the values, so each squared error is at most hull_error_bound (the
     bound's one source of truth). Planted: an output pushed outside the hull exceeds it."""
     from rfkit.estimators import rfa_attention
+    from rfkit.estimators.eva import eva_ideal
     from rfkit.validation.cells import plan
 
-    specs = [s for s in plan(get_claim("eva.abstract.gap_vs_rfa"), tier="quick", seed=0)
-             if s.restart is None and s.variant == "eq16"]
-    for spec in specs:
+    for spec in (s for s in plan(get_claim("eva.abstract.gap_vs_rfa"), tier="quick", seed=0) if s.restart is None):
         ctx = spec.context()
         problem, p = practical._problem(ctx), spec.params
-        bound = practical.hull_error_bound(problem)
-        mode, setting = practical._practical_reading(f"R2_{p['setting']}")
-        eva = practical._practical_errors(ctx, problem, p["E"], p["C"], mode, setting, 200)
         omega, log_ratio = practical._draw(ctx, np.zeros(problem.q.shape[-1]), (200, practical._rfa_samples(p)))
+        if spec.variant == "eq13":
+            index = problem.spread_rows(practical.PER_QUERY_READINGS)
+            labels, problem = practical.block_labels(problem.q.shape[0], p["E"], p["C"])[index], problem.rows(index)
+            eva = problem.squared_error(eva_ideal(problem.q, problem.k, problem.v, labels, omega=omega,
+                                                  log_ratio=log_ratio, frame=problem.frame))
+        else:
+            mode, setting = practical._practical_reading(f"R2_{p['setting']}")
+            eva = practical._practical_errors(ctx, problem, p["E"], p["C"], mode, setting, 200)
+        bound = practical.hull_error_bound(problem)
         rfa = problem.squared_error(rfa_attention(problem.q, problem.k, problem.v, omega=omega, log_ratio=log_ratio,
                                                   frame=problem.frame, form="features"))
         assert np.all(eva <= bound * (1 + 1e-9)) and np.all(rfa <= bound * (1 + 1e-9))

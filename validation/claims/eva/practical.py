@@ -689,12 +689,11 @@ def _vs_rfa_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> 
     # batches of 1,220 replicates, 4.8 GB an array)
     n, m = problem.q.shape[0], problem.k.shape[0]
     per_replicate = n * m + (n + m) * (num_samples + p["E"] + p["C"])
-    # RFA (positive features) and practical EVA (SNIS chunk coefficients mixed with the exact block by positive
-    # weights) output convex combinations of the values: each error lies in [0, hull_error_bound]; EVA13's
-    # control variates may leave the hull (no bound)
-    bound = None if labels is not None else hull_error_bound(problem)
-    bounds = (None if bound is None else (float(deterministic) - bound, float(deterministic))
-              if deterministic is not None else (-bound, bound))
+    # RFA (positive features), EVA13 (exact masses π_c times SNIS coefficients: rows of A non-negative, summing to 1)
+    # and practical EVA (SNIS chunk coefficients mixed with the exact block by positive weights) output convex
+    # combinations of the values: each error lies in [0, hull_error_bound]
+    bound = hull_error_bound(problem)
+    bounds = (float(deterministic) - bound, float(deterministic)) if deterministic is not None else (-bound, bound)
     return _paired_excess(ctx, lambda c, n: _in_batches(functools.partial(batch, c), n, per_replicate),
                           problem.round_off, bounds=bounds, extra=dict(rfa_samples=num_samples))
 
