@@ -803,7 +803,10 @@ GAP_VS_RFA = Claim(
                full=dict(gen=["transformer", "iid", "clustered", "peaked", "outlier"], N=[196, 1024, 4096],
                          M=[196, 1024, 4096], d=[16, 32, 64], E=[16, 49, 128, 256], C=[1, 8, 16, 49, 64, 128, 256],
                          rfa_S=["E+C", 128, 256], domain=["all", "complement"])),
-    replicates=tiers(300, smoke=200, full=5_000),
+    # full: light-tailed cells decide at their first allowed stop (1,500 of a 5,000 plan in 18 timed cells: radius
+    # ~0.1); heavy-tailed ones stayed undecided at 5,000 (betting radius 1 to 22); the engine's reserve (2x the
+    # plan) extends the undecided ones, so a 1,000 plan spends at most what the old fixed 5,000 did
+    replicates=tiers(300, smoke=200, full=1_000),
     where=_vs_rfa_domain,
     search=_vs_rfa_search, restarts=tiers(len(VS_RFA_SETTINGS), smoke=1, full=20 * len(VS_RFA_SETTINGS)),
     universal=True,
