@@ -248,10 +248,16 @@ def test_paired_excess_is_sequential_with_an_independent_pilot_scale():
     """The paired excess test stops once decided (a clearly smaller error: well inside the budget), refutes a larger
     one, and takes its relative scale from a pilot drawn before the test's rounds. Planted: an error 10% above the
     reference (beyond the 5% tolerance) must refute, an error equal to it must not."""
+    import dataclasses
+
     from rfkit.validation.cells import plan
 
     spec = next(s for s in plan(get_claim("eva.abstract.gap_vs_rfa"), tier="full", seed=0) if s.restart is None)
-    ctx = spec.context()
+
+    def context():  # a plan of 5,000 pairs (a first round of 500, then doubling)
+        return dataclasses.replace(spec.context(), replicates=5_000, planned=5_000)
+
+    ctx = context()
 
     def pair(factor):
         def draw(c, n):
@@ -263,8 +269,8 @@ def test_paired_excess_is_sequential_with_an_independent_pilot_scale():
     assert smaller.p_value == 1.0 and smaller.n < ctx.replicates
     assert smaller.extra["pilot_replicates"] == int(ctx.replicates * practical.PILOT_FRACTION)
     assert abs(smaller.extra["ratio"] - 0.5) < 0.05 and abs(smaller.extra["pilot_reference"] - 1.0) < 0.2
-    assert practical._paired_excess(spec.context(), pair(1.1), 1e-12).p_value < 1e-6
-    assert practical._paired_excess(spec.context(), pair(1.0), 1e-12).p_value == 1.0
+    assert practical._paired_excess(context(), pair(1.1), 1e-12).p_value < 1e-6
+    assert practical._paired_excess(context(), pair(1.0), 1e-12).p_value == 1.0
 
 
 def test_rfa_and_eva_errors_lie_within_the_hull_bound():
