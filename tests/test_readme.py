@@ -103,6 +103,8 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     assert "1.5 h" in after and "| b | 1 | 1 | 0 |" in after and "| b | 1 | 0 | 1 |" not in after
     assert after.index("<!-- full:a:start -->") < after.index("<!-- full:b:start -->") < after.index("<!-- full:end")
     assert full_section({}, full_section({"a": "A", "b": "B"})) == full_section({"a": "A", "b": "B"})
+    with pytest.raises(SystemExit, match="two runs of a"):  # one block per run: never one run silently dropped
+        full_blocks([doc, doc])
     # the full tier's open questions and changes are listed: inconclusive claims with their cause, and any verdict
     # that differs from the quick run's
     quick = dict(doc, tier="quick", claims=[dict(c, verdict="inconclusive") if c["id"] == "a.x" else c

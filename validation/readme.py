@@ -144,6 +144,8 @@ def full_blocks(docs: list[dict], quick: dict | None = None,
         if doc["tier"] != "full":
             raise SystemExit(f"--full needs full-tier runs, got a {doc['tier']} run")
         for paper in dict.fromkeys(c["paper"] for c in doc["claims"]):
+            if paper in blocks:  # one block is one run: a second would silently replace the first
+                raise SystemExit(f"--full got two runs of {paper}; give one (a resumed run covers the rest)")
             mine = [c for c in doc["claims"] if c["paper"] == paper]
             n = Counter(c["verdict"] for c in mine)
             cause = Counter(c.get("cause") for c in mine if c["verdict"] == "inconclusive")
