@@ -42,6 +42,25 @@ def test_easy_cells_stop_early_and_hard_cells_get_the_unspent_budget():
     assert "validity: non-asymptotic" in result.reason
 
 
+def test_the_reserve_extends_only_readings_that_decide():
+    """A reading reported beside the verdict never changes it, so its undecided cells keep their planned budget;
+    the deciding reading's undecided cell is extended. Planted: without the filter (both readings deciding) the
+    other cell is extended too."""
+    from rfkit.validation.domain import Choice, Reading
+
+    domain = dict(mu=Choice("the mean", (0.0,)), sd=Choice("the spread", (0.2, 3.0)))
+    readings = dict(literal=Reading("the statement"), other=Reading("another quantity", beside=True))
+    claim = _claim(dict(mu=[0.0], sd=[0.2, 3.0]), readings=readings, domain=domain)
+    outcomes = validate([claim], tier="quick", seed=0, progress=False).claims[0].outcomes
+    budgets = {(o.spec.variant, o.spec.params["sd"]): o.evidence.extra["budget"] for o in outcomes}
+    assert budgets[("literal", 3.0)] > 20_000 and budgets[("other", 3.0)] == 20_000
+    both = _claim(dict(mu=[0.0], sd=[0.2, 3.0]), readings=dict(literal=Reading("the statement"),
+                                                                  other=Reading("the statement, too")),
+                  domain=domain)
+    outcomes = validate([both], tier="quick", seed=0, progress=False).claims[0].outcomes
+    assert all(o.evidence.extra["budget"] > 20_000 for o in outcomes if o.spec.params["sd"] == 3.0)
+
+
 def test_smoke_tier_has_no_reserve_but_moves_unspent_budget():
     claim = _claim(dict(mu=[0.0], sd=[0.2, 0.21, 0.22, 3.0]))
     result = validate([claim], tier="smoke", seed=0, progress=False).claims[0]

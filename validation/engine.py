@@ -578,7 +578,10 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         for claim in claims:
             spans[claim.id] = (start, start + len(specs_by_claim[claim.id]))
             start = spans[claim.id][1]
-        more = [s for c in claims for s in extensions(outcomes[slice(*spans[c.id])])]
+        # the reserve goes to the cells that decide the verdict: a reading reported beside it is judged on its
+        # planned budget (its undecided cells say so), as extending it cannot change the verdict
+        more = [s for c in claims for s in extensions([o for o in outcomes[slice(*spans[c.id])]
+                                                       if not c.beside(o.spec.variant)])]
         if bar is not None and more:
             bar.total += len(more)
             bar.set_description(f"validate ({tier}, extending {len(more)} undecided)")
