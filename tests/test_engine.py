@@ -232,20 +232,45 @@ def _exits_on_k2(ctx):
     return _normal_cell(ctx)
 
 
-def test_worker_processes_checkpoint_cell_by_cell_and_a_dead_worker_fails_the_run(tmp_path):
+def test_worker_processes_checkpoint_cell_by_cell_and_a_killed_cell_is_an_error(tmp_path):
     """Outcomes come back from the worker processes one cell at a time (a batch of slow cells is checkpointed as its
-    cells finish, not when the batch does), and a worker that dies ends the run with an error instead of a hang."""
-    from concurrent.futures.process import BrokenProcessPool
-
+    cells finish, not when the batch does). A cell that kills its worker (as the kernel's OOM killer does) is run
+    again alone and, killed again, becomes an error outcome; the other cells finish in a fresh pool and keep their
+    evidence (before, the whole run died with BrokenProcessPool: the eva full tier lost an hour's run to one cell).
+    Planted: a pass that ignored the broken pool would hang or lose cells; every cell is accounted for."""
     from rfkit.validation.checkpoint import read_records
+    from rfkit.validation.engine import KILLED
 
     ok = _toy_claim(_normal_cell, grid={"smoke": dict(k=list(range(6)))})
     run = validate([ok], tier="smoke", progress=False, workers=2, checkpoint=tmp_path / "a.ckpt")
     assert [o.spec.params["k"] for o in run.claims[0].outcomes] == list(range(6))
     assert len(read_records(tmp_path / "a.ckpt")[1]) == 6
-    dies = _toy_claim(_exits_on_k2, grid={"smoke": dict(k=[1, 2, 3])})
-    with pytest.raises(BrokenProcessPool):
-        validate([dies], tier="smoke", progress=False, workers=2)
+    dies = _toy_claim(_exits_on_k2, grid={"smoke": dict(k=list(range(1, 21)))})
+    run = validate([dies], tier="smoke", progress=False, workers=2, checkpoint=tmp_path / "b.ckpt")
+    outcomes = {o.spec.params["k"]: o for o in run.claims[0].outcomes}
+    assert sorted(outcomes) == list(range(1, 21))
+    assert outcomes[2].error == KILLED and outcomes[2].evidence is None
+    assert all(o.error is None and o.evidence is not None for k, o in outcomes.items() if k != 2)
+    assert run.claims[0].verdict == "inconclusive"
+    assert len(read_records(tmp_path / "b.ckpt")[1]) == 20
+
+
+def _kills_its_extension(ctx):
+    import os
+
+    if ctx.replicates > ctx.planned:   # the engine's extension of an undecided cell
+        os._exit(3)
+    return ctx.mean(lambda rng, n: rng.normal(0.0, 3.0, n), 0.0, sd=3.0)
+
+
+def test_a_killed_extension_keeps_the_planned_budgets_evidence():
+    claim = _toy_claim(_kills_its_extension, grid={"smoke": dict(k=[1, 2, 3])}, replicates=2_000)
+    run = validate([claim], tier="quick", progress=False, workers=2)
+    from rfkit.validation.engine import KILLED
+
+    for o in run.claims[0].outcomes:
+        assert o.error is None and o.evidence.extra["extension_failed"] == KILLED
+        assert o.evidence.extra["budget"] == 2_000
 
 
 # ------------------------------------------------------------------------------ inconclusive paths

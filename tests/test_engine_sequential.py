@@ -61,6 +61,34 @@ def test_the_reserve_extends_only_readings_that_decide():
     assert all(o.evidence.extra["budget"] > 20_000 for o in outcomes if o.spec.params["sd"] == 3.0)
 
 
+def test_the_reserve_skips_cells_whose_tail_index_more_replicates_cannot_lift():
+    """Student t replicates with 2.5 degrees of freedom (tail index 2.5 < 3): Hill's flag is a property of the law,
+    so the cell keeps its planned budget; the underpowered normal cell beside it is extended. Planted: without the
+    rule the t cell is extended too (its flag would stay)."""
+    from rfkit.validation import cells
+
+    def cell(ctx):
+        if ctx.params["law"] == "t":
+            return ctx.mean(lambda rng, n: rng.standard_t(2.5, n), 0.0, scale=1.0)
+        return ctx.mean(lambda rng, n: rng.normal(0.0, 3.0, n), 0.0, sd=3.0)
+
+    claim = Claim(id="core.toy.tails", paper="core", source="test", statement="E X = 0", kind="expectation",
+                  hypotheses="toy", tolerance=0.05, cell=cell, grid={"smoke": dict(law=["t", "normal"])},
+                  replicates=20_000)
+    outcomes = {o.spec.params["law"]: o.evidence for o in validate([claim], tier="quick", seed=0,
+                                                                   progress=False).claims[0].outcomes}
+    assert any(f.startswith("heavy tails (tail index") for f in outcomes["t"].flags)
+    assert outcomes["t"].extra["budget"] == 20_000 and outcomes["normal"].extra["budget"] > 20_000
+    planted = [cells.run_cell(spec) for spec in cells.plan(claim, tier="quick", seed=0)]   # the first rounds
+    original = cells.NOT_EXTENDED
+    try:
+        cells.NOT_EXTENDED = original[:-1]
+        assert len(cells.extensions(planted)) == 2
+    finally:
+        cells.NOT_EXTENDED = original
+    assert len(cells.extensions(planted)) == 1
+
+
 def test_smoke_tier_has_no_reserve_but_moves_unspent_budget():
     claim = _claim(dict(mu=[0.0], sd=[0.2, 0.21, 0.22, 3.0]))
     result = validate([claim], tier="smoke", seed=0, progress=False).claims[0]

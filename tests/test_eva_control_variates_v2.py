@@ -346,3 +346,21 @@ def test_a_replicate_zero_in_exact_arithmetic_is_judged_on_its_round_off():
     assert ev.p_value == 1.0 and not ev.flags and ev.effect < 1e-3 and ev.validity == "exact"
     planted = specs({"control_variate_terms": lambda q, k, v, **kw: control_variate_terms(q, k * 1.001, v, **kw)})
     assert run_cell(planted[0]).evidence.effect > 1.0
+
+
+def test_sequential_draws_are_batched_in_memory():
+    """The sequential cells' draws hold at most BATCH_ENTRIES numbers per call whatever the round asks: E[Y] of
+    eva.derived.weighted_kernel_moments at d = 64 asked for tens of millions of replicates in one call in the full
+    tier's extension (21 GB: the kernel killed the worker). Planted: the unbatched draw is called with the whole
+    round. The batched values are the same draws (one generator, consumed in order)."""
+    sizes = []
+
+    def draw(rng, n):
+        sizes.append(n)
+        return rng.standard_normal((n, 64)).sum(axis=1)
+
+    batched = cv._batched(draw, entries=64)
+    out = batched(np.random.default_rng(0), 100_000)
+    assert out.shape == (100_000,) and max(sizes) * 64 <= cv.BATCH_ENTRIES and len(sizes) > 1
+    sizes.clear()
+    assert np.allclose(out, draw(np.random.default_rng(0), 100_000)) and sizes == [100_000]

@@ -25,6 +25,7 @@ Cells whose check raises are reported (the run counts as failed) and make the cl
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -414,6 +415,12 @@ def auto_workers(cells: int) -> int:
     return usable_cpus() if cells >= PARALLEL_MIN_CELLS else 1
 
 
+#: The error of a cell whose worker process was killed while it ran alone (the system's out-of-memory killer, or a
+#: signal): rerunning it would kill the worker again.
+KILLED = ("the worker process running this cell was killed (run alone, so by the cell itself: out of memory, most "
+          "likely); its evidence is lost")
+
+
 class _Executor:
     """Runs cells in-process (``workers`` None or 1), in a pool of ``workers`` local processes (the standard
     library's, no server), or on the dask cluster at ``scheduler``; kept for the whole run (both phases)."""
@@ -427,16 +434,24 @@ class _Executor:
             self.client = Client(scheduler)
             self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
         elif workers and workers > 1:
-            import concurrent.futures
-            import multiprocessing
-
-            # spawn: a fresh interpreter per worker (forking a process that holds BLAS/Numba threads is unsafe)
-            context = multiprocessing.get_context("spawn")
-            self.finished = context.SimpleQueue()
-            self.pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
-                                                               initializer=_one_core_worker,
-                                                               initargs=(self.finished,))
             self.workers = workers
+            self._start_pool()
+
+    def _start_pool(self):
+        import concurrent.futures
+        import multiprocessing
+
+        # spawn: a fresh interpreter per worker (forking a process that holds BLAS/Numba threads is unsafe)
+        context = multiprocessing.get_context("spawn")
+        self.finished = context.SimpleQueue()
+        self.pool = concurrent.futures.ProcessPoolExecutor(self.workers, mp_context=context,
+                                                           initializer=_one_core_worker, initargs=(self.finished,))
+        self.futures = []
+
+    def _restart_pool(self):
+        """A fresh pool after a worker was killed (the standard library's pool is broken for good then)."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self._start_pool()
 
     def map(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
         """Outcomes of ``specs`` in completion order (those in the checkpoint first, without running them)."""
@@ -462,24 +477,53 @@ class _Executor:
             for future in as_completed(self.client.map(run_cells, batches(specs, self.workers), pure=False)):
                 yield from future.result()
         elif self.pool is not None:
-            import concurrent.futures
-
-            import cloudpickle
-
-            parts = batches(specs, self.workers)
-            futures = [self.pool.submit(_run_pickled, b, cloudpickle.dumps(batch)) for b, batch in enumerate(parts)]
-            self.futures += futures
-            for _ in range(len(specs)):
-                while self.finished.empty():  # a worker that dies (killed by the kernel) fails its future
-                    broken = next((f for f in futures if f.done() and f.exception() is not None), None)
-                    if broken is not None:
-                        raise broken.exception()
-                    concurrent.futures.wait(futures, timeout=0.05, return_when=concurrent.futures.FIRST_EXCEPTION)
-                b, i, result = self.finished.get()
-                yield CellOutcome(parts[b][i], *result)
+            yield from self._run_pool(specs)
         else:
             for spec in specs:
                 yield run_cell(spec)
+
+    def _run_pool(self, specs: list[CellSpec]) -> Iterator[CellOutcome]:
+        """Run ``specs`` on the local pool. A worker killed by the system (out of memory: the kernel kills the largest
+        process) breaks the pool: the cells that may have been running then are run again alone, one at a time, in
+        a fresh pool; one that is killed alone is the cause and becomes an error outcome (:data:`KILLED`), never a
+        verdict; the cells not yet run go on in parallel."""
+        remaining = list(specs)
+        while remaining:
+            left, suspects = yield from self._pool_pass(remaining)
+            if not left:
+                return
+            self._restart_pool()
+            for spec in suspects:
+                alone, _ = yield from self._pool_pass([spec])
+                if alone:
+                    yield CellOutcome(spec, None, 0.0, KILLED, 0.0)
+                    self._restart_pool()
+            remaining = [s for s in left if not any(s is t for t in suspects)]
+
+    def _pool_pass(self, specs: list[CellSpec]):
+        """Yield the outcomes of ``specs`` from the pool; return ``([], [])``, or, where a worker was killed, the cells
+        not finished and those among them that may have been running (each batch runs its cells in order)."""
+        import concurrent.futures
+
+        import cloudpickle
+
+        parts = batches(specs, self.workers)
+        futures = [self.pool.submit(_run_pickled, b, cloudpickle.dumps(batch)) for b, batch in enumerate(parts)]
+        self.futures += futures
+        received = [0] * len(parts)
+        for _ in range(len(specs)):
+            while self.finished.empty():  # a worker that dies (killed by the kernel) fails its future
+                if any(f.done() and f.exception() is not None for f in futures) and self.finished.empty():
+                    left = [s for b, part in enumerate(parts) for s in part[received[b]:]]
+                    started = [part[received[b]] for b, part in enumerate(parts) if 0 < received[b] < len(part)]
+                    waiting = [part[0] for b, part in enumerate(parts) if received[b] == 0]
+                    # a batch not heard from may have been running its first cell: as many as the pool could hold
+                    return left, started + waiting[:self.workers + 1]
+                concurrent.futures.wait(futures, timeout=0.05, return_when=concurrent.futures.FIRST_EXCEPTION)
+            b, i, result = self.finished.get()
+            received[b] += 1
+            yield CellOutcome(parts[b][i], *result)
+        return [], []
 
     def close(self):
         if self.client is not None:
@@ -589,6 +633,11 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
             i = index[outcome.spec.key]
             outcome.seconds += outcomes[i].seconds
             outcome.cpu_seconds += outcomes[i].cpu_seconds
+            if outcome.error is not None:  # the extension failed (e.g. killed for memory): the planned budget's
+                first = outcomes[i].evidence       # evidence stands, and says so
+                outcome = dataclasses.replace(outcomes[i], seconds=outcome.seconds, cpu_seconds=outcome.cpu_seconds,
+                                              evidence=dataclasses.replace(first, extra=dict(
+                                                  first.extra, extension_failed=outcome.error)))
             outcomes[i] = outcome
             if bar is not None:
                 bar.update(1)

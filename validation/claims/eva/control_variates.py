@@ -38,6 +38,7 @@ Tolerances (fixed from the claims' meaning, before any run):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 
@@ -168,6 +169,19 @@ def _replicated_terms(ctx: CellContext, q, k, v, proposal: GaussianProposal, num
 def _collect(ctx, q, k, v, proposal, num_samples, replicates, fn) -> np.ndarray:
     """``fn(terms)`` over all replicate batches, concatenated along the replicate axis."""
     return np.concatenate([fn(t) for t in _replicated_terms(ctx, q, k, v, proposal, num_samples, replicates)])
+
+
+def _batched(draw, entries: int):
+    """``draw(rng, n)`` in batches of at most :data:`BATCH_ENTRIES` / ``entries`` replicates (``entries``: the numbers
+    one replicate holds in its largest intermediate), concatenated: a sequential cell's late rounds and the engine's
+    extensions ask for tens of millions of replicates at once (the eva full tier's E[Y] cells at d = 64 reached 21 GB
+    in one call, and the kernel killed the worker)."""
+    per_batch = max(1, BATCH_ENTRIES // max(entries, 1))
+
+    def batched(rng, n):
+        return np.concatenate([draw(rng, size) for size in chunks(n, per_batch)])
+
+    return batched
 
 
 def _terms_draw(ctx: CellContext, q, k, v, proposal: GaussianProposal, num_samples: int, fn):
@@ -385,6 +399,7 @@ def _eq2_cell(ctx: CellContext):
     if route == "exact_sampling":
         w = np.exp(theory.log_softmax_weights(q[0], k))
 
+        @functools.partial(_batched, entries=k.size)
         def draw(rng, n):
             picks = rng.choice(k.shape[0], size=n, p=w / w.sum())
             omega = (q[0] + k[picks] + rng.standard_normal((n, k.shape[1])))[:, None, :]
@@ -1929,6 +1944,7 @@ def _kernel_moment_cell(ctx: CellContext):
     mom = theory.weighted_kernel_moments(x, y, y2, mu)
     proposal = GaussianProposal(mu)
 
+    @functools.partial(_batched, entries=3 * d)
     def values(rng, n):
         omega = proposal.sample(rng, n)[:, None, :]
         base = proposals_est.log_ratio(proposal, omega) + log_xi(x[None], omega)[:, 0]                   # (n, 1)
