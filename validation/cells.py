@@ -47,9 +47,9 @@ RESERVE = {"smoke": 0.0, "quick": 1.0, "full": 2.0}
 MAX_EXTENSION = 8
 #: Flags more replicates of the same draws cannot lift, so the reserve is not spent on them: non-finite or degenerate
 #: replicates, an infinite variance, and a tail index below 3 (Hill's estimator converges to the law's index, a
-#: property of the estimator, not of the sample size; measured at the eva full tier: EVA13 cells of index 1.7 and 1.9
-#: were extended 8x, an hour of CPU each, to stay flagged). One large replicate's share of the variance and a
-#: sample's skewness do shrink with more replicates: those cells are extended.
+#: property of the law, not of the sample size; at the eva full tier two EVA13 cells of index 1.7 and 1.9 were being
+#: extended 8x, one of them 446 CPU-s at its plan, so up to an hour, to stay flagged). One large replicate's share of
+#: the variance and a sample's skewness do shrink with more replicates: those cells are extended.
 NOT_EXTENDED = ("non-finite", "infinite", "degenerate", "heavy tails (tail index")
 
 
