@@ -61,6 +61,36 @@ def test_the_reserve_extends_only_readings_that_decide():
     assert all(o.evidence.extra["budget"] > 20_000 for o in outcomes if o.spec.params["sd"] == 3.0)
 
 
+def test_the_reserve_skips_readings_already_refuted():
+    """In a reading that one cell refutes (Bonferroni, so Holm's rejection stands whatever the other cells show), an
+    undecided cell cannot change the reading's verdict: it keeps its planned budget, while the same undecided cell
+    in a reading not yet refuted is extended. Planted: without the filter, the refuted reading's cell is extended."""
+    from rfkit.validation import engine
+    from rfkit.validation.domain import Choice, Reading
+
+    def cell(ctx):   # reading "bad": mean 0.5 at sd 0.2, far beyond the 0.05 tolerance
+        mu = 0.5 if ctx.variant == "bad" and ctx.params["sd"] == 0.2 else 0.0
+        return ctx.mean(lambda rng, n: rng.normal(mu, ctx.params["sd"], n), 0.0, sd=ctx.params["sd"])
+
+    domain = dict(sd=Choice("the spread", (0.2, 3.0)))
+    claim = Claim(id="core.toy.refuted", paper="core", source="test", statement="E X = 0", kind="expectation",
+                  hypotheses="toy", tolerance=0.05, cell=cell, grid={"smoke": dict(sd=[0.2, 3.0])},
+                  replicates=20_000, domain=domain,
+                  readings=dict(bad=Reading("the statement"), good=Reading("the statement, read otherwise")))
+    result = validate([claim], tier="quick", seed=0, progress=False).claims[0]
+    budgets = {(o.spec.variant, o.spec.params["sd"]): o.evidence.extra["budget"] for o in result.outcomes}
+    assert result.variants["bad"].verdict == "refuted"
+    assert budgets[("bad", 3.0)] == 20_000 and budgets[("good", 3.0)] > 20_000
+    assert engine.refuted_readings(result.outcomes, 1e-3) == {"bad"}
+    original = engine.refuted_readings
+    try:
+        engine.refuted_readings = lambda outcomes, alpha: set()
+        planted = validate([claim], tier="quick", seed=0, progress=False).claims[0]
+    finally:
+        engine.refuted_readings = original
+    assert all(o.evidence.extra["budget"] > 20_000 for o in planted.outcomes if o.spec.params["sd"] == 3.0)
+
+
 def test_the_reserve_skips_cells_whose_tail_index_more_replicates_cannot_lift():
     """Student t replicates with 2.5 degrees of freedom (tail index 2.5 < 3): Hill's flag is a property of the law,
     so the cell keeps its planned budget; the underpowered normal cell beside it is extended. Planted: without the

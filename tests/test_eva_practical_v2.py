@@ -365,3 +365,23 @@ def test_paired_excess_judges_heavy_tails_on_the_known_range():
     assert any(f.startswith("heavy tails") for f in unbounded.flags)
     assert bounded.extra["sequence"].startswith("betting") and not bounded.flags and bounded.validity != "asymptotic"
     assert bounded.upper <= 0.05 and bounded.p_value == 1.0   # supported: EVA's error is far below RFA's
+def test_gap_steps_flagged_heavy_tailed_are_judged_on_the_known_range():
+    """eva.sec1.gap_shrinks_with_c's Monte Carlo readings: a step whose asymptotic test flags heavy tails (rare large
+    replicates, as EVA13's errors at small S) is judged by the betting sequence on the range of the step, and decides
+    with non-asymptotic validity (seed 0, 4,000 replicates; the step's mean, -0.3 of a range of 2, is many betting
+    radii below the tolerance). Planted: the same replicates without the range stay flagged."""
+
+    from rfkit.validation.cells import plan
+    from rfkit.validation.stats import mean_test
+
+    spec = next(s for s in plan(get_claim("eva.sec1.gap_shrinks_with_c"), tier="quick", seed=0)
+                if s.restart is None)
+    ctx = spec.context()
+    rng = np.random.default_rng(0)
+    first = np.where(rng.random(4000) < 0.003, 1.0, 0.4)
+    errors = np.stack([first, first - 0.3 + 1.2 * (rng.random(4000) < 0.002)])
+    evidence = practical._paired_increases(ctx, [1, 2], errors, 1e-12, (-1.0, 1.0))
+    assert not evidence.flags and evidence.upper <= ctx.tolerance and evidence.validity == "non-asymptotic"
+    plain = mean_test(errors[1] - errors[0], 0.0, alternative="less", scale=float(errors[0].mean()),
+                      **dict(ctx.test, alpha=ctx.alpha / 2))
+    assert any(f.startswith("heavy tails") for f in plain.flags)

@@ -49,7 +49,7 @@ from rfkit.validation.stats import holm, weakest_validity
 
 __all__ = ["VariantVerdict", "ClaimResult", "RunResult", "decide", "validate", "validate_implementation",
            "rfkit_version", "source_commit",
-           "VERDICTS", "coverage_table", "variant_coverage", "holds_on"]
+           "VERDICTS", "coverage_table", "variant_coverage", "holds_on", "refuted_readings"]
 
 VERDICTS = ("supported", "refuted", "inconclusive")
 
@@ -237,6 +237,15 @@ def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdic
     basis = next(o.evidence for o in cells if o.evidence.validity == validity)
     reason = f"validity: {validity}" + (f" ({basis.assumption})" if basis.assumption else "")
     return VariantVerdict("supported", reason, None, resolution, len(cells), validity, coverage=cover_text)
+
+
+def refuted_readings(outcomes: list[CellOutcome], alpha: float) -> set[str]:
+    """The readings (variants) of one claim's outcomes that a cell refutes whatever the claim's other cells show: its
+    p-value times the number of cells with evidence is at most ``alpha``. Bonferroni's rejection implies Holm's
+    (:func:`decide`) for any p-values of the other cells, so extending them cannot take the refutation back, and in
+    a reading refuted by one violation its undecided cells cannot change its verdict."""
+    evidence = [o for o in outcomes if o.evidence is not None]
+    return {o.spec.variant for o in evidence if o.evidence.p_value * len(evidence) <= alpha}
 
 
 def variant_coverage(claim: Claim, specs: list[CellSpec]) -> tuple[bool, str | None]:
@@ -622,10 +631,13 @@ def validate(claims: Iterable[Claim] | None = None, *, paper: str | None = None,
         for claim in claims:
             spans[claim.id] = (start, start + len(specs_by_claim[claim.id]))
             start = spans[claim.id][1]
-        # the reserve goes to the cells that decide the verdict: a reading reported beside it is judged on its
-        # planned budget (its undecided cells say so), as extending it cannot change the verdict
-        more = [s for c in claims for s in extensions([o for o in outcomes[slice(*spans[c.id])]
-                                                       if not c.beside(o.spec.variant)])]
+        # the reserve goes to the cells that can change the verdict: not to a reading reported beside it, nor to a
+        # reading already refuted (its undecided cells keep their planned budget and say so)
+        more = []
+        for c in claims:
+            mine = outcomes[slice(*spans[c.id])]
+            settled = refuted_readings(mine, alpha)
+            more += extensions([o for o in mine if not c.beside(o.spec.variant) and o.spec.variant not in settled])
         if bar is not None and more:
             bar.total += len(more)
             bar.set_description(f"validate ({tier}, extending {len(more)} undecided)")

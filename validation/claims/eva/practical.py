@@ -501,12 +501,24 @@ def _worst_increase(ctx: CellContext, counts: list[int], curve: np.ndarray, floo
     return margin_evidence(-rise, tolerance=ctx.tolerance, scale=max(float(curve[0]), floor), extra=extra)
 
 
-def _paired_increases(ctx: CellContext, counts: list[int], errors: np.ndarray, floor: float) -> Evidence:
-    """``errors`` ``(K, R)``: one paired mean test per consecutive pair of ``C`` (Bonferroni inside the cell)."""
+def _paired_increases(ctx: CellContext, counts: list[int], errors: np.ndarray, floor: float,
+                      bounds: tuple[float, float]) -> Evidence:
+    """``errors`` ``(K, R)``: one paired mean test per consecutive pair of ``C`` (Bonferroni inside the cell).
+
+    ``bounds``: the known range of a step (:func:`_convex_bounds`), judged as in :func:`_paired_excess`: the asymptotic
+    test first and, where it flags heavy tails, the betting sequence on the range, each at half the step's level."""
     k = len(counts) - 1
     reference = max(float(errors[0].mean()), floor)
-    parts = [mean_test(errors[i + 1] - errors[i], 0.0, alternative="less", scale=reference,
-                       extra=dict(step=counts[i:i + 2]), **dict(ctx.test, alpha=ctx.alpha / k)) for i in range(k)]
+    test = dict(ctx.test, alpha=ctx.alpha / (2 * k))
+    parts = []
+    for i in range(k):
+        step = errors[i + 1] - errors[i]
+        part = mean_test(step, 0.0, alternative="less", scale=reference, extra=dict(step=counts[i:i + 2]), **test)
+        if any(f.startswith("heavy tails") for f in part.flags):
+            part = mean_test(step, 0.0, alternative="less", scale=reference, bounds=padded(*bounds),
+                             extra=dict(step=counts[i:i + 2], sequence="betting on the known range (the asymptotic "
+                                                                       "test flagged heavy tails)"), **test)
+        parts.append(part)
     return combine(parts, extra=dict(C=counts, curve=errors.mean(axis=1).tolist()))
 
 
@@ -543,7 +555,7 @@ def _gap_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> Evi
 
         # batches of replicates: one draw of all of them held (R, N, S, M) weights at once (~21 GB at the full tier)
         errors = _in_batches(batch, ctx.replicates, p["N"] * p["M"] * p["S"])[0].T
-        return _paired_increases(ctx, counts, errors, problem.round_off)
+        return _paired_increases(ctx, counts, errors, problem.round_off, _convex_bounds(problem))
     mode, setting = _practical_reading(variant)
     if mode == "eval":
         errors = [_practical_errors(ctx, problem, p["E"], c, mode, setting, 1) for c in counts]
@@ -553,7 +565,7 @@ def _gap_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> Evi
                               ctx.replicates, per_replicate)[0] for c in counts]
     if mode == "eval":
         return _worst_increase(ctx, counts, np.asarray(errors, float), problem.round_off)
-    return _paired_increases(ctx, counts, np.stack(errors), problem.round_off)
+    return _paired_increases(ctx, counts, np.stack(errors), problem.round_off, _convex_bounds(problem))
 
 
 #: The check (a key of GAP_READINGS) of each reading at a cell's ``(part, partitions)``.
