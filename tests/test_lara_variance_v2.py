@@ -449,6 +449,27 @@ def test_snis_delta_cell_refutes_a_wrong_prediction_in_the_regime(monkeypatch):
     assert ev.extra["S_c_run"] == 128 and ev.p_value < 1e-3
 
 
+def test_group_variances_of_nonnegative_weightings_lie_within_the_hull_bound():
+    """With weights non-negative by construction every LARA estimate is a convex combination of the values, so a
+    group's sample trace variance is at most group_variance_bound: the known range of the delta cells' replicates
+    (a betting sequence on it runs beside the asymptotic one; a replicate outside it would be an error). Checked on
+    2,000 groups of sparse convex combinations (seed 3), and by running each such weighting's cell on proposals off
+    p_n's bulk (custom_0.5, 400 groups); planted: a group outside the hull exceeds the bound, and Eq 9 (β = 1) is not
+    declared non-negative."""
+    rng = np.random.default_rng(3)
+    v = rng.standard_normal((16, 2))
+    bound = variance.group_variance_bound(v, variance.VARIANCE_GROUP)
+    for _ in range(2000):
+        mix = rng.dirichlet(np.full(16, 0.05), size=variance.VARIANCE_GROUP)
+        assert variance._group_variance(mix @ v)[0] <= bound * (1 + 1e-12)
+    corners = np.array([v[np.argmax(v[:, 0])], v[np.argmin(v[:, 0])]] * (variance.VARIANCE_GROUP // 2))
+    assert variance._group_variance(3.0 * corners)[0] > bound
+    assert "eq9_b1_queries" not in variance.NONNEGATIVE_WEIGHTS
+    for weights in variance.NONNEGATIVE_WEIGHTS:
+        ev = variance._snis_delta_cell(_snis_ctx(replicates=400, weights=weights, proposal="custom_0.5"))
+        assert ev.extra["replicate_bound"] > 0 and ev.extra["known_range"][1] >= ev.extra["replicate_bound"]
+
+
 # ------------------------------------------- full-tier budget: thinned cartesian products keep every declared value
 
 

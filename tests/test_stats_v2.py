@@ -439,3 +439,55 @@ def test_secant_slope_does_not_refute_a_flat_sample_whose_mean_rare_draws_may_ca
     g = np.array([-1 / y[0], 1 / y[-1]]) / math.log(4)
     slope, se = math.log(y[-1] / y[0]) / math.log(4), math.sqrt(g @ cov @ g)
     assert stats.norm.sf((slope + 0.25) / se) < 1e-6  # the normal quantile would refute this consistent estimator
+
+
+# ------------------------------------------------------------------------------ a known but loose range
+
+
+def _rare_jumps(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Replicates in [0, 1]: 0.4, and 1.0 with probability 0.003 (mean 0.4018): heavy-tailed to Hill's estimator in a
+    sample of thousands (a few large values), although the law is bounded."""
+    return np.where(rng.random(n) < 0.003, 1.0, 0.4)
+
+
+def test_a_known_range_decides_a_sample_the_asymptotic_sequence_flags():
+    """Seed 0, 20,000 replicates: the betting sequence on [0, 1] supports E[X] <= 0.44 (its radius at alpha/2 is far
+    below the 0.038 margin), with non-asymptotic validity; alone, the asymptotic sequence flags the same sample."""
+    x = _rare_jumps(np.random.default_rng(0), 20_000)
+    plain = mean_test(x, 0.4, alternative="less", tolerance=0.1, alpha=1e-3)
+    assert any(f.startswith("heavy tails") for f in plain.flags)
+    ev = mean_test(x, 0.4, alternative="less", tolerance=0.1, alpha=1e-3, known_range=(0.0, 1.0))
+    assert _supports(ev, 0.1) and ev.validity == "non-asymptotic"
+    assert ev.extra["sequence"] == "betting on the known range"
+
+
+def test_a_known_range_keeps_the_asymptotic_sequence_where_it_is_sound():
+    """Seed 1, normal replicates of sd 0.01 inside a loose range [-1, 1]: the asymptotic sequence decides (its radius
+    is ~100x the betting sequence's), at alpha/2, and the reported p-value is twice its own."""
+    x = np.random.default_rng(1).normal(0.0, 0.01, 5000)
+    ev = mean_test(x, 0.0, tolerance=0.01, alpha=1e-3, known_range=(-1.0, 1.0))
+    half = mean_test(x, 0.0, tolerance=0.01, alpha=5e-4)
+    assert _supports(ev, 0.01) and ev.validity == "asymptotic"
+    assert ev.resolution == pytest.approx(half.resolution) and ev.p_value == pytest.approx(min(1.0, 2 * half.p_value))
+    violated = mean_test(x + 0.02, 0.0, tolerance=0.01, alpha=1e-3, known_range=(-1.0, 1.0))
+    alone = mean_test(x + 0.02, 0.0, tolerance=0.01, alpha=5e-4)
+    assert violated.p_value == pytest.approx(2 * alone.p_value) and violated.p_value <= 1e-3
+
+
+def test_a_replicate_outside_the_known_range_is_an_error():
+    with pytest.raises(ValueError):
+        mean_test(np.array([0.2, 0.5, 1.5]), 0.5, alpha=1e-3, known_range=(0.0, 1.0))
+    with pytest.raises(ValueError, match="without sd or bounds"):
+        mean_test(np.array([0.2, 0.5]), 0.5, alpha=1e-3, sd=1.0, known_range=(0.0, 1.0))
+
+
+def test_a_sequential_cell_on_a_known_range_stops_when_the_betting_sequence_decides():
+    """Seed 2, a budget of 20,000: the rare-jump law is decided on its range in the first round (625 replicates), and
+    the engine reads the cell as decided. Planted: without the range the cell spends its budget flagged."""
+    rng = np.random.default_rng(2)
+    ev = sequential_mean(_rare_jumps, 0.4, rng=rng, budget=20_000, alpha=1e-3, alternative="less", tolerance=0.1,
+                         known_range=(0.0, 1.0))
+    assert ev.extra["status"].startswith("decided (within, on the known range)") and ev.n < 20_000
+    plain = sequential_mean(_rare_jumps, 0.4, rng=np.random.default_rng(2), budget=20_000, alpha=1e-3,
+                            alternative="less", tolerance=0.1)
+    assert plain.extra["status"] == "budget spent" and any(f.startswith("heavy tails") for f in plain.flags)

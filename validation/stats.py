@@ -215,8 +215,13 @@ def _sequence(*, alpha: float, t_opt: int, sd: float | None, bounds: tuple[float
     return AsymptoticCS(alpha=alpha, t_opt=t_opt)
 
 
-def _check_mean_args(alternative, scale, sd, bounds, tolerance):
+def _check_mean_args(alternative, scale, sd, bounds, tolerance, known_range=None):
     _check_alternative(alternative)
+    if known_range is not None:
+        if sd is not None or bounds is not None:
+            raise ValueError("known_range runs its own pair of sequences: pass it without sd or bounds")
+        if not known_range[0] <= known_range[1]:
+            raise ValueError(f"known_range must be (lo, hi) with lo <= hi, got {known_range}")
     if not (scale > 0 and math.isfinite(scale)):
         raise ValueError(f"scale must be finite and > 0, got {scale}")
     if sd is not None and not sd >= 0:
@@ -301,7 +306,8 @@ def _mean_evidence(seq, prediction: float, *, alpha: float, tolerance: float, al
 
 def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, tolerance: float = 0.0,
               alternative: str = "two-sided", scale: float = 1.0, sd: float | None = None,
-              bounds: tuple[float, float] | None = None, extra: dict | None = None) -> Evidence:
+              bounds: tuple[float, float] | None = None, known_range: tuple[float, float] | None = None,
+              extra: dict | None = None) -> Evidence:
     r"""Test ``E[X] = prediction`` (or ``<=``/``>=``) up to ``tolerance`` from a fixed sample of iid replicates.
 
     The sample is one round of the confidence sequence a sequential cell would use
@@ -334,10 +340,17 @@ def mean_test(samples, prediction: float, *, alpha: float, power: float = 0.8, t
     bounds : (lo, hi), optional
         Known range of one replicate (an indicator, a probability, a clipped quantity): a non-asymptotic
         betting sequence.
+    known_range : (lo, hi), optional
+        A range known to hold every replicate but loose for their spread (a convex hull's diameter against a
+        small variance), where a betting sequence alone resolves little: the asymptotic sequence and the betting
+        sequence on the range both run, each at ``alpha/2`` (:func:`_run_beside_range`).
     """
     del power
-    _check_mean_args(alternative, scale, sd, bounds, tolerance)
+    _check_mean_args(alternative, scale, sd, bounds, tolerance, known_range)
     x = np.asarray(samples, dtype=np.float64).ravel()
+    if known_range is not None:
+        return _run_beside_range([x], prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
+                                 scale=scale, known_range=known_range, t_opt=max(x.size, 1), extra=dict(extra or {}))
     return _run_sequence([x], prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
                          scale=scale, sd=sd, bounds=bounds, t_opt=max(x.size, 1), extra=dict(extra or {}))
 
@@ -414,6 +427,68 @@ def _run_sequence(rounds, prediction, *, alpha, tolerance, alternative, scale, s
                           scale=scale, sd=sd, extra=extra, bounds=bounds)
 
 
+#: Flags of an asymptotic sequence that a betting sequence on a known range does not need to worry about.
+_RANGE_REMEDIES = ("heavy tails", "skewed")
+
+
+def _run_beside_range(rounds, prediction, *, alpha, tolerance, alternative, scale, known_range, t_opt, extra,
+                      stop_when_decided=False) -> Evidence:
+    """The asymptotic sequence and a betting sequence on ``known_range`` (:func:`padded`) fed the same rounds,
+    each at ``alpha/2`` (Bonferroni), so the reported p-value is twice the deciding sequence's.
+
+    The betting sequence is valid whatever the tails but slow where the range is loose; the asymptotic one is
+    tight where the sample is well behaved. The cell stops when the betting sequence decides, or when the
+    asymptotic one decides on a sample it does not flag (after :data:`ASYMPTOTIC_START` of the plan, as
+    :func:`sequential_mean`). After the last round: a deciding unflagged asymptotic sequence, else a deciding
+    betting sequence, else the asymptotic one, unless it is flagged for heavy tails or skew, then the betting
+    one (whose interval holds whatever the tails). A replicate outside the range raises ``ValueError``: the
+    range was not known after all."""
+    lo, hi = padded(*known_range)
+    half = alpha / 2
+    asymptotic, betting = AsymptoticCS(alpha=half, t_opt=t_opt), BettingCS(lo=lo, hi=hi, alpha=half, t_opt=t_opt)
+    test = dict(alpha=half, tolerance=tolerance, alternative=alternative, scale=scale, sd=None)
+    extra = dict(extra, known_range=[lo, hi])
+
+    def report(ev: Evidence) -> Evidence:
+        return replace(ev, p_value=min(1.0, 2.0 * ev.p_value))
+
+    def on_range(status: str) -> Evidence:
+        return _mean_evidence(betting, prediction, bounds=(lo, hi), extra=dict(extra, rounds=used, status=status,
+                                                                               sequence="betting on the known range"),
+                              **test)
+
+    used = 0
+    for x in rounds:
+        x = np.asarray(x, dtype=np.float64).ravel()
+        used += 1
+        if not np.isfinite(x).all():
+            bad = int((~np.isfinite(x)).sum())
+            return _undecided_evidence(asymptotic.t + x.size, prediction / scale,
+                                       f"non-finite replicates ({bad} of {x.size})", dict(extra, rounds=used))
+        betting.update(x)
+        asymptotic.update(x)
+        if not stop_when_decided:
+            continue
+        decision = _decided(betting, prediction, tolerance, scale, alternative, half)
+        if decision is not None:
+            return report(on_range(f"decided ({decision}, on the known range)"))
+        if asymptotic.t >= ASYMPTOTIC_START * t_opt:
+            decision = _decided(asymptotic, prediction, tolerance, scale, alternative, half)
+            if decision is not None:
+                ev = _mean_evidence(asymptotic, prediction, extra=dict(extra, rounds=used,
+                                                                       status=f"decided ({decision})"), **test)
+                if not ev.flags:
+                    return report(ev)
+    if asymptotic.t < 2:
+        return _undecided_evidence(asymptotic.t, prediction / scale, "fewer than two replicates", extra)
+    ev = _mean_evidence(asymptotic, prediction, extra=dict(extra, rounds=used, status="budget spent"), **test)
+    decided_asymptotic = not ev.flags and _decided(asymptotic, prediction, tolerance, scale, alternative, half)
+    decision = _decided(betting, prediction, tolerance, scale, alternative, half)
+    if not decided_asymptotic and (decision is not None or any(f.startswith(_RANGE_REMEDIES) for f in ev.flags)):
+        ev = on_range(f"decided ({decision}, on the known range)" if decision else "budget spent")
+    return report(ev)
+
+
 def _all_equal(x: np.ndarray) -> bool:
     """Replicates equal up to round-off (64 ulps of the largest)."""
     return x.size > 0 and float(x.max() - x.min()) <= 64 * np.finfo(float).eps * float(np.abs(x).max())
@@ -467,7 +542,8 @@ def round_sizes(budget: int, planned: int | None = None) -> list[int]:
 def sequential_mean(draw, prediction: float, *, rng: np.random.Generator, budget: int, alpha: float,
                     planned: int | None = None, tolerance: float = 0.0, alternative: str = "two-sided",
                     scale: float = 1.0, sd: float | None = None, bounds: tuple[float, float] | None = None,
-                    extra: dict | None = None, power: float = 0.8) -> Evidence:
+                    known_range: tuple[float, float] | None = None, extra: dict | None = None,
+                    power: float = 0.8) -> Evidence:
     r"""A sequential mean cell: draw replicates in rounds and stop as soon as the cell is decided.
 
     ``draw(rng, n)`` returns ``n`` iid replicates. Round ``k`` draws with its own generator, seeded from
@@ -477,15 +553,20 @@ def sequential_mean(draw, prediction: float, *, rng: np.random.Generator, budget
     when the interval null is rejected (``violated``) or the whole sequence lies within the tolerance
     (``within``). Stopping there is valid because the sequence covers at every time simultaneously.
     ``extra`` records ``rounds``, ``status`` and ``budget``; ``Evidence.n`` is the replicates used.
+    ``sd``, ``bounds``, ``known_range`` as in :func:`mean_test`.
     """
     del power
-    _check_mean_args(alternative, scale, sd, bounds, tolerance)
+    _check_mean_args(alternative, scale, sd, bounds, tolerance, known_range)
     if budget < 1:
         raise ValueError(f"budget must be >= 1, got {budget}")
     base = int(rng.integers(2**63))
     planned = budget if planned is None else planned
     extra = dict(extra or {}, budget=int(budget), planned=int(planned), sequential=True)
     rounds = (draw(np.random.default_rng([base, k]), n) for k, n in enumerate(round_sizes(budget, planned)))
+    if known_range is not None:
+        return _run_beside_range(rounds, prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
+                                 scale=scale, known_range=known_range, t_opt=planned, extra=extra,
+                                 stop_when_decided=True)
     return _run_sequence(rounds, prediction, alpha=alpha, tolerance=tolerance, alternative=alternative,
                          scale=scale, sd=sd, bounds=bounds, t_opt=planned, extra=extra, stop_when_decided=True)
 

@@ -86,7 +86,6 @@ from rfkit.validation.stats import (
     combine,
     exact_test,
     mean_test,
-    padded,
     slope_test,
     undecided,
 )
@@ -178,31 +177,22 @@ def _paired_excess(ctx: CellContext, pair: Callable[[CellContext, int], tuple], 
     """Sequential paired test of ``E[error] <= E[reference]`` up to ``EXCESS_TOLERANCE`` of ``E[reference]``:
     ``pair(c, n)`` gives ``n`` replicate pairs ``(error, reference)`` drawn with ``c.rng``; the replicates are their
     differences (:meth:`CellContext.mean`, which stops once the cell is decided). ``bounds``: the known range of a
-    difference. A betting sequence on it is valid whatever the tails but slow where the range is loose, so the
-    asymptotic sequence runs first, each at half the cell's level (Bonferroni): where it flags heavy tails, the same
-    replicates are judged by the betting sequence instead (a confidence sequence covers at every sample size, so
-    consulting it after the flag keeps its level); a replicate outside the range is an error.
+    difference, on which a betting sequence runs beside the asymptotic one (``known_range`` of
+    :func:`~rfkit.validation.stats.sequential_mean`: valid whatever the tails, slow where the range is loose).
 
     The relative scale ``E[reference]`` comes from an independent pilot of :data:`PILOT_FRACTION` of the budget,
     drawn before the test's rounds; ``floor`` (:meth:`Problem.round_off`) keeps it away from zero: errors at
     round-off level of the output are both exact, and their ratio means nothing."""
     pilot_error, pilot_reference = pair(ctx, max(2, int((ctx.planned or ctx.replicates) * PILOT_FRACTION)))
     scale = max(float(np.mean(pilot_reference)), floor)
-    drawn = []
 
     def draw(rng, n):
         error, reference = pair(dataclasses.replace(ctx, rng=rng), n)
-        drawn.append(np.asarray(error) - np.asarray(reference))
-        return drawn[-1]
+        return np.asarray(error) - np.asarray(reference)
 
     extra = dict(extra or {}, pilot_error=float(np.mean(pilot_error)), pilot_reference=float(np.mean(pilot_reference)),
                  pilot_replicates=int(np.size(pilot_reference)))
-    half = ctx if bounds is None else dataclasses.replace(ctx, alpha=ctx.alpha / 2)
-    evidence = half.mean(draw, 0.0, alternative="less", scale=scale, extra=extra)
-    if bounds is not None and any(f.startswith("heavy tails") for f in evidence.flags):
-        evidence = mean_test(np.concatenate(drawn), 0.0, alternative="less", scale=scale, bounds=padded(*bounds),
-                             extra=dict(evidence.extra, sequence="betting on the known range (the asymptotic "
-                                                                 "sequence flagged heavy tails)"), **half.test)
+    evidence = ctx.mean(draw, 0.0, alternative="less", scale=scale, extra=extra, known_range=bounds)
     # MSE_error / MSE_reference, the difference's mean over the pilot's reference mean
     return dataclasses.replace(evidence, extra=dict(evidence.extra, ratio=1.0 + evidence.estimate))
 
@@ -503,22 +493,12 @@ def _worst_increase(ctx: CellContext, counts: list[int], curve: np.ndarray, floo
 
 def _paired_increases(ctx: CellContext, counts: list[int], errors: np.ndarray, floor: float,
                       bounds: tuple[float, float]) -> Evidence:
-    """``errors`` ``(K, R)``: one paired mean test per consecutive pair of ``C`` (Bonferroni inside the cell).
-
-    ``bounds``: the known range of a step (:func:`_convex_bounds`), judged as in :func:`_paired_excess`: the asymptotic
-    test first and, where it flags heavy tails, the betting sequence on the range, each at half the step's level."""
+    """``errors`` ``(K, R)``: one paired mean test per consecutive pair of ``C`` (Bonferroni inside the cell), with
+    ``bounds``, the known range of a step (:func:`_convex_bounds`), as :func:`_paired_excess`."""
     k = len(counts) - 1
     reference = max(float(errors[0].mean()), floor)
-    test = dict(ctx.test, alpha=ctx.alpha / (2 * k))
-    parts = []
-    for i in range(k):
-        step = errors[i + 1] - errors[i]
-        part = mean_test(step, 0.0, alternative="less", scale=reference, extra=dict(step=counts[i:i + 2]), **test)
-        if any(f.startswith("heavy tails") for f in part.flags):
-            part = mean_test(step, 0.0, alternative="less", scale=reference, bounds=padded(*bounds),
-                             extra=dict(step=counts[i:i + 2], sequence="betting on the known range (the asymptotic "
-                                                                       "test flagged heavy tails)"), **test)
-        parts.append(part)
+    parts = [mean_test(errors[i + 1] - errors[i], 0.0, alternative="less", scale=reference, known_range=bounds,
+                       extra=dict(step=counts[i:i + 2]), **dict(ctx.test, alpha=ctx.alpha / k)) for i in range(k)]
     return combine(parts, extra=dict(C=counts, curve=errors.mean(axis=1).tolist()))
 
 

@@ -1424,6 +1424,28 @@ def _leading_order_samples(aw, f, g, S_c: int, weights, tolerance: float) -> int
     return s
 
 
+#: Weightings non-negative for every ω by construction (balance heuristic, constant 1/C, Eq 9 with β = 0, which is
+#: the balance heuristic, and random softmax partitions); Eq 9 with β > 0, Eq 37 and the signed partitions can be
+#: negative, and their self-normalised estimate can leave the hull of the values.
+NONNEGATIVE_WEIGHTS = ("balance", "constant", "eq9_b0_queries", "random_softmax")
+
+
+def group_variance_bound(v: np.ndarray, group: int) -> float:
+    """The largest sample trace variance (ddof 1) of ``group`` points of the convex hull of the rows of ``v``:
+    ``Σ_i ‖x_i - x̄‖² <= Σ_i ‖x_i - c‖² <= group · max_m ‖v_m - c‖²`` for any ``c`` (a convex function peaks at a
+    vertex), with ``c`` the better of the values' mean and their bounding box's centre, over ``group - 1``."""
+    centres = (v.mean(axis=0), 0.5 * (v.min(axis=0) + v.max(axis=0)))
+    radius2 = min(float(((v - c) ** 2).sum(axis=-1).max()) for c in centres)
+    return group * radius2 / (group - 1)
+
+
+#: How the delta cells judge their replicates (the claims' notes).
+RANGE_NOTE = ("Weightings non-negative by construction (" + ", ".join(NONNEGATIVE_WEIGHTS) + ") keep every estimate "
+              "in the convex hull of the values, so a group's sample variance lies in [0, group_variance_bound]: a "
+              "betting sequence on that range (valid whatever the tails) runs beside the asymptotic one, each at half "
+              "the cell's level; signed weightings have no such range (the asymptotic sequence alone).")
+
+
 def _delta_cell(ctx: CellContext, leading_order: bool = False) -> Evidence:
     """Sample trace variance of the self-normalised MIS estimate (groups of :data:`VARIANCE_GROUP`) against the
     delta-method prediction at the cell's ``S_c``. ``leading_order`` (the S_c-sample claim, "to leading order in
@@ -1468,10 +1490,14 @@ def _delta_cell(ctx: CellContext, leading_order: bool = False) -> Evidence:
             out.append(_group_variance(_lara_query_replicates(q[0], k, v, lp, omega, alpha, size * VARIANCE_GROUP)))
         return np.concatenate(out)
 
-    # sequential (asymptotic CS: LARA's self-normalised estimate has no closed-form fourth moment; with non-negative
-    # weights it lies in the convex hull of the values, so the replicates are light-tailed)
-    return ctx.mean(draw, var, scale=var, extra=dict(predicted=var, group=VARIANCE_GROUP,
-                                                     quadrature=lp.proposals.dim <= 2, **regime))
+    # sequential (LARA's self-normalised estimate has no closed-form fourth moment: the asymptotic sequence); with
+    # weights non-negative by construction every estimate lies in the convex hull of the values, so a replicate lies
+    # in [0, group_variance_bound]: a betting sequence on that range runs beside it (heavy-tailed samples of
+    # far proposals' importance weights flagged 31 full-tier cells)
+    bound = group_variance_bound(v, VARIANCE_GROUP) if p["weights"] in NONNEGATIVE_WEIGHTS else None
+    return ctx.mean(draw, var, scale=var, known_range=None if bound is None else (0.0, bound),
+                    extra=dict(predicted=var, group=VARIANCE_GROUP, quadrature=lp.proposals.dim <= 2,
+                               replicate_bound=bound, **regime))
 
 
 def _snis_delta_cell(ctx: CellContext) -> Evidence:
@@ -1560,7 +1586,7 @@ EQ20_DELTA = Claim(
           "one fixed partition for the prediction and every replicate. Not tested: the bias part E[ĝ] ≈ μ (needs far "
           "more replicates than a cell has; lara.sec3_1.rfa_biased reports RFA's). Quick covers 3 weightings of 9, 2 "
           "proposals of 11 and C = 4 only (the full tier covers the domain): covering it at quick costs ~20 more "
-          "cells (~5 s, +170%).",
+          "cells (~5 s, +170%). " + RANGE_NOTE,
 )
 
 SNIS_WEIGHTS = ("constant", "balance", "eq9_b1_queries")
@@ -1635,7 +1661,7 @@ SNIS_DELTA = Claim(
           "with C = 1 and α = 1 (constant). Not tested: the bias part (it needs far more replicates than a cell has; "
           "lara.sec3_1.rfa_biased reports RFA's). The weights are any with Σ_c α = 1 pointwise and the proposals any: "
           "quick runs 3 weightings of 9, 2 proposals of 11 and C = 1, 4 (~4 s a cell at S_c = 64: covering the domain "
-          "at quick costs ~20 more cells, ~80 s); the full tier covers it.",
+          "at quick costs ~20 more cells, ~80 s); the full tier covers it. " + RANGE_NOTE,
 )
 
 
