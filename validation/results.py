@@ -265,10 +265,36 @@ def _coord(values: list) -> np.ndarray:
     return np.asarray([str(v) for v in values], dtype=object)
 
 
+#: The coordinate of an axis a grid point does not set (a quick-tier point that a full-tier design keeps although the
+#: quick grid has fewer axes: :func:`rfkit.validation.design.tier_points`).
+UNSET = "unset"
+
+
+def _index(values: list, value) -> int | None:
+    return next((i for i, w in enumerate(values) if isinstance(w, bool) == isinstance(value, bool) and w == value),
+                None)
+
+
+def run_axes(result: ClaimResult) -> dict[str, list]:
+    """The dataset's axes: the tier's grid axes, widened by the values (and axes) of the points the run holds that the
+    tier's grid lacks; a point without an axis sits at :data:`UNSET` on it."""
+    axes = {k: list(v) for k, v in result.claim.axes(result.tier).items()}
+    params = [o.spec.params for o in result.outcomes if o.spec.kind == "grid"]
+    for p in params:
+        for k in p:
+            axes.setdefault(k, [])
+    for k, values in axes.items():
+        for p in params:
+            value = p.get(k, UNSET)
+            if _index(values, value) is None:
+                values.append(value)
+    return axes
+
+
 def to_dataset(result: ClaimResult) -> xr.Dataset:
     """The claim's evidence as a labelled dataset (see the module docstring)."""
     claim = result.claim
-    axes = claim.axes(result.tier)
+    axes = run_axes(result)
     variants = list(claim.variants)
     dims = ("variant", *axes)
     shape = (len(variants), *(len(v) for v in axes.values()))
@@ -288,7 +314,7 @@ def to_dataset(result: ClaimResult) -> xr.Dataset:
                 search_num["effect"][v, o.spec.restart] = ev.effect
                 search_point[v, o.spec.restart] = json.dumps(jsonable(ev.extra))
             continue
-        idx = (v, *(list(axes[k]).index(o.spec.params[k]) for k in axes))
+        idx = (v, *(_index(axes[k], o.spec.params.get(k, UNSET)) for k in axes))
         num["seconds"][idx] = o.seconds
         num["p_adjusted"][idx] = result.p_adjusted[i]
         text["cell_verdict"][idx] = cell_verdict(result, i)
