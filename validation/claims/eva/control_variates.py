@@ -782,11 +782,14 @@ APPB2_MEAN = Claim(
     grid=tiers(dict(route=["quadrature", "monte_carlo"], S=[1, 8], d=[1, 4, 8], M=[3, 8], mu=list(MEANS),
                     tau=[0.5, 1.0, 2.0], s=[0.3]),
                smoke=dict(S=[1, 8], d=[4], mu=["zero", "q+mean_k"], tau=[1.0]),
-               full=dict(S=[1, 4, 64], d=[1, 2, 8, 16], s=[0.1, 0.5, 1.0])),
+               full=dict(S=[1, 4, 64], d=[1, 2, 4, 8, 16], s=[0.1, 0.5, 1.0])),
     replicates=tiers(400_000, smoke=60_000, full=5_000_000),
+    # the Monte Carlo route runs at d = 4 (every tier's grid has it: the full tier's lacked it, so its S axis was
+    # tested at S = 1 only) and at the quick tier's scale s = 0.3 or the full tier's middle one (the quadrature route
+    # covers every s)
     where=lambda p, v: (p["S"] == 1 and p["d"] != 4 and p["M"] == 3 if p["route"] == "quadrature"
                         else p["d"] == 4 and p["M"] == 8 and p["tau"] != 0.5
-                        and p["mu"] in ("zero", "q+mean_k", "q+k1")),
+                        and p["mu"] in ("zero", "q+mean_k", "q+k1") and p["s"] in (0.3, 0.5)),
     related={"eva.eq5.cv_unbiased": "the known mean E[h] = 1 that Eq 5's control variate subtracts"},
     roles=("control_variate_terms",), plot_x="mu",
     notes="Routes: quadrature (S = 1: a mean of S iid terms has the expectation of one term; every μ and τ) — "
@@ -1173,8 +1176,9 @@ def _eq22_cell(ctx: CellContext):
 def _eq22_where(p, variant) -> bool:
     if p["route"] == "quadrature":
         return p["S"] == 1 and p["d"] != 4 and p["M"] in (1, 8) and (p["family"] == "gaussian" or p["tau"] == 1.0)
+    # Monte Carlo at d = 4 (the full grid lacked it: its S axis was tested at S = 1 only) and s = 0.3 or 0.5
     return (p["family"] == "gaussian" and p["d"] == 4 and p["M"] in (3, 6) and p["tau"] != 0.5
-            and p["mu"] in ("zero", "q+k1", "q+mean_k"))
+            and p["mu"] in ("zero", "q+k1", "q+mean_k") and p["s"] in (0.3, 0.5))
 
 
 EQ22 = Claim(
@@ -1194,7 +1198,9 @@ EQ22 = Claim(
     grid=tiers(dict(route=["quadrature", "monte_carlo"], S=[1, 8], M=[1, 3, 6, 8], d=[1, 4, 8], mu=list(MEANS),
                     tau=[0.5, 1.0, 2.0], family=["gaussian", "mixture"], s=[0.3]),
                smoke=dict(S=[4], M=[3], d=[4], mu=["zero", "q+k1"], tau=[1.0], family=["gaussian"]),
-               full=dict(S=[1, 8, 64], M=[1, 3, 16, 64], d=[1, 2, 8], s=[0.1, 0.5, 1.0])),
+               # M: the routes' own (quadrature 1, 8; Monte Carlo 3): the former 16, 64 were outside both, so the
+               # full tier never reached the declared M = 8
+               full=dict(S=[1, 8, 64], M=[1, 3, 8], d=[1, 2, 4, 8], s=[0.1, 0.5, 1.0])),
     replicates=tiers(1_000_000, smoke=100_000, full=5_000_000),
     where=_eq22_where,
     related={"eva.derived.cv_moments": "the (co)variances of h_m that size these cells; E[h_m] = w_m by quadrature "
@@ -1681,7 +1687,7 @@ PROP2_OPTIMAL = Claim(
                     U=["all", "complement"],
                     layout=list(PARTITION_LAYOUTS), S=[4], mu=list(MEANS), s=[0.3], inputs=["iid", "peaked"]),
                smoke=dict(M=[8], C=[1, 3], U=["all"], layout=["contiguous"], mu=["zero"], inputs=["iid"]),
-               full=dict(M=[3, 16, 64], C=[1, 2, 8, 64], S=[1, 4, 64],
+               full=dict(M=[1, 3, 16, 64], C=[1, 2, 8, 64], S=[1, 4, 64],
                          inputs=["iid", "clustered", "peaked", "outlier"])),
     replicates=tiers(100_000, smoke=80_000, full=1_000_000),
     where=_prop2_where,
