@@ -928,7 +928,8 @@ EQ16 = Claim(
                     mode=["train", "eval"], inputs=["iid", "clustered", tuple(g for g in GENERATORS
                                                                             if g not in ("iid", "clustered"))]),
                smoke=dict(N=[16], E=[1, 8], C=[1, 4]),
-               full=dict(N=[64, 256], E=[1, 4, 16, 64], C=[1, 4, 16], inputs=list(GENERATORS))),
+               # N = 16: where σ = LN∘Linear at identity init runs (the full tier lacked it, so that σ never ran)
+               full=dict(N=[16, 64, 256], E=[1, 4, 16, 64], C=[1, 4, 16], inputs=list(GENERATORS))),
     where=lambda p, v: (p["N"] % p["E"] == 0 and (p["N"] - p["E"]) % p["C"] == 0 and p["E"] < p["N"]
                         and (p["sigma"] != "ln_identity_init" or p["N"] == 16)
                         and (not _has_tuple(p) or p["N"] == 16 and p["sigma"] == "ln_random" and p["mode"] == "train"
