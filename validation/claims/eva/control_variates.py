@@ -691,9 +691,11 @@ def _appb1_cell(ctx: CellContext):
 
 
 def _appb1_where(p, variant) -> bool:
-    """Closed forms at s = 0.3; the Monte Carlo route (reading R1) on light-tailed inputs only."""
+    """Closed forms at every scale but the Monte Carlo route's s = 0.1 (quick: 0.3; full: 0.5, 1; the full tier's
+    former s == 0.3 left it without closed-form cells, so reading R2 never ran there); the Monte Carlo route (reading
+    R1) on light-tailed inputs only."""
     if p["route"] == "closed_form":
-        return p["s"] == 0.3
+        return p["s"] != 0.1
     return (variant == "R1" and p["mu"] in ("zero", "q+mean_k", "q+k1") and p["s"] == 0.1 and p["d"] == 2
             and p["dv"] == 1 and p["S"] == 1)
 
