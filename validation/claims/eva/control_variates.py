@@ -786,9 +786,9 @@ APPB2_MEAN = Claim(
                smoke=dict(S=[1, 8], d=[4], mu=["zero", "q+mean_k"], tau=[1.0]),
                full=dict(S=[1, 4, 64], d=[1, 2, 4, 8, 16], s=[0.1, 0.5, 1.0])),
     replicates=tiers(400_000, smoke=60_000, full=5_000_000),
-    # the Monte Carlo route runs at d = 4 (every tier's grid has it: the full tier's lacked it, so its S axis was
-    # tested at S = 1 only) and at the quick tier's scale s = 0.3 or the full tier's middle one (the quadrature route
-    # covers every s)
+    # the Monte Carlo route runs at d = 4 (the smoke and quick grids have it; the full grid lacked it, so its S axis
+    # was tested at S = 1 only) and at the quick tier's scale s = 0.3 or the full tier's middle one (the quadrature
+    # route covers every s)
     where=lambda p, v: (p["S"] == 1 and p["d"] != 4 and p["M"] == 3 if p["route"] == "quadrature"
                         else p["d"] == 4 and p["M"] == 8 and p["tau"] != 0.5
                         and p["mu"] in ("zero", "q+mean_k", "q+k1") and p["s"] in (0.3, 0.5)),

@@ -1492,8 +1492,8 @@ def _delta_cell(ctx: CellContext, leading_order: bool = False) -> Evidence:
 
     # sequential (LARA's self-normalised estimate has no closed-form fourth moment: the asymptotic sequence); with
     # weights non-negative by construction every estimate lies in the convex hull of the values, so a replicate lies
-    # in [0, group_variance_bound]: a betting sequence on that range runs beside it (heavy-tailed samples of
-    # far proposals' importance weights flagged 31 full-tier cells)
+    # in [0, group_variance_bound]: a betting sequence on that range runs beside it. Signed weightings have no range;
+    # they are the ones measured heavy-tailed at the full tier (Eq 9 with β = 2, 4 and random signed, Hill 2.1-2.6)
     bound = group_variance_bound(v, VARIANCE_GROUP) if p["weights"] in NONNEGATIVE_WEIGHTS else None
     return ctx.mean(draw, var, scale=var, known_range=None if bound is None else (0.0, bound),
                     extra=dict(predicted=var, group=VARIANCE_GROUP, quadrature=lp.proposals.dim <= 2,
