@@ -53,6 +53,23 @@ def test_declared_deterministic_quantity_is_exact():
     assert noisy.flags  # "deterministic" replicates that differ
 
 
+def test_deterministic_replicates_that_differ_by_round_off_are_judged_exactly():
+    # eva.eq27.local_target's full cell at |P_c| = 256 with equal values: f_c = v·Σ_m π_m(ω) differs from v by
+    # ~67 ulps across 12,500 draws; v1 flagged any spread over 64 ulps, so a true identity stayed undecided
+    eps = np.finfo(float).eps
+    x = 0.7 * (1.0 + eps * np.linspace(-80, 80, 12_500))
+    ev = mean_test(x, 0.7, sd=0.0, tolerance=0.02, alpha=1e-3)
+    assert not ev.flags and _supports(ev, 0.02) and ev.validity == "exact"
+    assert mean_test(x, 0.6, sd=0.0, tolerance=0.02, alpha=1e-3).p_value == 0.0  # every replicate violates
+    # spread beyond round-off (1e-6 relative): not a deterministic quantity, flagged
+    wide = 0.7 * (1.0 + 1e-6 * np.linspace(-1, 1, 100))
+    assert mean_test(wide, 0.7, sd=0.0, tolerance=0.02, alpha=1e-3).flags
+    # round-off spread across the tolerance's edge: which replicate is the true value decides, flagged
+    edge = 1.0 + 0.05 * (1.0 + 1e4 * eps * np.array([-1.0, 1.0]))
+    ev = mean_test(edge, 1.0, sd=0.0, tolerance=0.05, alpha=1e-3)
+    assert ev.flags and ev.p_value == 1.0
+
+
 # --------------------------------------------------------------------- standard error from theory
 
 

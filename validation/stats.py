@@ -495,7 +495,13 @@ def _all_equal(x: np.ndarray) -> bool:
 
 
 def _deterministic(x, prediction, *, tolerance, alternative, scale, extra) -> Evidence:
-    """A quantity declared deterministic (``sd = 0``): judged exactly, and flagged if its replicates differ."""
+    """A quantity declared deterministic (``sd = 0``): judged exactly.
+
+    Its replicates are computed values of one number, so they may differ by the computation's round-off (a sum of
+    ``P`` softmax terms times a constant value differs from it by ``~P`` ulps). The verdict cannot depend on which
+    replicate is the true value: it is decided when every replicate gives the same decision and their spread is
+    within round-off (:data:`_DETERMINISTIC_SD` of their magnitude, the precision the sequential cells already
+    grant a closed form). Replicates spread further, or on both sides of the tolerance, are flagged."""
     x = np.asarray(x, dtype=np.float64).ravel()
     pred = prediction / scale
     if x.size == 0:
@@ -503,17 +509,27 @@ def _deterministic(x, prediction, *, tolerance, alternative, scale, extra) -> Ev
     if not np.isfinite(x).all():
         return _undecided_evidence(x.size, pred, "non-finite replicates", extra)
     mean = float(x.mean())
+    # the difference of two floating-point numbers carries round-off: a violation at the tolerance up to 64 ulps
+    # of the compared magnitudes is the edge of the null, not beyond it
+    magnitude = max(float(np.abs(x).max()), abs(prediction))
+    roundoff = 64 * np.finfo(float).eps * magnitude / scale
+    each = np.maximum(_signed_violation((x - prediction) / scale, alternative), 0.0)
     v = max(_signed_violation((mean - prediction) / scale, alternative), 0.0)
+    violated_each = each > tolerance + roundoff
     flags = ()
     if not _all_equal(x):
-        flags = ("replicates differ although the quantity was declared deterministic (sd = 0)",)
-    # the difference of two floating-point numbers carries round-off: a violation at the tolerance up to 64 ulps
-    # of the compared magnitudes (the precision of _all_equal) is the edge of the null, not beyond it
-    roundoff = 64 * np.finfo(float).eps * max(abs(mean), abs(prediction)) / scale
-    violated = v > tolerance + roundoff and not flags
-    return Evidence(mean / scale, pred, 0.0, math.inf if violated else 0.0, 0.0 if violated else 1.0, 0.0, v, v,
-                    x.size, "exact (deterministic, sd = 0)", flags, extra=extra, validity="exact",
-                    assumption="the quantity is deterministic")
+        spread = float(x.max() - x.min())
+        if spread > _DETERMINISTIC_SD * magnitude:
+            flags = (f"replicates differ although the quantity was declared deterministic (sd = 0): spread "
+                     f"{spread:.3g}, beyond round-off ({_DETERMINISTIC_SD:.2g} of their magnitude {magnitude:.3g})",)
+        elif violated_each.any() and not violated_each.all():
+            flags = (f"replicates of a deterministic quantity differ by round-off ({spread:.3g}) across the "
+                     f"tolerance: some violate it, some do not",)
+        extra = dict(extra or {}, roundoff_spread=spread)
+    violated = bool(violated_each.all()) and not flags
+    return Evidence(mean / scale, pred, 0.0, math.inf if violated else 0.0, 0.0 if violated else 1.0, 0.0, v,
+                    float(each.max()), x.size, "exact (deterministic, sd = 0)", flags, extra=extra,
+                    validity="exact", assumption="the quantity is deterministic (replicates equal up to round-off)")
 
 
 #: Replicates of the first round of a sequential cell, as a fraction of its planned budget (then doubling).
