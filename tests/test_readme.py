@@ -112,6 +112,27 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     listed = text(quick=quick)
     assert "| `a.y` | inconclusive | inconclusive (power) | r. |" in listed
     assert "| `a.x` | inconclusive | supported | r. |" in listed and "`b.z`" not in listed
+    # a run that left out some of the paper's claims (--claim) names them, with what its checkpoint measured of
+    # them, so the block never reads as the whole paper
+    extra = dict(claims[0], id="a.w", verdict="inconclusive")
+    quick_more = dict(quick, claims=quick["claims"] + [extra, dict(extra, id="a.v")])
+    block = full_blocks([doc], quick_more, None, [{"a.w": (2, 732.0), "a.x": (10, 3600.0)}])["a"]
+    assert ("Not in this run: 2 of the paper's 4 claims (too long for one session here; the claims above are the "
+            "run's): `a.w` (2 of its cells ran before it was left out, 12 CPU-min), `a.v`.") in block
+    assert "Not in this run" not in text(quick=quick)
+    # every claim of the run changed (a module all of them import): said once, not as a list of every id
+    assert "the code of all 2 of its claims has changed" in full_blocks([doc], None, [["a.x", "a.y"]])["a"]
+
+
+def test_checkpoint_cpu_sums_each_claims_rounds(tmp_path, monkeypatch):
+    import rfkit.validation.checkpoint as ck
+
+    # records (key, budget, digest, evidence, seconds, error, cpu): a cell's first round and an extension count once
+    # as a cell and both in its CPU time
+    records = [('["a.x", 1]', None, "d", None, 1.0, None, 2.0), ('["a.x", 1]', 4000, "d", None, 1.0, None, 3.0),
+               ('["a.x", 2]', None, "d", None, 1.0, None, 1.0), ('["b.y", 1]', None, "d", None, 1.0, None, 0.5)]
+    monkeypatch.setattr(ck, "read_records", lambda path: ({}, records, 0))
+    assert ck.checkpoint_cpu(tmp_path / "cells.ckpt") == {"a.x": (2, 6.0), "b.y": (1, 0.5)}
 
 
 def test_bench_section_is_generated_from_a_bench_run(tmp_path):

@@ -194,6 +194,21 @@ def changed_claims(path: str | Path) -> list[str]:
     return sorted(changed)
 
 
+def checkpoint_cpu(path: str | Path) -> dict[str, tuple[int, float]]:
+    """``{claim: (cells, CPU seconds)}`` of a checkpoint: the distinct cells of each claim it holds and the CPU time
+    of every round it stored for them (the engine's extensions included)."""
+    import json
+
+    _, records, _ = read_records(path)
+    cells: dict[str, set[str]] = {}
+    cpu: dict[str, float] = {}
+    for key, _budget, _digest, _evidence, _seconds, _error, seconds in records:
+        claim_id = json.loads(key)[0]
+        cells.setdefault(claim_id, set()).add(key)
+        cpu[claim_id] = cpu.get(claim_id, 0.0) + (seconds or 0.0)
+    return {c: (len(cells[c]), cpu[c]) for c in cells}
+
+
 class Checkpoint:
     """Append-only record of finished cells for one run's settings (see the module docstring)."""
 

@@ -131,16 +131,20 @@ def paper_markers(paper: str) -> tuple[str, str]:
 
 
 def full_blocks(docs: list[dict], quick: dict | None = None,
-                changed: list[list[str] | None] | None = None) -> dict[str, str]:
+                changed: list[list[str] | None] | None = None,
+                measured: list[dict[str, tuple[int, float]] | None] | None = None) -> dict[str, str]:
     """Markdown per paper of the measured full tier of ``verdicts.json`` documents: its verdict counts and the
     claims' summed cell CPU time (single-process seconds, whatever the workers or the load; a resumed run counts
     each cell once); then one row per claim that is inconclusive at the full tier or whose verdict differs from the
     ``quick`` run's (summarised reason, as in the verdict table). ``changed``: per document, the claims whose code has
     changed since it ran (:func:`rfkit.validation.checkpoint.changed_claims`; ``None``: unknown), listed under the
-    paper's tables."""
+    paper's tables. The paper's claims of the ``quick`` run that the full run left out (``--claim``) are named, with
+    the cells of theirs its checkpoint holds and their CPU time (``measured``, per document: ``{claim: (cells, CPU
+    seconds)}`` of :func:`checkpoint_cpu`), so a block never reads as the whole paper when it is not."""
     before = {c["id"]: c["verdict"] for c in (quick or {}).get("claims", ())}
     blocks = {}
-    for doc, ids in zip(docs, changed or [None] * len(docs), strict=True):
+    everyone = list((quick or {}).get("claims", ()))
+    for doc, ids, cpu in zip(docs, changed or [None] * len(docs), measured or [None] * len(docs), strict=True):
         if doc["tier"] != "full":
             raise SystemExit(f"--full needs full-tier runs, got a {doc['tier']} run")
         for paper in dict.fromkeys(c["paper"] for c in doc["claims"]):
@@ -167,11 +171,23 @@ def full_blocks(docs: list[dict], quick: dict | None = None,
                 for c, was in rows:
                     why = f" ({c['cause']})" if c["verdict"] == "inconclusive" and c.get("cause") else ""
                     lines.append(f"| `{c['id']}` | {was or '—'} | {c['verdict']}{why} | {_reason(c)} |")
-            stale = sorted(set(ids or ()) & {c["id"] for c in mine})
+            ran = {c["id"] for c in mine}
+            left = [c["id"] for c in everyone if c["paper"] == paper and c["id"] not in ran]
+            if left:
+                parts = []
+                for cid in left:
+                    n, seconds = (cpu or {}).get(cid, (0, 0.0))
+                    parts.append(f"`{cid}`" + (f" ({n} of its cells ran before it was left out, "
+                                                f"{seconds / 60:.0f} CPU-min)" if n else ""))
+                lines += ["", f"Not in this run: {len(left)} of the paper's {len(left) + len(mine)} claims (too long "
+                          "for one session here; the claims above are the run's): " + ", ".join(parts) + "."]
+            stale = sorted(set(ids or ()) & ran)
             if stale:
-                lines += ["", f"Since the run, the code of {len(stale)} of its claims has changed (their verdicts "
-                          "above are the run's, not this commit's; `--resume` reruns their cells): "
-                          + ", ".join(f"`{c}`" for c in stale) + "."]
+                which = (f"all {len(stale)} of its claims" if len(stale) == len(mine) else
+                         f"{len(stale)} of its claims")
+                names = "" if len(stale) == len(mine) else ": " + ", ".join(f"`{c}`" for c in stale)
+                lines += ["", f"Since the run, the code of {which} has changed (their verdicts above are the run's, "
+                          f"not this commit's; `--resume` reruns their cells){names}."]
             if ids is None:
                 lines += ["", "Whether the code changed since this run is unknown (no checkpoint beside its "
                           "`verdicts.json`)."]
@@ -257,11 +273,13 @@ def update(readme: Path, verdicts: Path, plan: Path | None = None, full: list[Pa
     if plan is not None:
         text = _replace(text, PLAN_START, PLAN_END, plan_section(json.loads(plan.read_text())), readme)
     if full:
-        from rfkit.validation.checkpoint import changed_claims
+        from rfkit.validation.checkpoint import changed_claims, checkpoint_cpu
 
         changed = [changed_claims(p.parent / "cells.ckpt") if (p.parent / "cells.ckpt").exists() else None
                    for p in full]
-        blocks = full_blocks([json.loads(p.read_text()) for p in full], quick, changed)
+        measured = [checkpoint_cpu(p.parent / "cells.ckpt") if (p.parent / "cells.ckpt").exists() else None
+                    for p in full]
+        blocks = full_blocks([json.loads(p.read_text()) for p in full], quick, changed, measured)
         text = _replace(text, FULL_START, FULL_END, full_section(blocks, _section(text, FULL_START, FULL_END)), readme)
     if audit:
         text = _replace(text, AUDIT_START, AUDIT_END, audit_section([json.loads(p.read_text()) for p in audit]),
