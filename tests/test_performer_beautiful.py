@@ -166,6 +166,26 @@ def test_eq73_pair_routes_and_eq74_agree(law, g):
         series74, rel=1e-10)
 
 
+@pytest.mark.parametrize("zn", [1e-6, 1e-4, 0.05, 1.1])
+def test_orthogonal_pair_gap_has_no_cancellation_at_small_z(zn):
+    # F² - E X_1X_2^ort for a Gaussian pair and exp: e^{‖z‖²} - ₁F₁(d; d/2; ‖z‖²/2), at 50 digits. Below ‖z‖ ~ 1e-4
+    # both terms are 1 + O(‖z‖²) and their double-precision difference was round-off: the full tier's thm6 search
+    # "refuted" Theorem 6 by -524 at ‖z‖ = 5.8e-5 (Gaussian Ω, cosh, d = 64) from a pair gap of the wrong sign
+    mp.mp.dps = 50
+    d, s = 64, mp.mpf(zn) ** 2
+    want = float(mp.exp(s) - mp.hyp1f1(d, mp.mpf(d) / 2, s / 2))
+    assert bt.ort_pair_gap(Maclaurin.exp(), IsotropicLaw(d), zn) == pytest.approx(want, rel=1e-9)
+
+
+def test_thm6_margin_at_the_full_tiers_round_off_witness_is_not_a_violation():
+    from rfkit.validation.claims.performer import beautiful as claims
+
+    st = claims._mse_setting(dict(omega="gaussian", g="cosh", d=64, m=14, z=5.761231192752427e-05))
+    margin = (st.pair_gap - bt.thm6_improvement(st.g, st.law, st.z_norm, st.m)) / claims._scale(st.mse_iid)
+    assert margin > -1e-6
+    assert st.pair_gap == pytest.approx(bt.mse_gap_series(st.g, st.law, st.z_norm, st.m), rel=1e-9)
+
+
 def test_thm6_improvement_is_eq74_for_a_pure_square():
     # g = u²: Eq 74 has the single term t = u = 2, so MSE gap = (1 - 1/m)(2/(d+2))(F - a_0)² exactly
     law, zn, m = IsotropicLaw(5, "sqrt_d"), 1.3, 4

@@ -15,7 +15,8 @@ What is here, each with its source:
 * :func:`tau` (Eqs 63, 65), :func:`log_mixed_moment_factor` (``L``, Eq 61), :func:`mixed_moment_gap`
   (``Δ̂ = L(1 - τ)``, Eq 62), and the two sides :func:`mixed_moment` (iid, Eq 56; ort, Eqs 54-55);
 * series in ``(a_s)``: :func:`beautiful_value` (``F``), :func:`term_variance`, :func:`ort_pair_moment`
-  (``E X_1X_2`` for an orthogonal pair), :func:`mse` (iid and ort, Eqs 69-73), :func:`mse_gap_series`
+  (``E X_1X_2`` for an orthogonal pair), :func:`ort_pair_gap` (``F² - E X_1X_2`` without cancellation),
+  :func:`mse` (iid and ort, Eqs 69-73), :func:`mse_gap_series`
   (Eq 74), :func:`thm6_improvement` (the bound of Theorem 6, Eq 42);
 * closed forms: ``F_{N(0,I),exp}(z) = e^{s/2}`` and :func:`log_sphere_exp_mean`
   (``F_{Ω_reg,exp}(z) = ₀F₁(; d/2; d s/4)``, the SMREG/Λ ratio of Remark 1 and Eq 30);
@@ -59,7 +60,7 @@ __all__ = [
     "log_chi_moment", "log_gaussian_moment", "log_radial_moment", "log_projection_moment",
     "normalized_gaussian_moment", "frame_moment", "tau", "log_tau", "log_mixed_moment_factor",
     "mixed_moment", "mixed_moment_gap", "beautiful_value", "log_beautiful_value", "log_sphere_exp_mean",
-    "term_variance", "ort_pair_moment", "ort_pair_moment_quadrature", "mse", "mse_gap_series",
+    "term_variance", "ort_pair_moment", "ort_pair_gap", "ort_pair_moment_quadrature", "mse", "mse_gap_series",
     "thm6_improvement", "term_range", "coordinate_logpdf", "frame_logpdf", "frame_rule", "frame_expectation",
     "mgf_diverges", "log_mgf", "log_mgf_ort", "ORT_CHECK_STEPS", "gaussian_mgf_lower_bound",
     "truncated_mgf_gaussian", "SignedLog", "lemma4_log_bound", "log_orf_gap_bound", "thm5_bound",
@@ -328,6 +329,25 @@ def ort_pair_moment(g: Maclaurin, law: IsotropicLaw, z_norm: float) -> float:
     if law.d < 2:
         raise ValueError("an orthogonal pair needs d >= 2")
     return math.exp(_series(g, lambda n: _ort_pair_terms(g, law, z_norm, n)))
+
+
+def ort_pair_gap(g: Maclaurin, law: IsotropicLaw, z_norm: float) -> float:
+    """``F² - E[X_1 X_2]`` for an orthogonal pair (Eq 73's bracket), without cancellation.
+
+    The terms with ``t = 0`` or ``u = 0`` are equal on both sides (one row's marginal is the iid one), so
+    ``F² - E X_1X_2 = (F - a_0)² - Σ_{t,u >= 1} a_t a_u E[(ω_1ᵀz)^t (ω_2ᵀz)^u]``, both ``O(‖z‖⁴)`` at small ``‖z‖``
+    and apart by a share ``~2/(d+2)``. ``F²`` and ``E X_1X_2`` (:func:`ort_pair_moment`) are each ``a_0² + O(‖z‖²)``:
+    their difference in floating point is round-off once ``‖z‖⁴ < eps·a_0²`` (``‖z‖ ~ 1e-4``). Same frame-moment
+    series as :func:`ort_pair_moment`."""
+    if law.d < 2:
+        raise ValueError("an orthogonal pair needs d >= 2")
+
+    def pair_terms(n: int) -> np.ndarray:
+        t, u = _pair_grid(n)
+        return np.where((t > 0) & (u > 0), _ort_pair_terms(g, law, z_norm, n), -np.inf)
+
+    excess = math.exp(_series(g, lambda n: np.where(np.arange(n) > 0, _single_terms(g, law, z_norm, n), -np.inf)))
+    return excess**2 - math.exp(_series(g, pair_terms))
 
 
 def mse(g: Maclaurin, law: IsotropicLaw, z_norm: float, m: int, *, orthogonal: bool) -> float:

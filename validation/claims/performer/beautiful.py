@@ -1626,10 +1626,11 @@ class MseSetting:
 
     @property
     def pair_gap(self) -> float:
-        """``(1 - 1/m)(E X_1X_2^{iid} - E X_1X_2^{ort})`` with the orthogonal pair moment of the frame route."""
+        """``(1 - 1/m)(E X_1X_2^{iid} - E X_1X_2^{ort})`` with the orthogonal pair moment of the frame route (the
+        ``a_0`` terms both share left out: :func:`rfkit.theory.beautiful.ort_pair_gap`)."""
         if self.m == 1:
             return 0.0
-        return (1 - 1 / self.m) * (self.F**2 - bt.ort_pair_moment(self.g, self.law, self.z_norm))
+        return (1 - 1 / self.m) * bt.ort_pair_gap(self.g, self.law, self.z_norm)
 
 
 def _mse_setting(p: dict) -> MseSetting:
