@@ -117,9 +117,9 @@ def test_full_section_counts_verdicts_and_sums_cell_time(tmp_path):
     extra = dict(claims[0], id="a.w", verdict="inconclusive")
     quick_more = dict(quick, claims=quick["claims"] + [extra, dict(extra, id="a.v")])
     block = full_blocks([doc], quick_more, None, [{"a.w": (2, 732.0), "a.x": (10, 3600.0)}])["a"]
-    assert ("Not in this run: 2 of the paper's 4 claims (too long for one session here; the claims above are the "
-            "run's): `a.w` (2 of its cells ran before it was left out, 12 CPU-min), `a.v`.") in block
-    assert "Not in this run" not in text(quick=quick)
+    assert ("Left out of this run (`--claim`), so without a full-tier verdict here: 2 of the paper's 4 claims: "
+            "`a.w` (the run's checkpoint holds 2 of its cells, 12 CPU-min), `a.v`.") in block
+    assert "Left out" not in text(quick=quick)
     # every claim of the run changed (a module all of them import): said once, not as a list of every id
     assert "the code of all 2 of its claims has changed" in full_blocks([doc], None, [["a.x", "a.y"]])["a"]
 

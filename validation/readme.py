@@ -177,10 +177,10 @@ def full_blocks(docs: list[dict], quick: dict | None = None,
                 parts = []
                 for cid in left:
                     n, seconds = (cpu or {}).get(cid, (0, 0.0))
-                    parts.append(f"`{cid}`" + (f" ({n} of its cells ran before it was left out, "
+                    parts.append(f"`{cid}`" + (f" (the run's checkpoint holds {n} of its cells, "
                                                 f"{seconds / 60:.0f} CPU-min)" if n else ""))
-                lines += ["", f"Not in this run: {len(left)} of the paper's {len(left) + len(mine)} claims (too long "
-                          "for one session here; the claims above are the run's): " + ", ".join(parts) + "."]
+                lines += ["", f"Left out of this run (`--claim`), so without a full-tier verdict here: {len(left)} of "
+                          f"the paper's {len(left) + len(mine)} claims: " + ", ".join(parts) + "."]
             stale = sorted(set(ids or ()) & ran)
             if stale:
                 which = (f"all {len(stale)} of its claims" if len(stale) == len(mine) else
