@@ -172,24 +172,25 @@ def read_records(path: str | Path) -> tuple[dict, list[tuple], int]:
 
 
 def changed_claims(path: str | Path) -> list[str]:
-    """The claims of a checkpoint whose code has changed since its cells ran (sorted ids): some stored cell's digest
-    differs from :func:`claim_digest` of today's code, or the claim is gone. A run's verdicts for them are no longer
-    today's; ``--resume`` reruns their cells."""
+    """The claims of a checkpoint whose code has changed since its cells last ran (sorted ids): the digest of the
+    claim's last stored cell differs from :func:`claim_digest` of today's code, or the claim is gone. A run's
+    verdicts for them are no longer today's; ``--resume`` reruns their cells. Only the last digest counts: a
+    resumed run appends the cells it reran after the stale ones, which stay in the file."""
     import json
 
     from rfkit.validation.claims import get_claim
 
     header, records, _ = read_records(path)
-    stored: dict[str, set[str]] = {}
+    latest: dict[str, str] = {}
     for key, _budget, digest, *_ in records:
-        stored.setdefault(json.loads(key)[0], set()).add(digest)
+        latest[json.loads(key)[0]] = digest
     changed = []
-    for claim_id, digests in stored.items():
+    for claim_id, digest in latest.items():
         try:
             current = claim_digest(get_claim(claim_id), header.get("backend", "numpy"))
         except KeyError:
             current = None
-        if digests != {current}:
+        if digest != current:
             changed.append(claim_id)
     return sorted(changed)
 
