@@ -390,3 +390,16 @@ def test_maclaurin_coefficients_and_values():
 def test_bad_input_raises(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_eq68_search_never_judges_a_point_outside_the_domain():
+    # the full tier's restart 18 (seed 0) ends at d = m = 1, where Eq 68's right-hand side is 0: every point it saw
+    # scored +inf (outside), and the exact judgement of its end point read 1 - Δ/C = 1 - 0/0 as a violation of 1
+    from rfkit.validation.cells import plan, run_cell
+    from rfkit.validation.claims import get_claim
+
+    claim = get_claim("performer.eq68.mgf_gap_bound")
+    spec = next(s for s in plan(claim, tier="full", seed=0) if s.kind == "search" and s.restart == 18)
+    ev = run_cell(spec).evidence
+    assert ev.extra["point"]["m"] == 1 and ev.extra["outside"]
+    assert ev.upper <= claim.tolerance and ev.p_value == 1.0

@@ -1252,10 +1252,12 @@ def _mgf_gap_search(ctx: CellContext) -> Evidence:
         return dict(omega=MGF_SEARCH_OMEGAS[int(x[0])], g=THM5_G[int(x[1])], d=d,
                     m=min(d, 2 + int(round(x[3] * max(d - 2, 0)))), z=float(x[4]), theta=10 ** float(x[5]))
 
+    def outside(st: MgfSetting) -> bool:  # the right-hand side is 0 (m = 1, a_1 = 0, a_0 = 0 with m > 2)
+        return st.m < 2 or bt.log_orf_gap_bound(st.g, st.law, st.z_norm, st.theta, st.m) == -math.inf
+
     def margin(x):
-        p = point(x)
-        st = _mgf_setting(p)
-        if st.m < 2 or bt.log_orf_gap_bound(st.g, st.law, st.z_norm, st.theta, st.m) == -math.inf:
+        st = _mgf_setting(point(x))
+        if outside(st):
             return math.inf
         jensen = bt.SignedLog.difference(st.log_iid, st.theta * st.m * st.F)
         log_c = bt.log_orf_gap_bound(st.g, st.law, st.z_norm, st.theta, st.m)
@@ -1264,7 +1266,10 @@ def _mgf_gap_search(ctx: CellContext) -> Evidence:
     box = MGF_SEARCH_BOX[0][:3] + [(0.0, 1.0), (0.05, 4.0), (-3.0, 4.0)]
     res = minimize_margin(margin, box, rng=ctx.rng, restart=ctx.restart or 0, integer=MGF_SEARCH_BOX[1],
                           maxiter=SEARCH_ITERATIONS)
-    return _gap_evidence(ctx, _mgf_setting(point(res.x)), point(res.x))
+    found = _mgf_setting(point(res.x))
+    if outside(found):  # every point the search saw lies outside the claim's domain: nothing to judge there
+        return margin_evidence(math.inf, tolerance=ctx.tolerance, extra=dict(point=point(res.x), outside=True))
+    return _gap_evidence(ctx, found, point(res.x))
 
 
 EQ68_G = tuple(k for k in THM5_G if G_FAMILIES[k].a1 > 0)
