@@ -140,7 +140,8 @@ def full_blocks(docs: list[dict], quick: dict | None = None,
     changed since it ran (:func:`rfkit.validation.checkpoint.changed_claims`; ``None``: unknown), listed under the
     paper's tables. The paper's claims of the ``quick`` run that the full run left out (``--claim``) are named, with
     the cells of theirs its checkpoint holds and their CPU time (``measured``, per document: ``{claim: (cells, CPU
-    seconds)}`` of :func:`checkpoint_cpu`), so a block never reads as the whole paper when it is not."""
+    seconds)}`` of :func:`rfkit.validation.checkpoint.checkpoint_cpu`), so a block never reads as the whole paper when
+    it is not."""
     before = {c["id"]: c["verdict"] for c in (quick or {}).get("claims", ())}
     blocks = {}
     everyone = list((quick or {}).get("claims", ()))
