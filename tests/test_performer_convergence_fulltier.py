@@ -119,3 +119,24 @@ def test_m_star_and_variance_cells_run_with_one_blas_thread():
         for attr, check in checks.items():
             fn = getattr(claim, attr)
             assert fn.__code__ is wrapper and fn.__wrapped__ is check, (claim.id, attr)
+
+
+def test_work_cap_censors_m_star_and_names_the_work_it_would_need(monkeypatch):
+    # 60 redraws of 6 x 6 entries cost 2160 products per feature; uncapped, δ = 0.05 is bracketed at some m_hi.
+    # A cap of 48 features (block aligned, d = 3) must stop the pass there, censor m*_hi and say what it needs;
+    # the same seed and the cap lifted bracket it (the cap, not the draws, censored it).
+    problem = _small_problem()
+    free = conv._error_curve(_levels_ctx(), problem, 0.05, 0.9)
+    assert np.isfinite(free.m_star(0.05)[2]) and free.m[-1] > 48 and free.work_per_feature == 0.0
+    assert free.censored_note(0.05) is None
+    monkeypatch.setattr(conv, "_MAX_WORK", 2160 * 48)
+    capped = conv._error_curve(_levels_ctx(), problem, 0.05, 0.9)
+    assert capped.m[-1] <= 48 and capped.work_per_feature == 2160
+    assert not np.isfinite(capped.m_star(0.05)[2])
+    note = capped.censored_note(0.05)
+    assert note is not None and "last grid point m = 45" in note and "needs m ≈" in note
+    data = conv._AxisData("L", np.array([6.0]), *(np.array([v]) for v in capped.m_star(0.05)),
+                          np.array([1.0]), (capped,), 0.05)
+    ev = conv._trend(data, "high", x=[6.0], divisor=[1.0], predicted=0.0, alternative="less", test={},
+                     label="m* against L", span=None)
+    assert "work cap" in ev.flags[0]

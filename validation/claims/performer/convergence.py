@@ -150,6 +150,17 @@ _ONE_SIGMA = (stats.norm.cdf(-1.0), stats.norm.cdf(1.0))
 #: Largest number of floats held by one group of redraws' running sums (bounds memory at 128 MB).
 _MAX_STATE = 2**24
 
+#: Largest work of one nested pass, in accumulated products ``R·|x|·|y|·m`` (``R`` redraws, ``m`` features):
+#: ~80 s on one core of this machine (measured ~1.3·10^9 products/s, trigonometric features, marks included).
+#: A pass whose crossing lies beyond it stops there and its ``m*`` is censored with the work it would need
+#: (:meth:`_Curve.censored_note`), so that every cell of the full tier finishes (uncapped, thm4.no_l_dependence's
+#: (E) cells at L = 1024, δ = 0.03 needed ~10^13 products, about an hour each).
+_MAX_WORK = 1e11
+
+#: Products per CPU-second of a nested pass on this machine (the rate :data:`_MAX_WORK` is sized by; used only to
+#: word what a censored pass would need).
+_PRODUCTS_PER_S = 1.3e9
+
 
 # ----------------------------------------------------------------------------------------------- inputs
 
@@ -347,6 +358,8 @@ class _Curve:
     #: Errors ``(R, K)`` at the block-aligned ``m = d, 2d, ..., Kd`` (K <= :data:`_BLOCKS`) reached by the curve,
     #: for :func:`_decay` only (m* uses the grid ``m``).
     block_errors: np.ndarray | None = None
+    #: Products ``R·|x|·|y|`` per feature of the pass when :data:`_MAX_WORK` ended it before the tier's cap, else 0.
+    work_per_feature: float = 0.0
 
     @property
     def block_m(self) -> np.ndarray:
@@ -373,6 +386,21 @@ class _Curve:
         """``(m*, m*_lo, m*_hi)``: first crossings of ``δ`` by the estimate, the lower and the upper curve."""
         point, lower, upper = self.quantiles()
         return _crossing(self.m, point, delta), _crossing(self.m, lower, delta), _crossing(self.m, upper, delta)
+
+    def censored_note(self, delta: float) -> str | None:
+        """Where :data:`_MAX_WORK` censored ``m*_hi`` at ``δ``: the cap, and the features and work a pass would
+        need by the ``m^{-1/2}`` law from the last upper quantile bound (the fastest decay from there, see
+        :func:`_hopeless`: an estimate of what would decide, not a bound); ``None`` where it did not."""
+        if not self.work_per_feature or math.isfinite(self.m_star(delta)[2]):
+            return None
+        _, lower, upper = self.quantiles()
+        top = upper[-1] if math.isfinite(upper[-1]) else lower[-1]
+        need = self.m[-1] * (top / delta) ** 2
+        work = need * self.work_per_feature
+        return (f"the pass stopped at the work cap (R·|x|·|y|·m <= {_MAX_WORK:.0e} products, "
+                f"~{_MAX_WORK / _PRODUCTS_PER_S:.0f} CPU-s; last grid point m = {int(self.m[-1])}); m*_hi at "
+                f"δ = {delta:g} needs m ≈ {need:.2g}, ~{work:.1e} products (~{work / _PRODUCTS_PER_S / 3600:.2g} "
+                f"CPU-h on this machine)")
 
 
 def _crossing(m: np.ndarray, curve: np.ndarray, level: float) -> float:
@@ -469,8 +497,13 @@ def _error_curves(ctx: CellContext, problem: _Problem, delta_min: float, p: floa
     further: its crossings are the same, its decay is read at larger m).
     """
     levels = _levels(p)
-    m_cap = ctx.params["m_cap"]
-    grid = _m_grid(m_cap)
+    tier_cap = ctx.params["m_cap"]
+    grid = _m_grid(tier_cap)
+    per_feature = float(ctx.replicates * len(problem.x) * len(problem.y))
+    # the work cap, block aligned and at least the tier's shortest curve (_MIN_END blocks)
+    work_cap = max(_MIN_END * problem.d, problem.d * int(_MAX_WORK / per_feature // problem.d))
+    m_cap = min(tier_cap, work_cap)
+    capped = per_feature if m_cap < tier_cap else 0.0
     blocks = problem.d * np.arange(1, _BLOCKS + 1)
     marks = np.union1d(grid, blocks[blocks <= m_cap])
     size = len(problem.x) * len(problem.y)
@@ -483,12 +516,15 @@ def _error_curves(ctx: CellContext, problem: _Problem, delta_min: float, p: floa
     def curves(errors: np.ndarray, end: int) -> list[_Curve]:
         m = marks[marks <= end]
         on_grid, on_block = np.isin(m, grid), np.isin(m, blocks)
-        return [_Curve(m[on_grid], errors[:, on_grid, i], q, problem.d, errors[:, on_block, i])
+        return [_Curve(m[on_grid], errors[:, on_grid, i], q, problem.d, errors[:, on_block, i], capped)
                 for i in range(errors.shape[-1]) for q in levels]
 
     first = _NestedSums(ctx, problem, groups[0], prefixes)
     parts, end = [], 0
-    for end in _stage_ends(problem.d, m_cap):
+    ends = _stage_ends(problem.d, tier_cap)
+    if capped:
+        ends = [e for e in ends if e < m_cap] + [m_cap]
+    for end in ends:
         parts.append(advance(first, end))
         done = curves(np.concatenate(parts, axis=1), end)
         if (end < _MIN_END * problem.d or end < reach) and end < m_cap:
@@ -535,6 +571,15 @@ class _AxisData:
     hi: np.ndarray
     m_pred: np.ndarray
     curves: tuple[_Curve, ...]
+    #: The δ of every point off the δ axis (on it, ``δ = 1/x``).
+    delta: float = math.nan
+
+    def censored_note(self, idx: np.ndarray) -> str:
+        """What the work cap left undecided among the points ``idx`` (:meth:`_Curve.censored_note` of the most
+        demanding censored one, the last in axis order), or ``""``."""
+        notes = [self.curves[0 if self.axis == "delta" else i].censored_note(
+            1.0 / self.x[i] if self.axis == "delta" else self.delta) for i in idx]
+        return next((f"; {n}" for n in reversed(notes) if n), "")
 
     def extra(self) -> dict:
         return dict(axis=self.axis, x=self.x.tolist(), m_star=self.m.tolist(), m_star_lo=self.lo.tolist(),
@@ -605,7 +650,8 @@ def _measure_axes(ctx: CellContext, axis: str, base: dict, values: list,
     out = []
     for level_rows, curves in zip(rows, per_level, strict=True):
         m, lo, hi = (np.array(c, dtype=np.float64) for c in zip(*level_rows, strict=True))
-        out.append(_AxisData(axis, np.asarray(x, dtype=np.float64), m, lo, hi, np.asarray(preds), tuple(curves)))
+        out.append(_AxisData(axis, np.asarray(x, dtype=np.float64), m, lo, hi, np.asarray(preds), tuple(curves),
+                             base["delta"] if axis != "delta" else math.nan))
     return out
 
 
@@ -645,7 +691,7 @@ def _trend(data: _AxisData, end: str, *, x, divisor, predicted: float, alternati
     if not np.isfinite(hi).all():
         where = data.x[idx][~np.isfinite(hi)].tolist()
         return _undecided(predicted, f"{label}: m* beyond the tier's cap at {data.axis} (oriented x = {where}); "
-                          "the trend cannot be measured", extra)
+                          f"the trend cannot be measured{data.censored_note(idx)}", extra)
     if (m <= 1).any():
         where = data.x[idx][m <= 1].tolist()
         return _undecided(predicted, f"{label}: m* censored below at {data.axis} (oriented x = {where}): one "
@@ -1047,7 +1093,8 @@ def _nested_length_axes(ctx: CellContext, point: dict, lengths: list[int],
         level = curves[j::count]  # prefix by prefix, each prefix's levels in order
         m, lo, hi = (np.array(c, dtype=np.float64) for c in zip(*(c.m_star(point["delta"]) for c in level),
                                                                  strict=True))
-        out.append(_AxisData("L", np.asarray(lengths, dtype=np.float64), m, lo, hi, preds, tuple(level)))
+        out.append(_AxisData("L", np.asarray(lengths, dtype=np.float64), m, lo, hi, preds, tuple(level),
+                             point["delta"]))
     return out
 
 
@@ -1123,6 +1170,13 @@ def _no_l_decides(d: int) -> str:
             f"plateau is read at d = {_NO_L_PLATEAU_D}")
 
 
+#: Redraws of thm4.no_l_dependence at every tier: a nested pass to L = 1024 costs R·L²·m*, so the full tier's
+#: 1000 redraws (as the other m* claims) would put its d = 2 cells at ~5 CPU-min per pass (m* ~ 300 at δ = 0.1) and
+#: its δ = 0.03 cells at an hour; 200 redraws (the quick tier's) bracket the p = 0.9 quantile by ranks 0.88-0.92
+#: and keep the L = 1024 point under :data:`_MAX_WORK` at δ = 0.1.
+_NO_L_REDRAWS = tiers(200)
+
+
 def _no_l_grid(tier: str, **axes) -> dict:
     lists = [_NO_L_LENGTHS[norm][tier] for norm in ("E", "R")]
     return dict(L=lists + ([_NO_L_SHORT] if tier == "full" else []), **axes)
@@ -1153,7 +1207,7 @@ NO_L_DEPENDENCE = Claim(
     where=lambda p, v: (any(p["L"] == _no_l_lengths(v, t, p["d"]) and p["m_cap"] == _M_CAP[t] for t in _M_CAP)
                         and (p["d"] != _NO_L_BASE["d"]) + (p["l"] != _NO_L_BASE["l"])
                         + (p["delta"] < _NO_L_BASE["delta"]) <= 1),
-    replicates=tiers(200, full=1000),
+    replicates=_NO_L_REDRAWS,
     roles=("feature_map.trig", "orthogonal_projection"), plot_x="rows",
     notes="Theorem 4's setting: trigonometric features of block ORFs, p = 0.9, at the grid's (d, l, δ); d = 2 "
           "included: there L² pairs cover B(2l) at the error field's correlation length already at moderate L, so "
@@ -1267,10 +1321,13 @@ def _favor_trig_call(length: int, d: int, m: int, rng: np.random.Generator) -> C
 def _time_evidence(ctx: CellContext, point: dict, norm: str) -> Evidence:
     """CPU time of features + Algorithm 1 at ``m = m*`` (measured at the base point) against L: slope <= 1."""
     setup = _thm4_setup(norm)(ctx, point)
-    m_star = _error_curve(ctx, setup.problem, point["delta"], point["p"]).m_star(point["delta"])[0]
+    curve = _error_curve(ctx, setup.problem, point["delta"], point["p"])
+    m_star = curve.m_star(point["delta"])[0]
     lengths = list(point["L_time"])
     if not math.isfinite(m_star):
-        return _undecided(1.0, "m* beyond the tier's cap: nothing to time", dict(part="time"))
+        note = curve.censored_note(point["delta"])
+        return _undecided(1.0, "m* beyond the tier's cap: nothing to time" + (f" ({note})" if note else ""),
+                          dict(part="time"))
     m = math.ceil(m_star)
     calls = [_favor_trig_call(n, point["d"], m, ctx.rng) for n in lengths]
     return _timing_evidence(ctx, lengths, calls, 1.0, dict(part="time of features + Algorithm 1", m=m),
