@@ -3,6 +3,7 @@ outputs, and the failure modes (underpowered, heavy tails, errors, disagreeing r
 
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -349,6 +350,20 @@ def test_search_finds_a_hidden_violation():
 def test_search_scans_corners_on_restart_zero():
     res = minimize_margin(lambda x: -x.sum(), [(0, 1)] * 3, rng=np.random.default_rng(0), restart=0)
     np.testing.assert_allclose(res.x, 1.0)
+
+
+def test_search_with_infinite_slack_warns_about_nothing():
+    # +inf margins (unbounded slack) on part of the box: Nelder-Mead's convergence test meets inf - inf; the search
+    # still finds the finite minimum from the corners (a restart started where every margin is +inf stays there:
+    # a flat region), and numpy's "invalid value in subtract" is not raised as a warning
+    def margin(x):
+        return math.inf if x[0] > 0.5 else float((x[0] - 0.2) ** 2 + 1.0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = [minimize_margin(margin, [(0.0, 1.0), (0.0, 1.0)], rng=np.random.default_rng(r), restart=r)
+                 for r in range(3)]
+    assert found[0].margin == pytest.approx(1.0) and min(f.margin for f in found) == pytest.approx(1.0)
 
 
 # -------------------------------------------------------------------------------------- results

@@ -90,8 +90,12 @@ def minimize_margin(margin: Callable[[np.ndarray], float], bounds: Sequence[tupl
         if np.all(lo == hi):
             x = start
         else:
-            res = optimize.minimize(objective, start, method="Nelder-Mead", bounds=list(zip(lo, hi, strict=True)),
-                                    options=dict(maxiter=maxiter, xatol=1e-10, fatol=1e-14, adaptive=True))
+            # +inf margins (unbounded slack) make the simplex's convergence test inf - inf = NaN, which reads as
+            # "not converged" (the search runs on, as it should); only numpy's warning about it is silenced
+            with np.errstate(invalid="ignore"):
+                res = optimize.minimize(objective, start, method="Nelder-Mead",
+                                        bounds=list(zip(lo, hi, strict=True)),
+                                        options=dict(maxiter=maxiter, xatol=1e-10, fatol=1e-14, adaptive=True))
             x = res.x if res.fun <= objective(start) else start
         x = _clip_round(x, lo, hi, integer)
         value = float(margin(x))
