@@ -346,8 +346,12 @@ def ort_pair_gap(g: Maclaurin, law: IsotropicLaw, z_norm: float) -> float:
         t, u = _pair_grid(n)
         return np.where((t > 0) & (u > 0), _ort_pair_terms(g, law, z_norm, n), -np.inf)
 
-    excess = math.exp(_series(g, lambda n: np.where(np.arange(n) > 0, _single_terms(g, law, z_norm, n), -np.inf)))
-    return excess**2 - math.exp(_series(g, pair_terms))
+    return _excess(g, law, z_norm) ** 2 - math.exp(_series(g, pair_terms))
+
+
+def _excess(g: Maclaurin, law: IsotropicLaw, z_norm: float) -> float:
+    """``F_{Ω,g}(z) - a_0``, summed from the terms ``s >= 1`` (no cancellation against ``a_0``)."""
+    return math.exp(_series(g, lambda n: np.where(np.arange(n) > 0, _single_terms(g, law, z_norm, n), -np.inf)))
 
 
 def mse(g: Maclaurin, law: IsotropicLaw, z_norm: float, m: int, *, orthogonal: bool) -> float:
@@ -388,9 +392,7 @@ def term_range(g: Maclaurin, law: IsotropicLaw, z_norm: float) -> tuple[float, f
 
 def thm6_improvement(g: Maclaurin, law: IsotropicLaw, z_norm: float, m: int) -> float:
     """Theorem 6's guaranteed improvement ``(1 - 1/m)·(2/(d+2))·(F_{Ω,g}(z) - a_0)²`` (Eq 42)."""
-    excess = math.exp(_series(g, lambda n: np.where(np.arange(n) > 0, _single_terms(g, law, z_norm, n),
-                                                     -np.inf)))
-    return (1 - 1 / m) * 2 / (law.d + 2) * excess**2
+    return (1 - 1 / m) * 2 / (law.d + 2) * _excess(g, law, z_norm) ** 2
 
 
 # ------------------------------------------------------------------------------- projection law

@@ -1252,22 +1252,22 @@ def _mgf_gap_search(ctx: CellContext) -> Evidence:
         return dict(omega=MGF_SEARCH_OMEGAS[int(x[0])], g=THM5_G[int(x[1])], d=d,
                     m=min(d, 2 + int(round(x[3] * max(d - 2, 0)))), z=float(x[4]), theta=10 ** float(x[5]))
 
-    def outside(st: MgfSetting) -> bool:  # the right-hand side is 0 (m = 1, a_1 = 0, a_0 = 0 with m > 2)
-        return st.m < 2 or bt.log_orf_gap_bound(st.g, st.law, st.z_norm, st.theta, st.m) == -math.inf
+    def log_bound(st: MgfSetting) -> float:  # -inf outside the domain (m = 1, a_1 = 0, a_0 = 0 with m > 2)
+        return -math.inf if st.m < 2 else bt.log_orf_gap_bound(st.g, st.law, st.z_norm, st.theta, st.m)
 
     def margin(x):
         st = _mgf_setting(point(x))
-        if outside(st):
+        log_c = log_bound(st)
+        if log_c == -math.inf:  # the right-hand side is 0: outside the claim's domain
             return math.inf
         jensen = bt.SignedLog.difference(st.log_iid, st.theta * st.m * st.F)
-        log_c = bt.log_orf_gap_bound(st.g, st.law, st.z_norm, st.theta, st.m)
         return (jensen.sign * math.exp(min(jensen.log_abs - log_c, 700.0)) if jensen.sign else 0.0) - 1.0
 
     box = MGF_SEARCH_BOX[0][:3] + [(0.0, 1.0), (0.05, 4.0), (-3.0, 4.0)]
     res = minimize_margin(margin, box, rng=ctx.rng, restart=ctx.restart or 0, integer=MGF_SEARCH_BOX[1],
                           maxiter=SEARCH_ITERATIONS)
     found = _mgf_setting(point(res.x))
-    if outside(found):  # every point the search saw lies outside the claim's domain: nothing to judge there
+    if log_bound(found) == -math.inf:  # every point the search saw lies outside the claim's domain
         return margin_evidence(math.inf, tolerance=ctx.tolerance, extra=dict(point=point(res.x), outside=True))
     return _gap_evidence(ctx, found, point(res.x))
 
