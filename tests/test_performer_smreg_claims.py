@@ -291,3 +291,25 @@ def test_smreg_unbiased_opposite_pair_is_judged_exactly():
                       planned=20_000)
     ev = M.SMREG_UNBIASED.cell(ctx)
     assert ev.flags == () and ev.method.startswith("exact (deterministic") and ev.upper <= 1e-12
+
+
+def test_full_tier_affords_the_replicates_its_power_calculation_asks_for():
+    # smreg_mse at d = m = 16, s = 3 (relative sd of the squared error ~5.6): quick's 15e6-normal cap gives 58 593
+    # replicates (radius ~0.07 > 0.05 at the full tier's level); the full tier's cap gives what power asks for
+    from rfkit.validation.cells import plan
+    from rfkit.validation.claims.performer import smreg
+    from rfkit.validation.model import CellContext
+
+    spec = next(s for s in plan(get_claim("performer.derived.smreg_mse"), tier="full", seed=0)
+                if (s.params["d"], s.params["m"], s.params["s"], s.params["ensemble"]) == (16, 16, 3.0, "iid"))
+    mom = S.estimator_error_moments(16, 3.0, 16, orthogonal=False)
+    rel_sd = mom["sd_squared_error"] / mom["mse"]
+    counts = {}
+    for tier, replicates in (("quick", 1_000_000), ("full", 10_000_000)):
+        ctx = CellContext(spec.claim.id, spec.variant, spec.params, tier, replicates, spec.alpha, 0.8, 0.05,
+                          np.random.default_rng(0))
+        counts[tier] = smreg._replicates_for_power(ctx, rel_sd, 16 * 16)
+    need = math.ceil(smreg.required_replicates(rel_sd, **CellContext(
+        spec.claim.id, spec.variant, spec.params, "full", 10_000_000, spec.alpha, 0.8, 0.05,
+        np.random.default_rng(0)).test))
+    assert counts["quick"] == 15_000_000 // 256 < need <= counts["full"]

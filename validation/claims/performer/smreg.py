@@ -43,12 +43,14 @@ from rfkit.theory import smreg as theory
 from rfkit.theory import sphere
 from rfkit.validation.domain import Choice, Integers, Range, Reading
 from rfkit.validation.harness import as_features, chunks, controlled_pair, kernel_estimates, replicate_projections
-from rfkit.validation.model import CellContext, Claim, tiers
+from rfkit.validation.model import CellContext, Claim, per_tier, tiers
 from rfkit.validation.search import margin_evidence, minimize_margin
 from rfkit.validation.stats import Evidence, combine, exact_test, mean_test, required_replicates, sequential_mean
 
-#: Most standard normals one Monte Carlo cell draws (bounds its time at about 0.3 s).
-_CELL_NORMALS = 15_000_000
+#: Most standard normals one Monte Carlo cell draws, per tier (bounds a cell's time at about 0.3 s at quick, 3 s at
+#: full: there the d·m = 2048 cells of smreg_unbiased (d = 128, m = 16) and the s = 3 cells of smreg_mse drew 7 324
+#: and 58 593 replicates under the quick tier's cap and stayed underpowered, radius 0.065-0.07 > 0.05).
+_CELL_NORMALS = tiers(15_000_000, full=150_000_000)
 #: Fewest replicates of a Monte Carlo cell (sample skewness and batch means need a few thousand).
 _MIN_REPLICATES = 2_000
 G_NORM = [0.0, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]
@@ -79,7 +81,7 @@ def _replicates_for_power(ctx: CellContext, relative_sd: float, normals_per_repl
     underpowered and say so.
     """
     need = required_replicates(relative_sd, **ctx.test)
-    cap = min(ctx.replicates, _CELL_NORMALS // normals_per_replicate)
+    cap = min(ctx.replicates, per_tier(_CELL_NORMALS, ctx.tier) // normals_per_replicate)
     return int(max(_MIN_REPLICATES, min(math.ceil(need) if math.isfinite(need) else cap, cap)))
 
 
@@ -114,7 +116,7 @@ def _unbiased_cell(ctx: CellContext):
     # Budget: the tier's replicates, scaled down so the planned budget draws at most _CELL_NORMALS normals
     # (an engine extension scales the same way).
     planned = ctx.planned or ctx.replicates
-    share = min(1.0, _CELL_NORMALS / (m * d) / planned)
+    share = min(1.0, per_tier(_CELL_NORMALS, ctx.tier) / (m * d) / planned)
 
     def draw(rng, n):
         return _smreg_estimates(ctx, x, y, m, n, "spherical", rng)
