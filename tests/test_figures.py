@@ -193,6 +193,24 @@ def test_identity_errors_on_a_log_axis_with_the_tolerance_and_the_witness(result
         plt.close(fig)
 
 
+@pytest.mark.parametrize("kind", ["identity", "complexity", "rate"])
+def test_log_axis_labels_are_plain_text_not_mathtext(results, kind):
+    # log and symlog tick labels as Unicode (10⁻², 2×10⁻¹): a mathtext label costs a pyparsing parse per draw
+    from rfkit.validation.figures import _plain_tick_label
+
+    spec, fig = _figure(results[kind])
+    try:
+        fig.canvas.draw()
+        logs = [axis for ax in fig.axes for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale()))
+                if scale in ("log", "symlog")]
+        labels = [t.get_text() for axis in logs for t in axis.get_ticklabels(which="both")]
+        assert logs and any(labels) and not any("$" in t for t in labels)
+    finally:
+        plt.close(fig)
+    assert _plain_tick_label(r"$\mathdefault{2\times10^{-13}}$") == "2×10⁻¹³"
+    assert _plain_tick_label(r"$\mathdefault{-10^{3}}$") == "−10³" and _plain_tick_label("0.5") == "0.5"
+
+
 def test_inequality_shades_the_violation_region_below_minus_tolerance(results):
     result = results["inequality"]
     spec, fig = _figure(result)
