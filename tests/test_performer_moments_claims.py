@@ -124,6 +124,14 @@ def test_planted_wrong_delta_method_is_refuted(monkeypatch):
     assert _run(outputs.OUTPUT_DELTA_METHOD).verdict == "refuted"
 
 
+def test_planted_delta_method_bias_off_by_half_is_refuted(monkeypatch):
+    # the bias part alone (the MSE kept): its control-variate estimate resolves a 50% error of a 1/m bias
+    true = theory.output_delta_method
+    monkeypatch.setattr(theory, "output_delta_method",
+                        lambda kind, q, k, v, m: (1.5 * true(kind, q, k, v, m)[0], true(kind, q, k, v, m)[1]))
+    assert _run(outputs.OUTPUT_DELTA_METHOD).verdict == "refuted"
+
+
 # ------------------------------------------------------------------- independent checks of refutations
 
 
