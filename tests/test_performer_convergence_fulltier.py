@@ -140,3 +140,23 @@ def test_work_cap_censors_m_star_and_names_the_work_it_would_need(monkeypatch):
     ev = conv._trend(data, "high", x=[6.0], divisor=[1.0], predicted=0.0, alternative="less", test={},
                      label="m* against L", span=None)
     assert "work cap" in ev.flags[0]
+
+
+def test_bounded_trend_is_not_refuted_by_a_climbing_finite_sweep():
+    # thm4.no_l_dependence (E): m*(L) = 34 -> 222 over L = 1-64 (the full tier's d = 8 ball cell, slope ~0.4 with
+    # tight errors) refuted flatness, which "a sufficient m exists for every L" does not assert. Read as
+    # boundedness, the climb is flagged pre-asymptotic (cannot refute); a plateau still supports; the plain reading
+    # still rejects (planted: without `bounded` the same data refute)
+    x = np.array([1.0, 4.0, 8.0, 16.0, 32.0, 64.0])
+    m = 34.0 * x**0.4
+    data = conv._AxisData("L", x, m, 0.98 * m, 1.02 * m, np.full(6, 1e3), (), 0.1)
+    test = dict(alpha=1e-3, tolerance=0.25, power=0.8)
+    kwargs = dict(x=x, divisor=np.ones(6), predicted=0.0, alternative="less", test=test, label="m* against L",
+                  decides="decided by longer L")
+    plain = conv._trend(data, "high", **kwargs)
+    assert plain.p_value < 1e-3 and not plain.flags
+    bounded = conv._trend(data, "high", bounded=True, **kwargs)
+    assert bounded.p_value == 1.0 and bounded.flags[0].startswith("pre-asymptotic") and "longer L" in bounded.flags[0]
+    flat = conv._AxisData("L", x, np.full(6, 200.0), np.full(6, 196.0), np.full(6, 204.0), np.full(6, 1e3), (), 0.1)
+    plateau = conv._trend(flat, "high", bounded=True, **kwargs)
+    assert not plateau.flags and plateau.upper <= 0.25
