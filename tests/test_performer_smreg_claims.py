@@ -304,12 +304,9 @@ def test_full_tier_affords_the_replicates_its_power_calculation_asks_for():
                 if (s.params["d"], s.params["m"], s.params["s"], s.params["ensemble"]) == (16, 16, 3.0, "iid"))
     mom = S.estimator_error_moments(16, 3.0, 16, orthogonal=False)
     rel_sd = mom["sd_squared_error"] / mom["mse"]
-    counts = {}
-    for tier, replicates in (("quick", 1_000_000), ("full", 10_000_000)):
-        ctx = CellContext(spec.claim.id, spec.variant, spec.params, tier, replicates, spec.alpha, 0.8, 0.05,
-                          np.random.default_rng(0))
-        counts[tier] = smreg._replicates_for_power(ctx, rel_sd, 16 * 16)
-    need = math.ceil(smreg.required_replicates(rel_sd, **CellContext(
-        spec.claim.id, spec.variant, spec.params, "full", 10_000_000, spec.alpha, 0.8, 0.05,
-        np.random.default_rng(0)).test))
+    ctxs = {tier: CellContext(spec.claim.id, spec.variant, spec.params, tier, replicates, spec.alpha, 0.8, 0.05,
+                              np.random.default_rng(0))
+            for tier, replicates in (("quick", 1_000_000), ("full", 10_000_000))}
+    counts = {tier: smreg._replicates_for_power(ctx, rel_sd, 16 * 16) for tier, ctx in ctxs.items()}
+    need = math.ceil(smreg.required_replicates(rel_sd, **ctxs["full"].test))
     assert counts["quick"] == 15_000_000 // 256 < need <= counts["full"]
