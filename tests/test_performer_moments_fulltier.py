@@ -27,8 +27,8 @@ def test_full_renormalizer_grid_keeps_every_axis_value_and_the_largest_m_for_tri
         mine = [p for p in cells if p["regime"] == regime]
         assert {p["L"] for p in mine} >= {64, 256} and {p["m"] for p in mine} == {16, 64, 256}  # I1: m = 256 at L = 1
         assert {p["d"] for p in mine} == {16, 64}
-    # trig is asserted in the low-kernel regimes: m = 256 (its rarest instability) at every norm there, and L = 256
-    for regime in attention.LOW_KERNEL_REGIMES:
+    # the I3 regimes (trig asserted in the obtuse one): m = 256 (trig's rarest instability) at every norm, and L = 256
+    for regime in attention.I3_REGIMES:
         for scale in (2.0, 3.0):
             mine = [p for p in cells if p["regime"] == regime and p["scale"] == scale]
             assert any(p["m"] == 256 for p in mine) and any(p["L"] == 256 for p in mine)

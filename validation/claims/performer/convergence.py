@@ -709,8 +709,8 @@ def _trend(data: _AxisData, end: str, *, x, divisor, predicted: float, alternati
     where = f"{label} ({data.axis} = {_span(data.x[idx])})"
     if bounded and not ev.upper <= test["tolerance"]:
         return flagged(ev, f"pre-asymptotic: {where}: m* still climbs (log-log slope {ev.estimate:.2g} ± "
-                           f"{ev.resolution:.2g}, m* {m[0]:.3g} -> {m[-1]:.3g}); a finite sweep cannot refute "
-                           f"'bounded in {data.axis}', only observe the plateau; {decides}")
+                           f"{ev.resolution:.2g}, m* {m[0]:.3g} -> {m[-1]:.3g}): no plateau observed yet; a finite "
+                           f"sweep cannot refute 'bounded in {data.axis}', only observe one; {decides}")
     return ev if decides is None else _pre_asymptotic(ev, x, y, se_log, test, where, decides)
 
 
