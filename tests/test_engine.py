@@ -293,6 +293,19 @@ def test_underpowered_is_inconclusive():
     assert result.verdict == "inconclusive" and "underpowered" in result.reason
 
 
+def test_underpowered_says_how_many_replicates_would_decide_it():
+    # the reason names the replicates at which the radius is half the tolerance (not "a larger tier", which the
+    # full tier does not have), and that many decide the toy claim (exactly true: supported). Seed 0 (the tier's);
+    # a false failure needs an estimate off by half the radius (~2.1 sd) in one of the 2 cells: ~3%.
+    import re
+
+    reason = validate([_toy_claim(_normal_cell)], tier="smoke", progress=False).claims[0].reason
+    need = float(re.search(r"needs about ([0-9.e+]+) replicates", reason).group(1))
+    assert 2e4 < need < 4e4  # 200·(2·radius/0.05)², radius ~4.3/√200 (the level's and the power's z)
+    enough = validate([_toy_claim(_normal_cell, replicates=int(need))], tier="smoke", progress=False).claims[0]
+    assert enough.verdict == "supported"
+
+
 def test_heavy_tails_are_flagged_not_decided():
     def lognormal(ctx):
         return mean_test(ctx.rng.lognormal(0, 3.0, ctx.replicates), math.exp(4.5), scale=math.exp(4.5),

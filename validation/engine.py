@@ -45,7 +45,7 @@ from rfkit.validation.domain import domain_coverage
 from rfkit.validation.model import TIERS, Claim
 from rfkit.validation.progress import progress as show_progress
 from rfkit.validation.results import ClaimResult, RunResult, jsonable
-from rfkit.validation.stats import holm, weakest_validity
+from rfkit.validation.stats import Evidence, holm, weakest_validity
 
 __all__ = ["VariantVerdict", "ClaimResult", "RunResult", "decide", "validate", "validate_implementation",
            "rfkit_version", "source_commit",
@@ -218,8 +218,8 @@ def _decide_variant(claim: Claim, outcomes, idx, reject, p_adj) -> VariantVerdic
         return VariantVerdict("inconclusive", f"underpowered: {len(weak)} of {len(cells)} cell(s) have a confidence "
                               f"radius {worst.evidence.resolution:.3g} > tolerance {claim.tolerance:g}, so not even "
                               f"an exactly true claim could be supported there (worst at {_where(worst.spec)}, "
-                              f"{worst.evidence.n} replicates); use a larger tier", None, resolution, len(cells),
-                              cause="power")
+                              f"{worst.evidence.n} replicates){_replicates_needed(worst.evidence, claim.tolerance)}",
+                              None, resolution, len(cells), cause="power")
     if edge:
         worst = max(edge, key=lambda o: o.evidence.upper)
         return VariantVerdict("inconclusive", f"{len(edge)} of {len(cells)} cell(s) cannot exclude a violation "
@@ -335,6 +335,17 @@ def _order(text: str):
         return (0, float(text), text)
     except ValueError:
         return (1, 0.0, text)
+
+
+def _replicates_needed(ev: Evidence, tolerance: float) -> str:
+    """What would decide an underpowered cell: the replicates at which its radius is half the tolerance (where an
+    exactly true claim is supported unless its estimate errs by more than half the radius), taking the radius to
+    fall as ``1/√n`` (iid replicates, finite variance): ``n·(2·radius/tolerance)²``."""
+    if not ev.n or not math.isfinite(ev.resolution):
+        return "; more replicates would decide it"
+    need = ev.n * (2 * ev.resolution / tolerance) ** 2
+    return (f"; a radius of half the tolerance, which decides an exactly true claim, needs about {need:.2g} "
+            "replicates there (the radius falls as 1/√n)")
 
 
 def _where(spec: CellSpec) -> str:
