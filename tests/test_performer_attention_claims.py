@@ -299,18 +299,25 @@ def test_renormalizer_rows_are_drawn_in_bounded_batches_that_add_up(monkeypatch)
 
 
 def test_renormalizer_asserts_trig_only_where_kernel_scores_are_close_to_zero():
-    # the caveat locates the trig instability at "kernel scores close to 0": obtuse I3 rows (every score
-    # ~e^{-0.9 s²}) assert it; random-direction I3 rows (median score 1) report trig's rate beside the verdict.
-    # Planted misreading: asserting trig in the sphere regime would add two parts there.
+    # the caveat locates the trig instability at "kernel scores close to 0": the literal reading asserts it in
+    # obtuse I3 rows (every score ~e^{-0.9 s²}); random-direction I3 rows (median score 1) assert it only under the
+    # reading large_norms, reported beside the verdict. Planted misreading: asserting trig in the literal reading's
+    # sphere cells would add two parts there.
     from rfkit.validation.cells import plan
 
-    specs = {s.params["regime"]: s for s in plan(get_claim("performer.sec2_3.trig_nonpositive_renormalizer"),
-                                                 tier="quick", seed=0)
+    claim = get_claim("performer.sec2_3.trig_nonpositive_renormalizer")
+    assert claim.readings["large_norms"].beside and not claim.readings["literal"].beside
+    specs = {(s.variant, s.params["regime"]): s for s in plan(claim, tier="quick", seed=0)
              if s.kind == "grid" and s.params["regime"] != "i1" and s.params["L"] == 32}
-    sphere = specs["sphere"].claim.cell(dataclasses.replace(specs["sphere"], budget=300).context())
-    obtuse = specs["obtuse"].claim.cell(dataclasses.replace(specs["obtuse"], budget=300).context())
+
+    def run(variant, regime):
+        spec = specs[variant, regime]
+        return spec.claim.cell(dataclasses.replace(spec, budget=300).context())
+
+    sphere, obtuse, beside = run("literal", "sphere"), run("literal", "obtuse"), run("large_norms", "sphere")
     assert sphere.extra["tested"] == list(claims.POSITIVE_FAMILY) and sphere.n == 4 * 100
     assert set(sphere.extra["frequency"]) == set(claims.RENORMALIZER_ESTIMATORS)  # trig's rate is still reported
+    assert beside.extra["tested"] == [*claims.POSITIVE_FAMILY, "trig", "trig_orf"] and beside.n == 6 * 300
     assert obtuse.extra["tested"] == [*claims.POSITIVE_FAMILY, "trig", "trig_orf"] and obtuse.n == 6 * 300
     # where the scores are close to 0, trig's renormaliser is non-positive in a large share of rows
     assert obtuse.extra["frequency"]["trig"] > 0.2 and obtuse.extra["median_log_exact_row_sum"] < 0
