@@ -45,7 +45,7 @@ from rfkit.validation.domain import domain_coverage
 from rfkit.validation.model import TIERS, Claim
 from rfkit.validation.progress import progress as show_progress
 from rfkit.validation.results import ClaimResult, RunResult, jsonable
-from rfkit.validation.stats import Evidence, holm, weakest_validity
+from rfkit.validation.stats import Evidence, holm, replicates_for_radius, weakest_validity
 
 __all__ = ["VariantVerdict", "ClaimResult", "RunResult", "decide", "validate", "validate_implementation",
            "rfkit_version", "source_commit",
@@ -343,7 +343,7 @@ def _replicates_needed(ev: Evidence, tolerance: float) -> str:
     fall as ``1/√n`` (iid replicates, finite variance): ``n·(2·radius/tolerance)²``."""
     if not ev.n or not math.isfinite(ev.resolution):
         return "; more replicates would decide it"
-    need = ev.n * (2 * ev.resolution / tolerance) ** 2
+    need = replicates_for_radius(ev.n, ev.resolution, tolerance / 2)
     return (f"; a radius of half the tolerance, which decides an exactly true claim, needs about {need:.2g} "
             "replicates there (the radius falls as 1/√n)")
 

@@ -84,6 +84,7 @@ __all__ = [
     "Evidence",
     "undecided",
     "padded",
+    "replicates_for_radius",
     "VALIDITY",
     "mean_test",
     "sequential_mean",
@@ -955,6 +956,14 @@ def combine(evidences: list[Evidence], *, method: str | None = None, extra: dict
 def weakest_validity(evidences) -> str:
     """The weakest validity class among ``evidences`` (``exact`` for none)."""
     return max((e.validity for e in evidences), key=VALIDITY.index, default="exact")
+
+
+def replicates_for_radius(n: float, radius: float, target: float) -> float:
+    """Replicates at which a confidence radius of ``radius`` from ``n`` replicates falls to ``target`` on the
+    ``1/√n`` law (a mean of iid replicates with finite variance, an order-statistic interval of a continuous law,
+    a Monte Carlo error in ``n`` features): ``n·(radius/target)²``. What would decide an undecided cell, estimated
+    from its outcome (an extrapolation, never used to size a test)."""
+    return n * (radius / target) ** 2
 
 
 def required_replicates(rel_sd: float, *, alpha: float, tolerance: float, power: float = 0.8,

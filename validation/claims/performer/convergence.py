@@ -123,6 +123,7 @@ from rfkit.validation.stats import (
     combine,
     exact_test,
     flagged,
+    replicates_for_radius,
     slope_test,
 )
 from rfkit.validation.timing import peak_bytes, single_threaded_blas, timing_slope_test
@@ -395,7 +396,7 @@ class _Curve:
             return None
         _, lower, upper = self.quantiles()
         top = upper[-1] if math.isfinite(upper[-1]) else lower[-1]
-        need = self.m[-1] * (top / delta) ** 2
+        need = replicates_for_radius(self.m[-1], top, delta)
         work = need * self.work_per_feature
         return (f"the pass stopped at the work cap (R·|x|·|y|·m <= {_MAX_WORK:.0e} products, "
                 f"~{_MAX_WORK / _PRODUCTS_PER_S:.0f} CPU-s; last grid point m = {int(self.m[-1])}); m*_hi at "

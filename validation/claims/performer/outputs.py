@@ -36,7 +36,7 @@ from rfkit.validation.harness import (
     gram_estimates,
 )
 from rfkit.validation.model import CellContext, Claim, per_tier, tiers
-from rfkit.validation.stats import Evidence, combine, mean_test, undecided
+from rfkit.validation.stats import Evidence, combine, mean_test, replicates_for_radius, undecided
 
 #: Input generators for attention-level claims: I1 (iid N(0, c²) entries, scaled by d^{-1/4} inside
 #: attention) and I3 (rows of scaled norm ρ with random directions).
@@ -511,7 +511,7 @@ def median_test(samples, *, alpha: float, tolerance: float, extra: dict | None =
         gap = max(abs(tolerance + med), tolerance / 10)  # distance of the median from the boundary -tolerance
         flags = (f"underpowered: the median's order-statistic interval has radius {resolution:.3g} from {n} iid "
                  f"pairs (median {med:+.3g}, tolerance {tolerance:g}); deciding it needs about "
-                 f"{n * (resolution / gap) ** 2:.2g} pairs (the radius falls as 1/√n)",)
+                 f"{replicates_for_radius(n, resolution, gap):.2g} pairs (the radius falls as 1/√n)",)
     return Evidence(med, 0.0, math.nan, float(below), p_value, resolution, -med, -lower, n,
                     "sign test; order-statistic interval for the median", flags,
                     extra=dict(extra or {}, median_lower=lower, below_minus_tolerance=below), validity="exact",
@@ -566,7 +566,7 @@ def _fig4_test(ctx: CellContext, statistic: str, worse: list[dict], better: list
             decided = ev.p_value <= ctx.alpha / len(worse) or (ev.upper <= ctx.tolerance and not ev.flags)
             # futility: a part whose interval would need > 4x the last look's pairs cannot be decided by it
             gap = max(abs(ctx.tolerance - ev.effect), ctx.tolerance / 10)
-            hopeless = ev.n > 0 and ev.n * (ev.resolution / gap) ** 2 > 4 * sizes[-1]
+            hopeless = ev.n > 0 and replicates_for_radius(ev.n, ev.resolution, gap) > 4 * sizes[-1]
             if last or decided or hopeless:
                 final[p] = ev
         if len(final) == len(worse):
@@ -587,7 +587,7 @@ def _fig4_part(ctx: CellContext, statistic: str, m: int, a: np.ndarray, b: np.nd
     ev = mean_test(a - b, 0.0, alternative="greater", scale=float(a.mean()), alpha=alpha, power=ctx.power,
                    tolerance=ctx.tolerance, extra=extra)
     if any(f.startswith("heavy tails") for f in ev.flags):
-        hint = "; deciding it needs more iid pairs (a larger tier)"
+        hint = "; deciding it needs more iid pairs"
         ev = replace(ev, flags=tuple(f + hint if f.startswith("heavy tails") else f for f in ev.flags))
     return ev
 
