@@ -364,3 +364,107 @@ def test_sequential_draws_are_batched_in_memory():
     assert out.shape == (100_000,) and max(sizes) * 64 <= cv.BATCH_ENTRIES and len(sizes) > 1
     sizes.clear()
     assert np.allclose(out, draw(np.random.default_rng(0), 100_000)) and sizes == [100_000]
+
+
+def _full_cell(claim_id, impls=None, **params):
+    from rfkit.validation.cells import plan
+
+    return next(s for s in plan(CLAIMS[claim_id], tier="full", seed=0, implementations=impls)
+                if all(s.params.get(k) == v for k, v in params.items()))
+
+
+def _rescaled_for_several_draws(q, k, v, **kw):
+    """Planted: g and h of an S > 1 sample set 10% too large (a single draw is right)."""
+    import dataclasses
+    import math
+
+    terms = control_variate_terms(q, k, v, **kw)
+    shift = math.log(1.1) if terms.num_samples > 1 else 0.0
+    return dataclasses.replace(terms, log_lambda=terms.log_lambda + shift)
+
+
+def test_eq5_quadrature_decides_several_draws_through_the_sample_mean_identity():
+    """The full tier's Monte Carlo cells at d = 2, s = 1, S = 4 stayed underpowered (radius 0.52 after 1.6e7 draws);
+    the quadrature route now decides every S: the single-draw rule plus a check that the implementation's S-sample
+    g̃ is the mean of its single-draw ones. Planted: g and h 10% too large for S > 1 only (the single-draw rule
+    alone cannot see it), and the cell is undecided, not supported."""
+    from rfkit.validation.cells import plan, run_cell
+
+    specs = plan(CLAIMS["eva.eq5.cv_unbiased"], tier="full", seed=0)
+    assert not [s for s in specs if s.params["route"] == "monte_carlo" and s.params["d"] == 2
+                and s.params["s"] == 1.0]
+    assert {s.params["S"] for s in specs if s.params["route"] == "quadrature"} == {1, 4, 64}
+    where = dict(route="quadrature", d=2, s=1.0, S=4, mu="q+k1", beta="optimal")
+    ev = run_cell(_full_cell("eva.eq5.cv_unbiased", **where)).evidence
+    assert not ev.flags and ev.validity == "exact" and ev.effect < 1e-6
+    planted = run_cell(_full_cell("eva.eq5.cv_unbiased", {"control_variate_terms": _rescaled_for_several_draws},
+                                  **where)).evidence
+    assert planted.p_value == 1.0 and "is not the mean of its single-draw estimates" in planted.flags[0]
+    assert not run_cell(_full_cell("eva.eq5.cv_unbiased", {"control_variate_terms": _rescaled_for_several_draws},
+                                   **dict(where, S=1))).evidence.flags
+
+
+def test_eq2_quadrature_reaches_few_keys_in_any_dimension():
+    """The full tier's normalisation cell at d = 16, M = 3, s = 0.3 stayed underpowered (radius 0.037 after 1.6e7
+    draws); span{q_n + k_m} has rank 3 there, so the rule decides it, and the importance-weighted Monte Carlo
+    routes run past d = 2 only where the rule does not reach (M > 4). Planted: h_m 5% too large refutes."""
+    from rfkit.validation.cells import plan, run_cell
+
+    specs = plan(CLAIMS["eva.eq2.softmax_as_expectation"], tier="full", seed=0)
+    assert not [s for s in specs if s.params["route"] in ("normalisation", "importance") and s.params["d"] > 2
+                and s.params["M"] <= cv.GH_MAX_RANK]
+    assert [s for s in specs if s.params["route"] in ("normalisation", "importance") and s.params["d"] == 16]
+    where = dict(route="quadrature", d=16, M=3, s=0.3, values="iid")
+    ev = run_cell(_full_cell("eva.eq2.softmax_as_expectation", **where)).evidence
+    assert not ev.flags and ev.validity == "exact" and ev.effect < 1e-6 and abs(ev.extra["mass"] - 1) < 1e-9
+
+    def inflated(q, k, v, **kw):
+        import dataclasses
+        import math
+
+        terms = control_variate_terms(q, k, v, **kw)
+        return dataclasses.replace(terms, log_lambda=terms.log_lambda + math.log(1.05))
+
+    planted = run_cell(_full_cell("eva.eq2.softmax_as_expectation", {"control_variate_terms": inflated}, **where))
+    assert planted.evidence.effect > 0.04
+
+
+def test_a_kernel_moment_cell_beyond_the_budget_is_decided_by_the_quadrature():
+    """eva.derived.weighted_kernel_moments' Monte Carlo covariance at the full tier's d = 64, μ random stayed
+    underpowered (radius 1.2e15): its exact variance needs far more replicates than the tier allows, which the cell
+    now computes before any draw and hands the point to the quadrature (the claim's notes). Cells within the budget
+    still draw. Planted: ξ 5% too large refutes the handed-over cell."""
+    from rfkit.estimators.eva import log_xi
+    from rfkit.validation.cells import run_cell
+
+    where = dict(route="monte_carlo", part="cov", d=64, norm=0.5, mu="random")
+    ev = run_cell(_full_cell("eva.derived.weighted_kernel_moments", **where)).evidence
+    assert "monte_carlo" in ev.extra and ev.extra["route"] == "quadrature"
+    assert not ev.flags and ev.validity == "exact"
+    small = run_cell(_full_cell("eva.derived.weighted_kernel_moments", **dict(where, d=2, mu="zero"))).evidence
+    assert "monte_carlo" not in small.extra and small.n > 1000
+    planted = run_cell(_full_cell("eva.derived.weighted_kernel_moments",
+                                  {"log_xi": lambda x, omega: log_xi(x, omega) + 0.05}, **where)).evidence
+    assert planted.effect > 0.1
+
+
+def test_snis_limit_cells_judge_on_the_known_range_of_a_convex_combination():
+    """RFA_ρ's output is a convex combination of the values, so S·‖β̂ - β‖² lies in [0, S·max_m ‖v_m - β‖²]: the
+    Monte Carlo cells of eva.derived.snis_asymptotics run a betting sequence on that range beside the asymptotic
+    one (the full tier's d = 16 cells were flagged heavy-tailed, Hill index 1.8). Planted: keys 10% too large in the
+    terms (β̂ stays in the hull but converges to another softmax) push S·MSE off its limit and the cell refutes."""
+    from rfkit.validation.cells import plan, run_cell
+
+    def spec(impls=None):
+        return next(s for s in plan(CLAIMS["eva.derived.snis_asymptotics"], tier="quick", seed=0, implementations=impls)
+                    if s.params["route"] == "monte_carlo" and s.params["d"] == 2 and s.params["mu"] == "zero")
+
+    ev = run_cell(spec()).evidence
+    lo, hi = ev.extra["known_range"]
+    assert lo <= 0.0 and hi > 0.0 and not ev.flags and ev.p_value > 1e-3
+    assert cv.hull_error(np.array([[0.0, 0.0], [2.0, 0.0]]), np.array([0.5, 0.0])) == 2.25
+
+    def shifted(q, k, v, **kw):
+        return control_variate_terms(q, 1.1 * k, v, **kw)
+
+    assert run_cell(spec({"control_variate_terms": shifted})).evidence.p_value < 1e-3
