@@ -72,7 +72,6 @@ from rfkit.validation.claims.eva.control_variates import (
     RATE_POINTS,
     RATE_SPAN,
     exact_rate_cell,
-    hull_error,
     rate_window,
 )
 from rfkit.validation.claims.eva.inputs import GENERATORS, VALUE_KINDS, attention_inputs, proposal_mean, values_for
@@ -708,7 +707,9 @@ def _vs_rfa_check(ctx: CellContext, variant: str, problem: Problem, p: dict) -> 
 def hull_error_bound(problem: Problem) -> float:
     """The largest squared error (:meth:`Problem.squared_error`) of an output whose rows are convex combinations of
     the values: ``(1/N) Σ_n max_m ‖v_m - y_n‖²`` (a convex function of ŷ_n peaks at a vertex of the hull)."""
-    return hull_error(problem.v, problem.target)
+    target = problem.target
+    gaps = ((problem.v[None, :, :] - target[:, None, :]) ** 2).sum(axis=-1)     # (N, M)
+    return float(gaps.max(axis=1).sum() / problem.q.shape[0])
 
 
 #: The checks (keys of VS_RFA_READINGS) of each reading of "EVA": Eq 13, or the practical Eq 16 in each of its settings
