@@ -104,6 +104,10 @@ FEATURE_KINDS = ("trig", "positive", "hyperbolic", "generalized")
 PROJECTION_KINDS = ("iid", "orthogonal", "hadamard", "givens", "none")
 #: Causal implementations (module docstring).
 CAUSAL_IMPLS = ("chunked", "scan", "parallel")
+#: Bytes of one block of heads' feature matrices in :func:`favor_attention`: heads are independent, and blocks below
+#: glibc's largest mmap threshold (32 MiB) reuse their temporaries from the heap, where one 33.5 MiB feature matrix
+#: (B·H = 8, L = 4096, m = 256, float32) was mapped and zeroed by the kernel afresh in every call.
+_BLOCK_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -508,11 +512,29 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
     scale = d ** -0.25 if scale_inputs else 1.0
     options = dict(kind=kind, function=function, kernel_epsilon=kernel_epsilon, jax_stabilizer=jax_stabilizer,
                    dtype=dtype)
-    qf = favor_features(q * scale, omega, is_query=True, **options)
-    kf = favor_features(k * scale, omega, is_query=False, **options)
-    return favor_from_features(qf, kf, v, causal=causal, causal_impl=causal_impl, chunk_size=chunk_size,
-                               renormalize=renormalize, denominator_guard=denominator_guard,
-                               return_stats=return_stats, dtype=dtype)
+
+    def attend(qb, kb, vb):
+        qf = favor_features(qb * scale, omega, is_query=True, **options)
+        kf = favor_features(kb * scale, omega, is_query=False, **options)
+        return favor_from_features(qf, kf, vb, causal=causal, causal_impl=causal_impl, chunk_size=chunk_size,
+                                   renormalize=renormalize, denominator_guard=denominator_guard,
+                                   return_stats=return_stats, dtype=dtype)
+
+    v = as_float_array(v, "v", dtype=dtype, min_ndim=2)
+    lead = q.shape[:-2]
+    if return_stats or not lead or k.shape[:-2] != lead or v.shape[:-2] != lead:
+        return attend(q, k, v)
+    # independent heads in blocks whose feature matrices stay under _BLOCK_BYTES (module note)
+    r = 2 * (omega.m if hasattr(omega, "m") else np.shape(omega)[0] if omega is not None else d)
+    heads = int(np.prod(lead))
+    step = max(1, _BLOCK_BYTES // max(1, max(q.shape[-2], k.shape[-2]) * r * q.itemsize))
+    if step >= heads:
+        return attend(q, k, v)
+    flat = [x.reshape((heads,) + x.shape[-2:]) for x in (q, k, v)]
+    out = np.empty((heads, q.shape[-2], v.shape[-1]), dtype=compute_dtype(dtype))
+    for s in range(0, heads, step):
+        out[s:s + step] = attend(*(x[s:s + step] for x in flat))
+    return out.reshape(lead + out.shape[-2:])
 
 
 # ------------------------------------------------------------------------------ named estimators
