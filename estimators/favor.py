@@ -490,6 +490,12 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
     -------
     ndarray ``(..., L, d_v)`` (and :class:`FavorStats`).
 
+    Notes
+    -----
+    Where ``q``, ``k`` and ``v`` share their leading (batch, head) axes, the heads run in blocks of at most
+    :data:`_BLOCK_BYTES` of feature matrices (the same output to round-off, less memory and no fresh mapping of
+    large temporaries per call); without ``return_stats`` only.
+
     Examples
     --------
     With ``q = k = 0`` every estimator gives uniform weights: the output is the mean of the values.
@@ -524,7 +530,7 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
     lead = q.shape[:-2]
     if return_stats or not lead or k.shape[:-2] != lead or v.shape[:-2] != lead:
         return attend(q, k, v)
-    # independent heads in blocks whose feature matrices stay under _BLOCK_BYTES (module note)
+    # independent heads in blocks whose feature matrices stay under _BLOCK_BYTES
     r = 2 * (omega.m if hasattr(omega, "m") else np.shape(omega)[0] if omega is not None else d)
     heads = int(np.prod(lead))
     step = max(1, _BLOCK_BYTES // max(1, max(q.shape[-2], k.shape[-2]) * r * q.itemsize))
