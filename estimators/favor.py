@@ -106,7 +106,8 @@ PROJECTION_KINDS = ("iid", "orthogonal", "hadamard", "givens", "none")
 CAUSAL_IMPLS = ("chunked", "scan", "parallel")
 #: Bytes of one block of heads' feature matrices in :func:`favor_attention`: heads are independent, and blocks below
 #: glibc's largest mmap threshold (32 MiB) reuse their temporaries from the heap, where one 33.5 MiB feature matrix
-#: (B·H = 8, L = 4096, m = 256, float32) was mapped and zeroed by the kernel afresh in every call.
+#: (B·H = 8, L = 4096, m = 256, float32) was mapped and zeroed by the kernel afresh in every call (bidirectional
+#: float32 56 -> 48 ms on this machine; the torch backend on the CPU 62 -> 42 ms).
 _BLOCK_BYTES = 8 << 20
 
 
@@ -492,9 +493,10 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
 
     Notes
     -----
-    Where ``q``, ``k`` and ``v`` share their leading (batch, head) axes, the heads run in blocks of at most
-    :data:`_BLOCK_BYTES` of feature matrices (the same output to round-off, less memory and no fresh mapping of
-    large temporaries per call); without ``return_stats`` only.
+    Bidirectional, where ``q``, ``k`` and ``v`` share their leading (batch, head) axes, the heads run in blocks of
+    at most :data:`_BLOCK_BYTES` of feature matrices (the same output to round-off, less memory and no fresh mapping
+    of large temporaries per call; without ``return_stats``). Causal attention runs whole: blocks made its float32
+    path 5% slower here (its chunk loop runs once per block).
 
     Examples
     --------
@@ -528,9 +530,9 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
 
     v = as_float_array(v, "v", dtype=dtype, min_ndim=2)
     lead = q.shape[:-2]
-    if return_stats or not lead or k.shape[:-2] != lead or v.shape[:-2] != lead:
+    if causal or return_stats or not lead or k.shape[:-2] != lead or v.shape[:-2] != lead:
         return attend(q, k, v)
-    # independent heads in blocks whose feature matrices stay under _BLOCK_BYTES
+    # bidirectional: independent heads in blocks whose feature matrices stay under _BLOCK_BYTES
     r = 2 * (omega.m if hasattr(omega, "m") else np.shape(omega)[0] if omega is not None else d)
     heads = int(np.prod(lead))
     step = max(1, _BLOCK_BYTES // max(1, max(q.shape[-2], k.shape[-2]) * r * q.itemsize))

@@ -24,6 +24,7 @@ from rfkit.base.checks import (
     check_positive_int,
 )
 from rfkit.estimators.attention import _RANK_ONE_SPREAD, DEFAULT_CHUNK_SIZE, AttentionStats
+from rfkit.estimators.favor import _BLOCK_BYTES
 from rfkit.estimators.features import _SAFE_EXPONENT
 from rfkit.estimators.projections import NORM_LAWS
 
@@ -508,7 +509,23 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
     check_finite(q=q, k=k, v=v, omega=omega)
     scale = d ** -0.25 if scale_inputs else 1.0
     formula = _FEATURE_FORMULAS[kind]
-    qs, ks = q * scale, k * scale
-    qf, kf = formula(qs, qs @ omega.mT, omega, True), formula(ks, ks @ omega.mT, omega, True)
-    return linear_attention(qf, kf, v, causal=causal, chunk_size=chunk_size, causal_algorithm=causal_algorithm,
-                            return_stats=return_stats)
+
+    def attend(qb, kb, vb):
+        qs, ks = qb * scale, kb * scale
+        qf, kf = formula(qs, qs @ omega.mT, omega, True), formula(ks, ks @ omega.mT, omega, True)
+        return linear_attention(qf, kf, vb, causal=causal, chunk_size=chunk_size, causal_algorithm=causal_algorithm,
+                                return_stats=return_stats)
+
+    lead = q.shape[:-2]
+    if (causal or q.device.type != "cpu" or return_stats or not lead or k.shape[:-2] != lead
+            or v.shape[:-2] != lead):
+        return attend(q, k, v)
+    # bidirectional on the CPU: independent heads in blocks of at most _BLOCK_BYTES of features (as
+    # rfkit.estimators.favor.favor_attention)
+    heads = math.prod(lead)
+    step = max(1, _BLOCK_BYTES // max(1, max(q.shape[-2], k.shape[-2]) * 2 * omega.shape[0] * q.element_size()))
+    if step >= heads:
+        return attend(q, k, v)
+    flat = [x.reshape((heads,) + tuple(x.shape[-2:])) for x in (q, k, v)]
+    out = torch.cat([attend(*(x[s:s + step] for x in flat)) for s in range(0, heads, step)])
+    return out.reshape(lead + out.shape[-2:])
