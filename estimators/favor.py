@@ -111,6 +111,11 @@ CAUSAL_IMPLS = ("chunked", "scan", "parallel")
 _BLOCK_BYTES = 8 << 20
 
 
+def _heads_per_block(length: int, features: int, itemsize: int) -> int:
+    """Heads whose ``length × features`` feature matrices fit in :data:`_BLOCK_BYTES` (at least one)."""
+    return max(1, _BLOCK_BYTES // max(1, length * features * itemsize))
+
+
 @dataclass(frozen=True)
 class ScanStats:
     """Work and depth of one :func:`parallel_prefix_scan`: combines performed and sequential rounds."""
@@ -535,7 +540,7 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
     # bidirectional: independent heads in blocks whose feature matrices stay under _BLOCK_BYTES
     r = 2 * (omega.m if hasattr(omega, "m") else np.shape(omega)[0] if omega is not None else d)
     heads = int(np.prod(lead))
-    step = max(1, _BLOCK_BYTES // max(1, max(q.shape[-2], k.shape[-2]) * r * q.itemsize))
+    step = _heads_per_block(max(q.shape[-2], k.shape[-2]), r, q.itemsize)
     if step >= heads:
         return attend(q, k, v)
     flat = [x.reshape((heads,) + x.shape[-2:]) for x in (q, k, v)]

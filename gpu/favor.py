@@ -24,7 +24,7 @@ from rfkit.base.checks import (
     check_positive_int,
 )
 from rfkit.estimators.attention import _RANK_ONE_SPREAD, DEFAULT_CHUNK_SIZE, AttentionStats
-from rfkit.estimators.favor import _BLOCK_BYTES
+from rfkit.estimators.favor import _heads_per_block
 from rfkit.estimators.features import _SAFE_EXPONENT
 from rfkit.estimators.projections import NORM_LAWS
 
@@ -520,10 +520,9 @@ def favor_attention(q, k, v, *, kind: str = "positive", projection: str = "ortho
     if (causal or q.device.type != "cpu" or return_stats or not lead or k.shape[:-2] != lead
             or v.shape[:-2] != lead):
         return attend(q, k, v)
-    # bidirectional on the CPU: independent heads in blocks of at most _BLOCK_BYTES of features (as
-    # rfkit.estimators.favor.favor_attention)
+    # bidirectional on the CPU: independent heads in blocks (as rfkit.estimators.favor.favor_attention)
     heads = math.prod(lead)
-    step = max(1, _BLOCK_BYTES // max(1, max(q.shape[-2], k.shape[-2]) * 2 * omega.shape[0] * q.element_size()))
+    step = _heads_per_block(max(q.shape[-2], k.shape[-2]), 2 * omega.shape[0], q.element_size())
     if step >= heads:
         return attend(q, k, v)
     flat = [x.reshape((heads,) + tuple(x.shape[-2:])) for x in (q, k, v)]

@@ -63,10 +63,11 @@ def test_positive_features_fused_equals_formula(dtype):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("kind", ["positive", "trig"])
 def test_favor_attention_in_blocks_of_heads_matches_one_block(monkeypatch, causal, kind):
-    """favor_attention runs independent heads in blocks below _BLOCK_BYTES (one 33.5 MiB feature matrix was mapped
-    and zeroed afresh per call: float32 bidirectional at B·H = 8, L = 4096 went 56 -> 48 ms). Every block size gives
-    the one-block output to round-off, heads in their places (planted: a block written one head off fails), and
-    broadcast lead shapes take the one-block path."""
+    """Bidirectional favor_attention runs independent heads in blocks below _BLOCK_BYTES (one 33.5 MiB feature matrix
+    was mapped and zeroed afresh per call: float32 at B·H = 8, L = 4096 went 56 -> 48 ms); causal runs whole. Every
+    block size gives the one-block output to round-off, heads in their places (a block written one head off would
+    differ: the heads' outputs do), and keys broadcast over the heads (the one-block path) give what the same keys
+    copied to every head give in blocks."""
     from rfkit.estimators import favor
 
     rng = np.random.default_rng(1)
@@ -80,4 +81,5 @@ def test_favor_attention_in_blocks_of_heads_matches_one_block(monkeypatch, causa
     assert not np.allclose(np.roll(whole.reshape(6, 16, 2), 1, axis=0).reshape(whole.shape), whole)
     monkeypatch.setattr(favor, "_BLOCK_BYTES", 1)
     shared_k = favor.favor_attention(q, k[0, 0], v, rng=0, **kwargs)   # keys broadcast over the heads
-    assert shared_k.shape == whole.shape and np.isfinite(shared_k).all()
+    copied_k = favor.favor_attention(q, np.broadcast_to(k[0, 0], q.shape), v, rng=0, **kwargs)
+    np.testing.assert_allclose(shared_k, copied_k, rtol=1e-12, atol=1e-12)

@@ -377,7 +377,7 @@ def test_cpu_favor_attention_in_blocks_of_heads_matches_one_block(monkeypatch, k
     """On the CPU, bidirectional favor_attention runs independent heads in blocks under _BLOCK_BYTES of features
     (62 -> 42 ms at B·H = 8, L = 4096, float32): every block size gives the one-block output, heads in their
     places; autograd flows through the blocks."""
-    import rfkit.gpu.favor as gpu_favor
+    from rfkit.estimators import favor as np_favor
 
     rng = np.random.default_rng(2)
     q, k = (torch.tensor(x, requires_grad=True) for x in rng.normal(size=(2, 3, 2, 16, 4)))
@@ -385,7 +385,7 @@ def test_cpu_favor_attention_in_blocks_of_heads_matches_one_block(monkeypatch, k
     omega = torch.tensor(rng.normal(size=(8, 4)))
     whole = gpu.favor_attention(q, k, v, kind=kind, omega=omega)
     for block in (1, 16 * 16 * 3 * 8, 1 << 40):
-        monkeypatch.setattr(gpu_favor, "_BLOCK_BYTES", block)
+        monkeypatch.setattr(np_favor, "_BLOCK_BYTES", block)
         out = gpu.favor_attention(q, k, v, kind=kind, omega=omega)
         torch.testing.assert_close(out, whole, rtol=1e-12, atol=1e-12)
     out.sum().backward()

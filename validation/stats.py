@@ -961,8 +961,9 @@ def weakest_validity(evidences) -> str:
 def replicates_for_radius(n: float, radius: float, target: float) -> float:
     """Replicates at which a confidence radius of ``radius`` from ``n`` replicates falls to ``target`` on the
     ``1/√n`` law (a mean of iid replicates with finite variance, an order-statistic interval of a continuous law,
-    a Monte Carlo error in ``n`` features): ``n·(radius/target)²``. What would decide an undecided cell, estimated
-    from its outcome (an extrapolation, never used to size a test)."""
+    a Monte Carlo error in ``n`` features): ``n·(radius/target)²``. An extrapolation from an outcome: what would
+    decide an undecided cell, or a futility stop (a cell that stops for futility stays undecided, so it cannot
+    refute or support anything it would not have)."""
     return n * (radius / target) ** 2
 
 
